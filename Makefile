@@ -1,0 +1,98 @@
+# codebox: nginx in front of a prefork pool of FastCGI workers running sandboxed Python.
+#
+#   make run    install what is missing, build, check the config, serve on 127.0.0.1:8080
+#   make test   install what is missing, build, run the unit tests, the bats suites and
+#               the same suites against an ASan+UBSan build
+#   make asan   only the sanitizer pass
+
+CC       ?= cc
+PKGS      = jansson
+WARN      = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wformat=2 -Wvla -Wswitch-enum
+HARDEN    = -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE
+LDFLAGS  += -pie -Wl,-z,relro,-z,now
+LDLIBS    = -lfcgi -ljansson -lm
+
+BUILD    ?= build
+SANITIZE ?=
+ifneq ($(SANITIZE),)
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SANITIZE)
+HARDEN    = -fPIE
+endif
+
+SRCS     = $(wildcard fcgi/*.c)
+OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
+POOL     = $(BUILD)/codebox-pool
+
+# unit tests: one TAP program per pure module, linking only what it tests
+UNITS    = capture result request limits reply jsonw workdir
+UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
+UNIT_DEPS_capture = capture
+UNIT_DEPS_result  = result jsonw
+UNIT_DEPS_request = request limits
+UNIT_DEPS_limits  = limits
+UNIT_DEPS_reply   = reply jsonw capture result
+UNIT_DEPS_jsonw   = jsonw
+UNIT_DEPS_workdir = workdir log jsonw
+
+.PHONY: all deps build run test unit bats asan check lint format clean bench
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps $(POOL)
+
+$(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%.o: fcgi/tests/%.c $(wildcard fcgi/*.h) fcgi/tests/tap.h | $(BUILD)/.dir
+	$(CC) $(CFLAGS) -Ifcgi -c -o $@ $<
+
+$(BUILD)/.dir:
+	mkdir -p $(BUILD)/tests && touch $@
+
+$(POOL): $(OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+.SECONDEXPANSION:
+$(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(patsubst %,$(BUILD)/%.o,$$(UNIT_DEPS_$$*))
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+run: build
+	scripts/codebox-run.sh --port 8080 --pool $(POOL)
+
+unit: deps $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done
+
+bats: build
+	CODEBOX_POOL=$(CURDIR)/$(POOL) bats --print-output-on-failure tests/
+
+# the same bats suites against the sanitizer build
+asan:
+	$(MAKE) BUILD=build-asan SANITIZE=address,undefined unit
+	$(MAKE) BUILD=build-asan SANITIZE=address,undefined build-asan/codebox-pool
+	CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 \
+	    bats --print-output-on-failure tests/
+
+check: build
+	scripts/check-config.sh nginx/nginx.conf
+
+lint:
+	shellcheck scripts/*.sh .ci/run tests/helpers/*.bash
+	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
+
+format:
+	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
+
+test: deps lint unit check bats asan
+
+bench: build
+	scripts/bench.sh
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,152 @@
+/*
+ * jsonw.c - compact JSON text writer.
+ *
+ * The response schema is written by hand (reply.c) because result.json's normalised text is
+ * spliced in verbatim; this file owns only the mechanics: growth, escaping, failure latching.
+ */
+#include "jsonw.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void
+jsonw_init(struct jsonw *w)
+{
+	memset(w, 0, sizeof(*w));
+}
+
+void
+jsonw_free(struct jsonw *w)
+{
+	free(w->buf);
+	memset(w, 0, sizeof(*w));
+}
+
+static bool
+jsonw_reserve(struct jsonw *w, size_t n)
+{
+	if (w->failed)
+		return false;
+	if (w->len + n + 1 <= w->cap)
+		return true;
+	size_t cap = w->cap ? w->cap : 256;
+	while (cap < w->len + n + 1) {
+		if (cap > ((size_t)-1) / 2) {
+			w->failed = true;
+			return false;
+		}
+		cap *= 2;
+	}
+	char *p = realloc(w->buf, cap);
+	if (p == NULL) {
+		w->failed = true;
+		return false;
+	}
+	w->buf = p;
+	w->cap = cap;
+	return true;
+}
+
+void
+jsonw_raw(struct jsonw *w, const char *s, size_t n)
+{
+	if (!jsonw_reserve(w, n))
+		return;
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+	w->buf[w->len] = '\0';
+}
+
+void
+jsonw_lit(struct jsonw *w, const char *s)
+{
+	jsonw_raw(w, s, strlen(s));
+}
+
+void
+jsonw_str(struct jsonw *w, const char *s, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t run = 0; /* start of the pending span that needs no escaping */
+
+	jsonw_raw(w, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[6];
+		size_t elen = 2;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		jsonw_raw(w, s + run, i - run);
+		run = i + 1;
+		esc[0] = '\\';
+		switch (c) {
+		case '"':
+			esc[1] = '"';
+			break;
+		case '\\':
+			esc[1] = '\\';
+			break;
+		case '\n':
+			esc[1] = 'n';
+			break;
+		case '\r':
+			esc[1] = 'r';
+			break;
+		case '\t':
+			esc[1] = 't';
+			break;
+		case '\b':
+			esc[1] = 'b';
+			break;
+		case '\f':
+			esc[1] = 'f';
+			break;
+		default:
+			esc[1] = 'u';
+			esc[2] = '0';
+			esc[3] = '0';
+			esc[4] = hex[c >> 4];
+			esc[5] = hex[c & 0xF];
+			elen = 6;
+			break;
+		}
+		jsonw_raw(w, esc, elen);
+	}
+	jsonw_raw(w, s + run, n - run);
+	jsonw_raw(w, "\"", 1);
+}
+
+void
+jsonw_cstr(struct jsonw *w, const char *s)
+{
+	jsonw_str(w, s, strlen(s));
+}
+
+void
+jsonw_int(struct jsonw *w, long long v)
+{
+	char num[32];
+	int n = snprintf(num, sizeof(num), "%lld", v);
+
+	jsonw_raw(w, num, (size_t)n);
+}
+
+char *
+jsonw_take(struct jsonw *w, size_t *len)
+{
+	char *out;
+
+	if (!w->failed && w->buf == NULL)
+		jsonw_raw(w, "", 0);
+	if (w->failed) {
+		jsonw_free(w);
+		return NULL;
+	}
+	out = w->buf;
+	if (len != NULL)
+		*len = w->len;
+	memset(w, 0, sizeof(*w));
+	return out;
+}

@@ -1,0 +1,95 @@
+/*
+ * log.c - structured logging for the pool and its workers.
+ *
+ * Every line is a JSON object so that nginx's access log and the worker's log can be joined
+ * on requestId. Lines are written with one write(2) each (stderr is shared by every worker,
+ * and O_APPEND pipes and files keep a single write of this size whole).
+ */
+#include "log.h"
+
+#include "jsonw.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *log_component = "codebox";
+static char log_request_id[129];
+
+void
+log_set_component(const char *component)
+{
+	log_component = component;
+}
+
+void
+log_set_request_id(const char *id)
+{
+	if (id == NULL) {
+		log_request_id[0] = '\0';
+		return;
+	}
+	snprintf(log_request_id, sizeof(log_request_id), "%s", id);
+}
+
+static const char *
+log_level_string(enum log_level level)
+{
+	switch (level) {
+	case LOG_DEBUG:
+		return "debug";
+	case LOG_INFO:
+		return "info";
+	case LOG_WARN:
+		return "warn";
+	case LOG_ERROR:
+		return "error";
+	}
+	return "info";
+}
+
+void
+log_msg(enum log_level level, const char *fmt, ...)
+{
+	char msg[1024], ts[64];
+	struct timespec now;
+	struct tm tm;
+	struct jsonw w;
+	va_list ap;
+	size_t len;
+	char *line;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	clock_gettime(CLOCK_REALTIME, &now);
+	gmtime_r(&now.tv_sec, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(ts + strlen(ts), sizeof(ts) - strlen(ts), ".%03ldZ", now.tv_nsec / 1000000);
+
+	jsonw_init(&w);
+	jsonw_lit(&w, "{\"time\":");
+	jsonw_cstr(&w, ts);
+	jsonw_lit(&w, ",\"level\":");
+	jsonw_cstr(&w, log_level_string(level));
+	jsonw_lit(&w, ",\"component\":");
+	jsonw_cstr(&w, log_component);
+	jsonw_lit(&w, ",\"pid\":");
+	jsonw_int(&w, getpid());
+	if (log_request_id[0]) {
+		jsonw_lit(&w, ",\"requestId\":");
+		jsonw_cstr(&w, log_request_id);
+	}
+	jsonw_lit(&w, ",\"msg\":");
+	jsonw_cstr(&w, msg); /* our own messages are ASCII */
+	jsonw_lit(&w, "}\n");
+	line = jsonw_take(&w, &len);
+	if (line == NULL)
+		return;
+	ssize_t unused = write(STDERR_FILENO, line, len);
+	(void)unused;
+	free(line);
+}

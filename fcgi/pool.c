@@ -1,0 +1,185 @@
+/*
+ * pool.c - the prefork pool.
+ *
+ * One supervisor forks N workers that all accept on one socket. It waits for events with
+ * sigsuspend() while SIGCHLD, SIGTERM, SIGINT and SIGALRM are blocked everywhere else, so no
+ * SIGCHLD is ever lost between a check and the wait. A worker that dies is logged with its
+ * exit status or signal and respawned at once; one that dies within a second of its start is
+ * respawned after a second (SIGALRM), so a worker that cannot start does not spin.
+ *
+ * Shutdown: SIGTERM or SIGINT is forwarded to every worker; idle ones exit at once, busy
+ * ones after answering. After drain_seconds the rest are SIGKILLed. The supervisor is a child
+ * subreaper too, so runs orphaned by a killed worker are swept before it exits.
+ */
+#include "pool.h"
+
+#include "log.h"
+#include "proc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t pool_got_chld, pool_got_term, pool_got_alrm;
+
+static void
+pool_on_signal(int sig)
+{
+	if (sig == SIGCHLD)
+		pool_got_chld = 1;
+	else if (sig == SIGALRM)
+		pool_got_alrm = 1;
+	else
+		pool_got_term = 1;
+}
+
+struct pool_slot {
+	pid_t pid;              /* 0 when not running */
+	long long started_ms;
+	bool respawn_pending;
+};
+
+static pid_t
+pool_spawn(struct pool_config *pc, struct pool_slot *slot, int index)
+{
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		log_msg(LOG_ERROR, "fork() failed while starting worker %d: %s", index,
+			strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		struct worker_config wc = pc->worker;
+		struct sigaction dfl = {.sa_handler = SIG_DFL};
+
+		sigaction(SIGCHLD, &dfl, NULL);
+		sigaction(SIGALRM, &dfl, NULL);
+		/* the worker dies with the pool rather than serving on alone */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		wc.index = index;
+		wc.run.drop_privileges = pc->drop_privileges;
+		wc.run.run_uid = pc->run_uid_base + (uid_t)index;
+		wc.run.run_gid = (gid_t)(pc->run_uid_base + (uid_t)index);
+		worker_main(&wc);
+	}
+	slot->pid = pid;
+	slot->started_ms = proc_now_ms();
+	slot->respawn_pending = false;
+	return pid;
+}
+
+static void
+pool_log_exit(int index, pid_t pid, int status, bool stopping)
+{
+	if (WIFEXITED(status))
+		log_msg(stopping && WEXITSTATUS(status) == 0 ? LOG_INFO : LOG_ERROR,
+			"worker %d (pid %d) exited with status %d", index, (int)pid,
+			WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		log_msg(stopping ? LOG_INFO : LOG_ERROR, "worker %d (pid %d) was killed by signal %d%s",
+			index, (int)pid, WTERMSIG(status),
+			WCOREDUMP(status) ? " (core dumped)" : "");
+}
+
+int
+pool_run(struct pool_config *pc)
+{
+	struct sigaction sa = {.sa_handler = pool_on_signal};
+	struct pool_slot *slots = calloc((size_t)pc->workers, sizeof(*slots));
+	sigset_t waitmask;
+	bool stopping = false;
+	long long kill_at = 0;
+	int alive = 0;
+
+	if (slots == NULL) {
+		log_msg(LOG_ERROR, "out of memory");
+		return -1;
+	}
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGCHLD, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGALRM, &sa, NULL);
+	sigprocmask(SIG_SETMASK, NULL, &waitmask);
+	sigdelset(&waitmask, SIGCHLD);
+	sigdelset(&waitmask, SIGTERM);
+	sigdelset(&waitmask, SIGINT);
+	sigdelset(&waitmask, SIGALRM);
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		log_msg(LOG_WARN, "prctl(PR_SET_CHILD_SUBREAPER) failed: %s", strerror(errno));
+
+	for (int i = 0; i < pc->workers; i++)
+		if (pool_spawn(pc, &slots[i], i) > 0)
+			alive++;
+	log_msg(LOG_INFO, "pool started %d workers", alive);
+
+	for (;;) {
+		if (pool_got_term && !stopping) {
+			stopping = true;
+			log_msg(LOG_INFO, "shutting down: draining %d workers (at most %d s)", alive,
+				pc->drain_seconds);
+			for (int i = 0; i < pc->workers; i++)
+				if (slots[i].pid > 0)
+					proc_kill(slots[i].pid, SIGTERM, "a worker");
+			kill_at = proc_now_ms() + pc->drain_seconds * 1000LL;
+			alarm((unsigned)pc->drain_seconds + 1);
+		}
+		if (pool_got_chld) {
+			int status;
+			pid_t pid;
+
+			pool_got_chld = 0;
+			while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+				for (int i = 0; i < pc->workers; i++) {
+					if (slots[i].pid != pid)
+						continue;
+					pool_log_exit(i, pid, status, stopping);
+					slots[i].pid = 0;
+					alive--;
+					if (stopping)
+						break;
+					if (proc_now_ms() - slots[i].started_ms < 1000) {
+						slots[i].respawn_pending = true;
+						alarm(1);
+					} else if (pool_spawn(pc, &slots[i], i) > 0) {
+						alive++;
+					}
+					break;
+				}
+				/* anything else is an orphaned run, reaped here */
+			}
+		}
+		if (pool_got_alrm) {
+			pool_got_alrm = 0;
+			if (stopping && proc_now_ms() >= kill_at - 1000) {
+				for (int i = 0; i < pc->workers; i++)
+					if (slots[i].pid > 0) {
+						log_msg(LOG_WARN,
+							"worker %d did not finish within %d s; killing it",
+							i, pc->drain_seconds);
+						proc_kill(slots[i].pid, SIGKILL, "a worker past the drain");
+					}
+			}
+			for (int i = 0; !stopping && i < pc->workers; i++)
+				if (slots[i].respawn_pending && pool_spawn(pc, &slots[i], i) > 0)
+					alive++;
+		}
+		if (stopping && alive == 0)
+			break;
+		if (!pool_got_chld && !pool_got_alrm && (!pool_got_term || stopping))
+			sigsuspend(&waitmask);
+	}
+	/* runs orphaned by killed workers were reparented here: leave nothing behind */
+	bool unused = false;
+	int st;
+	struct rusage ru;
+	proc_kill_all_children(0, -1, &unused, &st, &ru, proc_now_ms() + 3000);
+	free(slots);
+	log_msg(LOG_INFO, "pool stopped");
+	return 0;
+}

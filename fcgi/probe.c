@@ -1,0 +1,119 @@
+/*
+ * probe.c - measuring what /capabilities promises.
+ *
+ * The promise is five modules; their versions and the interpreter's are read by running the
+ * sandbox's own interpreter once, through run_execute(), so the numbers describe exactly what
+ * a program will get. A missing module stops the service from starting.
+ */
+#include "probe.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+	const char *import_name;
+	const char *distribution;
+} probe_promised[] = {
+    {"numpy", "numpy"},   {"pandas", "pandas"},        {"scipy", "scipy"},
+    {"sympy", "sympy"},   {"sklearn", "scikit-learn"},
+};
+
+static const char probe_program[] =
+    "import importlib, importlib.metadata, json, platform\n"
+    "mods = json.loads(input())\n"
+    "out = {'pythonVersion': platform.python_version(), 'modules': [], 'missing': []}\n"
+    "for imp, dist in mods:\n"
+    "    try:\n"
+    "        importlib.import_module(imp)\n"
+    "        out['modules'].append({'importName': imp, 'distribution': dist,\n"
+    "                               'version': importlib.metadata.version(dist)})\n"
+    "    except Exception as e:\n"
+    "        out['missing'].append('%s (%s: %s)' % (imp, type(e).__name__, e))\n"
+    "with open('result.json', 'w') as f:\n"
+    "    json.dump(out, f)\n";
+
+static int
+copy_field(char *dst, size_t dst_len, json_t *v)
+{
+	if (!json_is_string(v) || json_string_length(v) == 0 ||
+	    json_string_length(v) >= dst_len)
+		return -1;
+	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
+int
+probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, size_t why_len)
+{
+	struct run_outcome o;
+	json_t *doc = NULL, *mods, *missing, *m;
+	char stdin_buf[512], run_why[256];
+	size_t n = 0, i;
+	int rc = -1;
+
+	memset(info, 0, sizeof(*info));
+	n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "[");
+	for (i = 0; i < sizeof(probe_promised) / sizeof(probe_promised[0]); i++)
+		n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "%s[\"%s\",\"%s\"]",
+				      i ? "," : "", probe_promised[i].import_name,
+				      probe_promised[i].distribution);
+	n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "]\n");
+
+	struct run_spec spec = {
+	    .code = probe_program,
+	    .code_len = sizeof(probe_program) - 1,
+	    .stdin_data = stdin_buf,
+	    .stdin_len = n,
+	    .wall_ms = 120 * 1000, /* importing sklearn on a cold page cache is slow */
+	    .max_stdout_bytes = 4096,
+	    .max_stderr_bytes = 4096,
+	    .max_result_bytes = 65536,
+	};
+	if (run_execute(cfg, &spec, &o, run_why, sizeof(run_why)) < 0) {
+		snprintf(why, why_len, "the interpreter %s could not be run: %s", cfg->python,
+			 run_why);
+		return -1;
+	}
+	if (o.status != RUN_SUCCEEDED || o.result_status != RESULT_OK) {
+		snprintf(why, why_len, "the interpreter %s failed the probe (%s, exit %d): %.*s",
+			 cfg->python, run_status_string(o.status), o.exit_code,
+			 (int)(o.err.len > 300 ? 300 : o.err.len), o.err.buf);
+		goto out;
+	}
+	doc = json_loadb(o.result_json, o.result_len, 0, NULL);
+	mods = json_object_get(doc, "modules");
+	missing = json_object_get(doc, "missing");
+	if (!json_is_array(mods) || !json_is_array(missing) ||
+	    copy_field(info->python_version, sizeof(info->python_version),
+		       json_object_get(doc, "pythonVersion")) < 0) {
+		snprintf(why, why_len, "the probe's answer is malformed");
+		goto out;
+	}
+	if (json_array_size(missing) > 0) {
+		json_t *first = json_array_get(missing, 0);
+		snprintf(why, why_len, "a promised module is missing from %s: %s", cfg->python,
+			 json_string_value(first) ? json_string_value(first) : "?");
+		goto out;
+	}
+	json_array_foreach(mods, i, m)
+	{
+		struct probe_module *pm = &info->modules[info->n_modules];
+		if (info->n_modules >= PROBE_MAX_MODULES ||
+		    copy_field(pm->import_name, sizeof(pm->import_name),
+			       json_object_get(m, "importName")) < 0 ||
+		    copy_field(pm->distribution, sizeof(pm->distribution),
+			       json_object_get(m, "distribution")) < 0 ||
+		    copy_field(pm->version, sizeof(pm->version), json_object_get(m, "version")) <
+			0) {
+			snprintf(why, why_len, "the probe's module list is malformed");
+			goto out;
+		}
+		info->n_modules++;
+	}
+	rc = 0;
+out:
+	json_decref(doc);
+	run_outcome_free(&o);
+	return rc;
+}

@@ -1,0 +1,33 @@
+/*
+ * probe.h - what the sandbox's interpreter offers, measured at start-up.
+ */
+#ifndef CODEBOX_PROBE_H
+#define CODEBOX_PROBE_H
+
+#include <stddef.h>
+
+#include "run.h"
+
+#define PROBE_MAX_MODULES 8
+
+struct probe_module {
+	char import_name[64];
+	char distribution[64];
+	char version[64];
+};
+
+struct probe_info {
+	char python_version[32];
+	struct probe_module modules[PROBE_MAX_MODULES];
+	size_t n_modules;
+};
+
+/*
+ * Runs the interpreter once through the sandbox (the same path as every run) and reads the
+ * Python version and the version of every promised module. Returns 0, or -1 with the reason
+ * (a missing module is named) in why. Call it before any worker is forked.
+ */
+int probe_measure(const struct run_config *cfg, struct probe_info *info, char *why,
+		  size_t why_len);
+
+#endif

@@ -1,0 +1,206 @@
+/*
+ * reply.c - the only file that knows the response schema.
+ *
+ * Part 1 of API.md is consumed by strict clients, so keys, their order and every string are
+ * fixed here and nowhere else. Every string written is valid UTF-8: captured output goes
+ * through capture_utf8(), result.json's text was normalised by result_parse().
+ */
+#include "reply.h"
+
+#include "jsonw.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *
+signal_name(int sig)
+{
+	switch (sig) {
+	case SIGHUP:
+		return "SIGHUP";
+	case SIGINT:
+		return "SIGINT";
+	case SIGQUIT:
+		return "SIGQUIT";
+	case SIGILL:
+		return "SIGILL";
+	case SIGTRAP:
+		return "SIGTRAP";
+	case SIGABRT:
+		return "SIGABRT";
+	case SIGBUS:
+		return "SIGBUS";
+	case SIGFPE:
+		return "SIGFPE";
+	case SIGKILL:
+		return "SIGKILL";
+	case SIGUSR1:
+		return "SIGUSR1";
+	case SIGSEGV:
+		return "SIGSEGV";
+	case SIGUSR2:
+		return "SIGUSR2";
+	case SIGPIPE:
+		return "SIGPIPE";
+	case SIGALRM:
+		return "SIGALRM";
+	case SIGTERM:
+		return "SIGTERM";
+	case SIGXCPU:
+		return "SIGXCPU";
+	case SIGXFSZ:
+		return "SIGXFSZ";
+	case SIGSYS:
+		return "SIGSYS";
+	default:
+		return NULL;
+	}
+}
+
+static void
+put_capture(struct jsonw *w, const struct capture *c)
+{
+	size_t n;
+	char *s = capture_utf8(c, &n);
+
+	if (s == NULL) {
+		w->failed = true;
+		return;
+	}
+	jsonw_str(w, s, n);
+	free(s);
+}
+
+char *
+reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
+	      const char *request_id, size_t *len)
+{
+	struct jsonw w;
+	char errbuf[128];
+	const char *result_error;
+
+	jsonw_init(&w);
+	jsonw_lit(&w, "{\"status\":");
+	jsonw_cstr(&w, run_status_string(o->status));
+	jsonw_lit(&w, ",\"exitCode\":");
+	if (o->has_exit_code)
+		jsonw_int(&w, o->exit_code);
+	else
+		jsonw_lit(&w, "null");
+	jsonw_lit(&w, ",\"stdout\":");
+	put_capture(&w, &o->out);
+	jsonw_lit(&w, ",\"stderr\":");
+	put_capture(&w, &o->err);
+	jsonw_lit(&w, ",\"result\":");
+	if (o->result_status == RESULT_OK && o->result_json != NULL)
+		jsonw_raw(&w, o->result_json, o->result_len);
+	else
+		jsonw_lit(&w, "null");
+	jsonw_lit(&w, ",\"resultError\":");
+	result_error = result_error_string(o->result_status, max_result_bytes, errbuf,
+					   sizeof(errbuf));
+	if (result_error != NULL)
+		jsonw_cstr(&w, result_error);
+	else
+		jsonw_lit(&w, "null");
+	jsonw_lit(&w, ",\"durationMs\":");
+	jsonw_int(&w, o->duration_ms < 0 ? 0 : o->duration_ms);
+	jsonw_lit(&w, ",\"truncated\":");
+	jsonw_lit(&w, capture_truncated(&o->out) || capture_truncated(&o->err) ? "true" : "false");
+	if (details) {
+		const char *sig = o->term_signal ? signal_name(o->term_signal) : NULL;
+		const char *lim = run_limit_string(o->limit_exceeded);
+
+		jsonw_lit(&w, ",\"details\":{\"requestId\":");
+		jsonw_cstr(&w, request_id ? request_id : "");
+		jsonw_lit(&w, ",\"signal\":");
+		if (sig != NULL)
+			jsonw_cstr(&w, sig);
+		else if (o->term_signal)
+			jsonw_int(&w, o->term_signal); /* a real-time signal has no name */
+		else
+			jsonw_lit(&w, "null");
+		jsonw_lit(&w, ",\"limitExceeded\":");
+		if (lim != NULL)
+			jsonw_cstr(&w, lim);
+		else
+			jsonw_lit(&w, "null");
+		jsonw_lit(&w, ",\"cpuMs\":");
+		jsonw_int(&w, o->cpu_ms);
+		jsonw_lit(&w, ",\"maxRssBytes\":");
+		jsonw_int(&w, o->max_rss_bytes);
+		jsonw_lit(&w, ",\"stdoutBytes\":");
+		jsonw_int(&w, (long long)o->out.total_bytes);
+		jsonw_lit(&w, ",\"stderrBytes\":");
+		jsonw_int(&w, (long long)o->err.total_bytes);
+		jsonw_lit(&w, "}");
+	}
+	jsonw_lit(&w, "}");
+	return jsonw_take(&w, len);
+}
+
+char *
+reply_error(const char *error, const char *message, size_t *len)
+{
+	struct jsonw w;
+
+	jsonw_init(&w);
+	jsonw_lit(&w, "{\"error\":");
+	jsonw_cstr(&w, error);
+	jsonw_lit(&w, ",\"message\":");
+	jsonw_cstr(&w, message);
+	jsonw_lit(&w, "}");
+	return jsonw_take(&w, len);
+}
+
+char *
+reply_capabilities(const struct probe_info *info, const struct limits *l, bool files_contained,
+		   size_t *len)
+{
+	json_t *doc, *modules;
+	char sentence[512];
+	char *out;
+
+	modules = json_array();
+	for (size_t i = 0; i < info->n_modules; i++)
+		json_array_append_new(modules,
+				      json_pack("{s:s, s:s, s:s}", "importName",
+						info->modules[i].import_name, "distribution",
+						info->modules[i].distribution, "version",
+						info->modules[i].version));
+	snprintf(sentence, sizeof(sentence),
+		 "To return structured data, write one JSON document to result.json in the "
+		 "working directory (at most %zu bytes); it comes back parsed as `result`, or "
+		 "`resultError` explains why it was rejected.",
+		 l->max_result_bytes);
+	/* json_pack "o" steals the reference to modules */
+	doc = json_pack("{s:s, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:s, s:s}",
+			"pythonVersion", info->python_version, "modules", modules, "limits",
+			"executionTimeoutSeconds", (json_int_t)l->execution_timeout_seconds,
+			"maxCodeBytes", (json_int_t)l->max_code_bytes, "maxStdoutBytes",
+			(json_int_t)l->max_stdout_bytes, "maxStderrBytes",
+			(json_int_t)l->max_stderr_bytes, "maxResultBytes",
+			(json_int_t)l->max_result_bytes, "maxConcurrentExecutions",
+			(json_int_t)l->max_concurrent_executions, "network",
+			"No network use is expected: do not download data, install packages or call "
+			"external services.",
+			"persistence",
+			files_contained
+			    ? "Every execution starts a fresh interpreter in a fresh, empty working "
+			      "directory; no files, variables or imports survive between executions."
+			    : "Every execution starts a fresh interpreter in a fresh, empty working "
+			      "directory that is removed afterwards; no variables or imports survive "
+			      "between executions, but files written outside the working directory "
+			      "may.",
+			"structuredResult", sentence);
+	if (doc == NULL)
+		return NULL;
+	out = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (out != NULL && len != NULL)
+		*len = strlen(out);
+	return out;
+}

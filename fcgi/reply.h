@@ -1,0 +1,32 @@
+/*
+ * reply.h - every response body the worker writes.
+ */
+#ifndef CODEBOX_REPLY_H
+#define CODEBOX_REPLY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "limits.h"
+#include "probe.h"
+#include "run.h"
+
+/*
+ * The 200 body of POST /execute: exactly the eight keys in contract order, plus "details"
+ * when asked. Returns a newly allocated NUL-terminated string (caller frees) or NULL.
+ */
+char *reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
+		    const char *request_id, size_t *len);
+
+/* {"error": error, "message": message}. Caller frees; NULL when out of memory. */
+char *reply_error(const char *error, const char *message, size_t *len);
+
+/*
+ * The /capabilities document from measured versions and the enforced limits. The persistence
+ * sentence claims that no file survives only when files_contained (a private mount or
+ * Landlock confines writes to the working directory).
+ */
+char *reply_capabilities(const struct probe_info *info, const struct limits *l, bool files_contained,
+			 size_t *len);
+
+#endif

@@ -1,0 +1,102 @@
+/*
+ * request.c - strict parsing of POST /execute bodies.
+ *
+ * Clients of the reference sandbox rely on strict schemas: an unknown key is an error, not a
+ * silently ignored option. The order of the checks is the contract's ("first failure wins"),
+ * so two bad things in one body always give the same message.
+ */
+#include "request.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define BODY_SHAPE "body must be {\"code\": \"<non-empty string>\"}"
+
+int
+request_parse(struct request *r, const char *body, size_t len, const struct limits *l,
+	      char *message, size_t message_len)
+{
+	json_error_t err;
+	json_t *code, *v;
+	const char *key;
+
+	memset(r, 0, sizeof(*r));
+	r->stdin_data = "";
+	r->wall_ms = l->execution_timeout_seconds * 1000;
+
+	/* JSON_ALLOW_NUL: "\u0000" is legal JSON; Python itself rejects such code later */
+	r->root = json_loadb(body, len, JSON_ALLOW_NUL, &err);
+	if (r->root == NULL) {
+		snprintf(message, message_len, "%s", BODY_SHAPE " (the body is not valid UTF-8 JSON)");
+		goto invalid;
+	}
+	if (!json_is_object(r->root)) {
+		snprintf(message, message_len, "%s", BODY_SHAPE);
+		goto invalid;
+	}
+	code = json_object_get(r->root, "code");
+	if (!json_is_string(code) || json_string_length(code) == 0) {
+		snprintf(message, message_len, "%s", BODY_SHAPE);
+		goto invalid;
+	}
+	json_object_foreach(r->root, key, v)
+	{
+		if (strcmp(key, "code") != 0 && strcmp(key, "stdin") != 0 &&
+		    strcmp(key, "timeoutSeconds") != 0 && strcmp(key, "details") != 0) {
+			snprintf(message, message_len,
+				 "unknown key in body; allowed keys are code, stdin, "
+				 "timeoutSeconds and details");
+			goto invalid;
+		}
+	}
+	v = json_object_get(r->root, "stdin");
+	if (v != NULL) {
+		if (!json_is_string(v) || json_string_length(v) > l->max_stdin_bytes) {
+			snprintf(message, message_len, "stdin must be a string of at most %zu bytes",
+				 l->max_stdin_bytes);
+			goto invalid;
+		}
+		r->stdin_data = json_string_value(v);
+		r->stdin_len = json_string_length(v);
+	}
+	v = json_object_get(r->root, "timeoutSeconds");
+	if (v != NULL) {
+		double t = json_is_number(v) ? json_number_value(v) : NAN;
+		if (!(t > 0) || t > (double)l->execution_timeout_seconds) {
+			snprintf(message, message_len,
+				 "timeoutSeconds must be a number greater than 0 and at most %ld",
+				 l->execution_timeout_seconds);
+			goto invalid;
+		}
+		/* round up so that a tiny positive limit still lets the run start */
+		r->wall_ms = (long)ceil(t * 1000.0);
+		if (r->wall_ms < 1)
+			r->wall_ms = 1;
+	}
+	v = json_object_get(r->root, "details");
+	if (v != NULL) {
+		if (!json_is_boolean(v)) {
+			snprintf(message, message_len, "details must be true or false");
+			goto invalid;
+		}
+		r->details = json_is_true(v);
+	}
+	if (json_string_length(code) > l->max_code_bytes) {
+		snprintf(message, message_len, "code must be at most %zu bytes", l->max_code_bytes);
+		goto invalid;
+	}
+	r->code = json_string_value(code);
+	r->code_len = json_string_length(code);
+	return 0;
+invalid:
+	request_free(r);
+	return -1;
+}
+
+void
+request_free(struct request *r)
+{
+	json_decref(r->root);
+	memset(r, 0, sizeof(*r));
+}

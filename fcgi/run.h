@@ -1,0 +1,86 @@
+/*
+ * run.h - one execution of a program in the sandbox, seen from the worker.
+ */
+#ifndef CODEBOX_RUN_H
+#define CODEBOX_RUN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "capture.h"
+#include "result.h"
+
+enum run_status {
+	RUN_SUCCEEDED, /* exit code 0 */
+	RUN_FAILED,    /* any other exit code, or killed by a signal */
+	RUN_TIMED_OUT, /* the wall-clock limit fired */
+};
+
+enum run_limit {
+	RUN_LIMIT_NONE,
+	RUN_LIMIT_TIME,
+	RUN_LIMIT_MEMORY,
+	RUN_LIMIT_PROCESSES,
+	RUN_LIMIT_DISK,
+};
+
+const char *run_status_string(enum run_status s);
+const char *run_limit_string(enum run_limit l); /* NULL for RUN_LIMIT_NONE */
+
+/* Where and as whom runs happen; fixed for the life of a worker. */
+struct run_config {
+	const char *python;   /* absolute path of the interpreter */
+	int runs_dir_fd;      /* the directory holding every run's working directory */
+	const char *runs_dir; /* its path */
+	bool drop_privileges; /* the worker is root: runs use run_uid/run_gid */
+	uid_t run_uid;
+	gid_t run_gid;
+};
+
+/* What one run is asked to do. */
+struct run_spec {
+	const char *code;
+	size_t code_len;
+	const char *stdin_data;
+	size_t stdin_len;
+	long wall_ms;
+	size_t max_stdout_bytes;
+	size_t max_stderr_bytes;
+	size_t max_result_bytes;
+};
+
+/* What came of it. Free with run_outcome_free(). */
+struct run_outcome {
+	enum run_status status;
+	bool has_exit_code; /* false iff timed out */
+	int exit_code;      /* -N when killed by signal N */
+	int term_signal;    /* the signal that ended the program, or 0 */
+	enum run_limit limit_exceeded;
+	struct capture out;
+	struct capture err;
+	enum result_status result_status;
+	char *result_json; /* normalised JSON text when result_status is RESULT_OK */
+	size_t result_len;
+	long long duration_ms;
+	long long cpu_ms;
+	long long max_rss_bytes;
+};
+
+/*
+ * Runs spec under cfg and fills out. Returns 0 whatever the program did (its outcome is a
+ * 200), or -1 when the sandbox itself failed (a 500), with the reason in why. Either way,
+ * when it returns nothing the run started is alive and its directory is gone.
+ */
+int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_outcome *out,
+		char *why, size_t why_len);
+
+void run_outcome_free(struct run_outcome *out);
+
+/*
+ * Makes this process the reaper of every orphan its runs leave (PR_SET_CHILD_SUBREAPER), so
+ * that run_execute() can find and kill them. Call once per worker. Returns 0 or -1.
+ */
+int run_init_reaper(void);
+
+#endif

@@ -1,0 +1,280 @@
+/*
+ * worker.c - the accept loop and the dispatch of one request.
+ *
+ * Shutdown without lost wake-ups: SIGTERM stays blocked except inside ppoll(), which unblocks
+ * it atomically while the worker waits for a connection. A SIGTERM that arrives mid-request
+ * stays pending until the request is answered. The listen socket is non-blocking, so when
+ * several workers wake for one connection the losers get EAGAIN from libfcgi's accept() and
+ * go back to ppoll() instead of sleeping in accept() where SIGTERM cannot reach them.
+ *
+ * Status codes: 200 for any outcome of the program; 400/405/404/413 for the client's
+ * mistakes; 500 misconfigured when nginx's limits are missing or malformed, 500 sandbox_error
+ * when the sandbox could not run the program.
+ */
+#include "worker.h"
+
+#include "limits.h"
+#include "log.h"
+#include "reply.h"
+#include "request.h"
+
+#include <errno.h>
+#include <fcgiapp.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t worker_stopping;
+
+static void
+worker_on_term(int sig)
+{
+	(void)sig;
+	worker_stopping = 1;
+}
+
+static const char *
+worker_param(const char *name, void *ctx)
+{
+	FCGX_Request *req = ctx;
+
+	return FCGX_GetParam(name, req->envp);
+}
+
+static const char *
+status_text(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Payload Too Large";
+	default:
+		return "Internal Server Error";
+	}
+}
+
+static void
+worker_send(FCGX_Request *req, int status, const char *extra_header, const char *body, size_t len)
+{
+	FCGX_FPrintF(req->out, "Status: %d %s\r\nContent-Type: application/json\r\n", status,
+		     status_text(status));
+	if (extra_header != NULL)
+		FCGX_FPrintF(req->out, "%s\r\n", extra_header);
+	FCGX_FPrintF(req->out, "Content-Length: %zu\r\n\r\n", len);
+	FCGX_PutStr(body, (int)len, req->out);
+}
+
+static void
+worker_send_error(FCGX_Request *req, int status, const char *extra_header, const char *error,
+		  const char *message)
+{
+	size_t len;
+	char *body = reply_error(error, message, &len);
+
+	if (body == NULL) {
+		static const char oom[] =
+		    "{\"error\":\"sandbox_error\",\"message\":\"the worker is out of memory\"}";
+		worker_send(req, 500, NULL, oom, sizeof(oom) - 1);
+		return;
+	}
+	worker_send(req, status, extra_header, body, len);
+	free(body);
+}
+
+/* Reads the whole body, at most max_bytes. Returns the length, -1 on a read error, -2 when
+ * it is larger than max_bytes. */
+static long
+worker_read_body(FCGX_Request *req, size_t max_bytes, char **body)
+{
+	const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
+	char *end;
+	unsigned long long n = cl && *cl ? strtoull(cl, &end, 10) : 0;
+	size_t got = 0;
+
+	*body = NULL;
+	if (cl && *cl && *end != '\0')
+		return -1;
+	if (n > max_bytes)
+		return -2;
+	*body = malloc(n + 1);
+	if (*body == NULL)
+		return -1;
+	while (got < n) {
+		int r = FCGX_GetStr(*body + got, (int)(n - got), req->in);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	if (got != n) {
+		free(*body);
+		*body = NULL;
+		return -1;
+	}
+	(*body)[n] = '\0';
+	return (long)n;
+}
+
+static void
+worker_execute(const struct worker_config *wc, FCGX_Request *req, const struct limits *l,
+	       const char *request_id)
+{
+	struct request r;
+	struct run_outcome o;
+	char message[256], why[512];
+	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
+	char *body = NULL, *reply;
+	size_t len;
+	long n;
+
+	if (method == NULL || strcmp(method, "POST") != 0) {
+		worker_send_error(req, 405, "Allow: POST", "method_not_allowed",
+				  "use POST for /execute");
+		return;
+	}
+	n = worker_read_body(req, limits_max_body_bytes(l), &body);
+	if (n == -2) {
+		worker_send_error(req, 413, NULL, "request_too_large", "the request body is too large");
+		return;
+	}
+	if (n < 0) {
+		log_msg(LOG_WARN, "reading the request body failed");
+		worker_send_error(req, 400, NULL, "invalid_request", "the request body could not be read");
+		return;
+	}
+	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
+		free(body);
+		log_msg(LOG_INFO, "rejected: %s", message);
+		worker_send_error(req, 400, NULL, "invalid_request", message);
+		return;
+	}
+	free(body);
+
+	struct run_spec spec = {
+	    .code = r.code,
+	    .code_len = r.code_len,
+	    .stdin_data = r.stdin_data,
+	    .stdin_len = r.stdin_len,
+	    .wall_ms = r.wall_ms,
+	    .max_stdout_bytes = l->max_stdout_bytes,
+	    .max_stderr_bytes = l->max_stderr_bytes,
+	    .max_result_bytes = l->max_result_bytes,
+	};
+	if (run_execute(&wc->run, &spec, &o, why, sizeof(why)) < 0) {
+		log_msg(LOG_ERROR, "run failed: %s", why);
+		worker_send_error(req, 500, NULL, "sandbox_error",
+				  "the sandbox could not run the program; see the service log");
+		run_outcome_free(&o);
+		request_free(&r);
+		return;
+	}
+	reply = reply_outcome(&o, l->max_result_bytes, r.details, request_id, &len);
+	if (reply == NULL) {
+		worker_send_error(req, 500, NULL, "sandbox_error", "the worker is out of memory");
+	} else {
+		worker_send(req, 200, NULL, reply, len);
+		free(reply);
+	}
+	log_msg(LOG_INFO,
+		"execute status=%s exitCode=%d durationMs=%lld stdoutBytes=%llu stderrBytes=%llu",
+		run_status_string(o.status), o.has_exit_code ? o.exit_code : 0, o.duration_ms,
+		(unsigned long long)o.out.total_bytes, (unsigned long long)o.err.total_bytes);
+	run_outcome_free(&o);
+	request_free(&r);
+}
+
+static void
+worker_handle(const struct worker_config *wc, FCGX_Request *req)
+{
+	const char *endpoint = FCGX_GetParam("CODEBOX_ENDPOINT", req->envp);
+	const char *request_id = FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp);
+	struct limits l;
+	char why[256];
+
+	log_set_request_id(request_id);
+	if (endpoint == NULL) {
+		worker_send_error(req, 404, NULL, "not_found", "no such endpoint");
+		goto out;
+	}
+	if (strcmp(endpoint, "readyz") == 0) {
+		static const char ready[] = "{\"status\":\"ready\"}";
+		worker_send(req, 200, NULL, ready, sizeof(ready) - 1);
+		goto out;
+	}
+	if (limits_parse(&l, worker_param, req, why, sizeof(why)) < 0) {
+		log_msg(LOG_ERROR, "misconfigured: %s", why);
+		worker_send_error(req, 500, NULL, "misconfigured",
+				  "the service is misconfigured; see the service log");
+		goto out;
+	}
+	if (strcmp(endpoint, "execute") == 0) {
+		worker_execute(wc, req, &l, request_id);
+	} else if (strcmp(endpoint, "capabilities") == 0) {
+		size_t len;
+		char *doc = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
+		if (doc == NULL) {
+			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
+		} else {
+			worker_send(req, 200, NULL, doc, len);
+			free(doc);
+		}
+	} else {
+		worker_send_error(req, 404, NULL, "not_found", "no such endpoint");
+	}
+out:
+	log_set_request_id(NULL);
+}
+
+noreturn void
+worker_main(const struct worker_config *wc)
+{
+	struct sigaction sa = {.sa_handler = worker_on_term};
+	sigset_t waitmask;
+	FCGX_Request req;
+
+	log_set_component("worker");
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigprocmask(SIG_SETMASK, NULL, &waitmask);
+	sigdelset(&waitmask, SIGTERM);
+	sigdelset(&waitmask, SIGINT);
+
+	if (run_init_reaper() < 0 || FCGX_Init() != 0 ||
+	    FCGX_InitRequest(&req, wc->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
+		log_msg(LOG_ERROR, "worker %d could not initialise FastCGI", wc->index);
+		_exit(1);
+	}
+	log_msg(LOG_INFO, "worker %d ready", wc->index);
+	while (!worker_stopping) {
+		struct pollfd pfd = {.fd = wc->listen_fd, .events = POLLIN};
+		int r = ppoll(&pfd, 1, NULL, &waitmask);
+
+		if (r < 0) {
+			if (errno != EINTR) {
+				log_msg(LOG_ERROR, "ppoll() on the listen socket failed: %s",
+					strerror(errno));
+				_exit(1);
+			}
+			continue;
+		}
+		if (FCGX_Accept_r(&req) < 0)
+			continue; /* another worker took it (EAGAIN), or the peer left */
+		/* libfcgi's accept() does not set close-on-exec; runs must not inherit it */
+		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
+		worker_handle(wc, &req);
+		FCGX_Finish_r(&req);
+	}
+	log_msg(LOG_INFO, "worker %d stopping", wc->index);
+	_exit(0);
+}
