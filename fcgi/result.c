@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +102,18 @@ parser_number(struct parser *ps)
 		if (!parser_digits(ps))
 			return false;
 	}
-	jsonw_raw(&ps->w, (const char *)start, (size_t)(ps->p - start));
+	size_t len = (size_t)(ps->p - start);
+	if (memchr(start, '.', len) || memchr(start, 'e', len) || memchr(start, 'E', len)) {
+		/* a float that overflows a double is Infinity in disguise; integers stay exact */
+		char tok[512];
+		if (len >= sizeof(tok))
+			return false;
+		memcpy(tok, start, len);
+		tok[len] = '\0';
+		if (!isfinite(strtod(tok, NULL)))
+			return false;
+	}
+	jsonw_raw(&ps->w, (const char *)start, len);
 	return true;
 }
 

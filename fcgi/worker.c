@@ -67,11 +67,15 @@ status_text(int status)
 static void
 worker_send(FCGX_Request *req, int status, const char *extra_header, const char *body, size_t len)
 {
-	FCGX_FPrintF(req->out, "Status: %d %s\r\nContent-Type: application/json\r\n", status,
-		     status_text(status));
-	if (extra_header != NULL)
-		FCGX_FPrintF(req->out, "%s\r\n", extra_header);
-	FCGX_FPrintF(req->out, "Content-Length: %zu\r\n\r\n", len);
+	char head[512];
+	/* libfcgi's own printf knows few conversions; format here */
+	int n = snprintf(head, sizeof(head),
+			 "Status: %d %s\r\nContent-Type: application/json\r\n%s%s"
+			 "Content-Length: %zu\r\n\r\n",
+			 status, status_text(status), extra_header ? extra_header : "",
+			 extra_header ? "\r\n" : "", len);
+
+	FCGX_PutStr(head, n, req->out);
 	FCGX_PutStr(body, (int)len, req->out);
 }
 

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Checks codebox's start-up invariants on an nginx config (API.md, "Invariants"):
+#   1. nginx -t accepts it;
+#   2. fastcgi_read_timeout > CODEBOX_EXECUTION_TIMEOUT_SECONDS + the kill/clean-up grace;
+#   3. limit_conn codebox_execute == CODEBOX_MAX_CONCURRENT_EXECUTIONS, and the pool's
+#      workers >= limit_conn codebox_execute + limit_conn codebox_meta;
+#   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024;
+#   5. every location passes the same limits (so /capabilities reports what /execute enforces).
+# A violated invariant is refused with a message naming both numbers.
+set -euo pipefail
+
+GRACE_SECONDS=5 # run.c: 3 s to kill, 1 s to drain, 1 s to read the result and reply
+
+usage() {
+	cat <<USAGE
+usage: $0 [--workers N] [--print-workers] NGINX_CONF
+Checks the invariants between nginx's limits, its timeouts and the pool size.
+  --workers N      the pool size to check (default: the smallest size that passes)
+  --print-workers  print the pool size the config needs, after checking
+USAGE
+}
+
+workers=""
+print_workers=0
+conf=""
+while (($#)); do
+	case $1 in
+	--help | -h)
+		usage
+		exit 0
+		;;
+	--workers)
+		workers=${2:?--workers needs a number}
+		shift 2
+		;;
+	--print-workers)
+		print_workers=1
+		shift
+		;;
+	-*)
+		usage >&2
+		exit 2
+		;;
+	*)
+		conf=$1
+		shift
+		;;
+	esac
+done
+[[ -n $conf ]] || {
+	usage >&2
+	exit 2
+}
+[[ -f $conf ]] || {
+	echo "check-config: no such file: $conf" >&2
+	exit 2
+}
+
+fail() {
+	echo "check-config: refusing $conf: $*" >&2
+	exit 1
+}
+
+NGINX=${NGINX:-/usr/sbin/nginx}
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+mkdir -p "$prefix/logs" "$prefix/tmp"
+conf_abs=$(realpath "$conf")
+if ! dump=$("$NGINX" -q -T -p "$prefix/" -e "$prefix/logs/error.log" -c "$conf_abs" 2>"$prefix/err"); then
+	cat "$prefix/err" >&2
+	fail "nginx -t rejects it"
+fi
+
+# Strip comments, then read "directive arg..." statements.
+stmts=$(sed -e 's/#.*$//' <<<"$dump" | tr '\n' ' ' | tr ';{}' '\n\n\n' | sed -e 's/^ *//' -e 's/  */ /g')
+
+values_of() { # directive [first-arg]: prints the remaining argument of every match
+	awk -v d="$1" -v a="${2:-}" '$1 == d && (a == "" || $2 == a) { print (a == "" ? $2 : $3) }' <<<"$stmts"
+}
+
+one_value() { # name: the single value of fastcgi_param NAME across every location
+	local vals
+	vals=$(values_of fastcgi_param "$1" | sort -u)
+	[[ -n $vals ]] || fail "fastcgi_param $1 is not set"
+	[[ $(wc -l <<<"$vals") -eq 1 ]] || fail "fastcgi_param $1 differs between locations: $(tr '\n' ' ' <<<"$vals")"
+	[[ $vals =~ ^[0-9]+$ ]] || fail "fastcgi_param $1 must be an integer, not $vals"
+	echo "$vals"
+}
+
+seconds() { # nginx time: 45, 45s, 1m, 1h
+	local v=$1
+	case $v in
+	*ms) echo $((${v%ms} / 1000)) ;;
+	*s) echo "${v%s}" ;;
+	*m) echo $((${v%m} * 60)) ;;
+	*h) echo $((${v%h} * 3600)) ;;
+	*) echo "$v" ;;
+	esac
+}
+
+bytes() { # nginx size: 1024, 512k, 1m
+	local v=${1,,}
+	case $v in
+	*k) echo $((${v%k} * 1024)) ;;
+	*m) echo $((${v%m} * 1024 * 1024)) ;;
+	*g) echo $((${v%g} * 1024 * 1024 * 1024)) ;;
+	*) echo "$v" ;;
+	esac
+}
+
+timeout_s=$(one_value CODEBOX_EXECUTION_TIMEOUT_SECONDS)
+max_code=$(one_value CODEBOX_MAX_CODE_BYTES)
+max_conc=$(one_value CODEBOX_MAX_CONCURRENT_EXECUTIONS)
+one_value CODEBOX_MAX_STDOUT_BYTES >/dev/null
+one_value CODEBOX_MAX_STDERR_BYTES >/dev/null
+one_value CODEBOX_MAX_RESULT_BYTES >/dev/null
+one_value CODEBOX_MAX_STDIN_BYTES >/dev/null
+
+# 2. the timeout of the location that carries runs: the longest one declared (/readyz has
+# its own short one)
+read_timeouts=$(values_of fastcgi_read_timeout)
+[[ -n $read_timeouts ]] || read_timeouts=60s # nginx's default
+exec_read=""
+while read -r t; do
+	s=$(seconds "$t")
+	if [[ -z $exec_read || $s -gt $exec_read ]]; then
+		exec_read=$s
+	fi
+done <<<"$read_timeouts"
+if ((exec_read <= timeout_s + GRACE_SECONDS)); then
+	fail "fastcgi_read_timeout (${exec_read}s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (${timeout_s}s) + ${GRACE_SECONDS}s to kill and clean up"
+fi
+
+# 3. admission and pool size
+exec_limits=$(values_of limit_conn codebox_execute | sort -u)
+[[ -n $exec_limits ]] || fail "no limit_conn codebox_execute: nothing bounds concurrent executions"
+[[ $(wc -l <<<"$exec_limits") -eq 1 ]] || fail "limit_conn codebox_execute differs between locations"
+if ((exec_limits != max_conc)); then
+	fail "limit_conn codebox_execute ($exec_limits) must equal CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc)"
+fi
+meta_limit=$(values_of limit_conn codebox_meta | sort -n | tail -1)
+meta_limit=${meta_limit:-0}
+need=$((exec_limits + meta_limit))
+if [[ -n $workers ]] && ((workers < need)); then
+	fail "the pool's workers ($workers) must be at least limit_conn codebox_execute ($exec_limits) + limit_conn codebox_meta ($meta_limit) = $need"
+fi
+
+# 4. body size
+body=$(values_of client_max_body_size | head -1)
+body_b=$(bytes "${body:-1m}")
+min_body=$((4 * max_code + 1024))
+if ((body_b < min_body)); then
+	fail "client_max_body_size ($body_b bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES + 1024 ($min_body bytes)"
+fi
+
+if ((print_workers)); then
+	echo "${workers:-$need}"
+fi

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Runs codebox in the foreground: the worker pool and nginx, under one runtime directory.
+# Ctrl-C or SIGTERM stops both (nginx first stops taking requests, in-flight runs finish),
+# and nothing is left running. If either dies, the other is stopped too.
+set -euo pipefail
+
+usage() {
+	cat <<USAGE
+usage: $0 [--port PORT] [--rundir DIR] [--pool BIN] [--python PATH] [--conf-dir DIR] [--quiet]
+  --port PORT     loopback port nginx listens on (default 8080)
+  --rundir DIR    runtime directory: config, socket, logs, runs (default: a new temp dir)
+  --pool BIN      the codebox-pool binary (default build/codebox-pool)
+  --python PATH   the sandbox's interpreter (default /usr/bin/python3)
+  --conf-dir DIR  the nginx config to render (default nginx/)
+  --quiet         do not copy the logs to the terminal
+USAGE
+}
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+port=8080
+rundir=""
+pool="$here/build/codebox-pool"
+python=/usr/bin/python3
+confdir="$here/nginx"
+quiet=0
+while (($#)); do
+	case $1 in
+	--help | -h)
+		usage
+		exit 0
+		;;
+	--port)
+		port=${2:?}
+		shift 2
+		;;
+	--rundir)
+		rundir=${2:?}
+		shift 2
+		;;
+	--pool)
+		pool=${2:?}
+		shift 2
+		;;
+	--python)
+		python=${2:?}
+		shift 2
+		;;
+	--conf-dir)
+		confdir=${2:?}
+		shift 2
+		;;
+	--quiet)
+		quiet=1
+		shift
+		;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+done
+[[ $port =~ ^[0-9]+$ ]] || {
+	echo "codebox-run: --port must be a number" >&2
+	exit 2
+}
+if [[ -z $rundir ]]; then
+	rundir=$(mktemp -d /tmp/codebox.XXXXXX)
+fi
+mkdir -p "$rundir"
+rundir=$(realpath "$rundir")
+NGINX=${NGINX:-/usr/sbin/nginx}
+
+# Layout: conf/ (rendered config), logs/, tmp/ (nginx's bodies), runs/ (one dir per run).
+# Runs must be able to reach runs/ (search permission) but nothing else here.
+rm -rf "$rundir/conf" "$rundir/runs"
+mkdir -p "$rundir/conf" "$rundir/logs" "$rundir/tmp" "$rundir/runs"
+chmod 0711 "$rundir"
+chmod 0700 "$rundir/conf" "$rundir/logs"
+socket="$rundir/fcgi.sock"
+
+# Render: the checked-in config with this listen address and socket path; nothing else changes.
+cp "$confdir"/*.conf "$rundir/conf/"
+sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+;|\1127.0.0.1:$port;|" \
+	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
+
+workers=$("$here/scripts/check-config.sh" --print-workers "$rundir/conf/nginx.conf")
+
+pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python")
+if ((EUID == 0)); then
+	# nginx's workers run as nobody:nogroup; the socket is theirs and root's only
+	pool_args+=(--socket-group nogroup)
+fi
+
+pool_pid=""
+nginx_pid=""
+tail_pid=""
+stop() {
+	trap - INT TERM
+	[[ -n $nginx_pid ]] && kill -QUIT "$nginx_pid" 2>/dev/null || true
+	[[ -n $pool_pid ]] && kill -TERM "$pool_pid" 2>/dev/null || true
+	[[ -n $nginx_pid ]] && wait "$nginx_pid" 2>/dev/null || true
+	[[ -n $pool_pid ]] && wait "$pool_pid" 2>/dev/null || true
+	[[ -n $tail_pid ]] && kill "$tail_pid" 2>/dev/null || true
+	[[ -n $tail_pid ]] && wait "$tail_pid" 2>/dev/null || true
+}
+trap 'stop; exit 0' INT TERM
+
+"$pool" "${pool_args[@]}" 2>>"$rundir/logs/pool.log" 3>&- &
+pool_pid=$!
+
+# Ready when the socket exists; the pool measures the interpreter first (a second or two,
+# longer on a cold cache). Bounded: 120 s, and only while the pool is alive.
+for ((i = 0; i < 1200; i++)); do
+	[[ -S $socket ]] && break
+	if ! kill -0 "$pool_pid" 2>/dev/null; then
+		wait "$pool_pid" || true
+		echo "codebox-run: the worker pool failed to start:" >&2
+		tail -n 5 "$rundir/logs/pool.log" >&2
+		exit 1
+	fi
+	sleep 0.1
+done
+[[ -S $socket ]] || {
+	echo "codebox-run: the worker pool did not open $socket within 120 s" >&2
+	stop
+	exit 1
+}
+
+"$NGINX" -p "$rundir/" -e "$rundir/logs/error.log" -c "$rundir/conf/nginx.conf" 3>&- &
+nginx_pid=$!
+
+if ((!quiet)); then
+	tail -n 0 -F "$rundir/logs/pool.log" "$rundir/logs/error.log" "$rundir/logs/access.log" 2>/dev/null 3>&- &
+	tail_pid=$!
+	echo "codebox: serving on http://127.0.0.1:$port ($workers workers; runtime dir $rundir)" >&2
+fi
+
+# Whichever ends first, the other is stopped: a half service is not a service.
+set +e
+wait -n "$pool_pid" "$nginx_pid"
+status=$?
+set -e
+echo "codebox-run: a component exited (status $status); stopping" >&2
+stop
+exit 1
