@@ -34,7 +34,7 @@ UNIT_DEPS_capture = capture
 UNIT_DEPS_result  = result jsonw
 UNIT_DEPS_request = request limits
 UNIT_DEPS_limits  = limits
-UNIT_DEPS_reply   = reply jsonw capture result
+UNIT_DEPS_reply   = reply jsonw capture result outcome
 UNIT_DEPS_jsonw   = jsonw
 UNIT_DEPS_workdir = workdir log jsonw
 
@@ -60,7 +60,7 @@ $(POOL): $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 .SECONDEXPANSION:
-$(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(patsubst %,$(BUILD)/%.o,$$(UNIT_DEPS_$$*))
+$(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(addsuffix .o,$$(addprefix $(BUILD)/,$$(UNIT_DEPS_$$*)))
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 run: build
@@ -96,3 +96,4 @@ bench: build
 
 clean:
 	rm -rf build build-asan
+.SECONDARY:

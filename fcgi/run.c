@@ -55,38 +55,6 @@
 /* Reads of one pipe per wake-up, so a flood on one stream cannot starve the other. */
 #define RUN_READS_PER_WAKE 16
 
-const char *
-run_status_string(enum run_status s)
-{
-	switch (s) {
-	case RUN_SUCCEEDED:
-		return "succeeded";
-	case RUN_FAILED:
-		return "failed";
-	case RUN_TIMED_OUT:
-		return "timed_out";
-	}
-	return "failed";
-}
-
-const char *
-run_limit_string(enum run_limit l)
-{
-	switch (l) {
-	case RUN_LIMIT_NONE:
-		return NULL;
-	case RUN_LIMIT_TIME:
-		return "time";
-	case RUN_LIMIT_MEMORY:
-		return "memory";
-	case RUN_LIMIT_PROCESSES:
-		return "processes";
-	case RUN_LIMIT_DISK:
-		return "disk";
-	}
-	return NULL;
-}
-
 int
 run_init_reaper(void)
 {
@@ -95,15 +63,6 @@ run_init_reaper(void)
 		return -1;
 	}
 	return 0;
-}
-
-void
-run_outcome_free(struct run_outcome *out)
-{
-	capture_free(&out->out);
-	capture_free(&out->err);
-	free(out->result_json);
-	memset(out, 0, sizeof(*out));
 }
 
 static void

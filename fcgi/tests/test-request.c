@@ -1,0 +1,81 @@
+/* Unit tests for request.c: API.md's validation table, first failure wins. */
+#include "request.h"
+#include "tap.h"
+
+static struct limits lim = {
+    .execution_timeout_seconds = 30,
+    .max_concurrent_executions = 20,
+    .max_code_bytes = 10,
+    .max_stdout_bytes = 100,
+    .max_stderr_bytes = 100,
+    .max_result_bytes = 100,
+    .max_stdin_bytes = 5,
+};
+
+static char msg[256];
+
+static int
+parse(const char *body, struct request *r)
+{
+	return request_parse(r, body, strlen(body), &lim, msg, sizeof(msg));
+}
+
+static void
+invalid(const char *body, const char *want_in_msg, const char *what)
+{
+	struct request r;
+	int rc = parse(body, &r);
+
+	ok(rc < 0 && strstr(msg, want_in_msg) != NULL, "400: %s (%s)", what, rc < 0 ? msg : "accepted");
+}
+
+int
+main(void)
+{
+	struct request r;
+
+	ok(parse("{\"code\":\"print(1)\"}", &r) == 0 && r.code_len == 8 && r.wall_ms == 30000 &&
+	       !r.details && r.stdin_len == 0,
+	   "a minimal body: defaults");
+	request_free(&r);
+	ok(parse("{\"code\":\"0123456789\"}", &r) == 0, "code of exactly maxCodeBytes is accepted");
+	request_free(&r);
+	ok(parse("{\"code\":\"x\",\"stdin\":\"abcde\",\"timeoutSeconds\":0.25,\"details\":true}", &r) ==
+		   0 &&
+	       r.stdin_len == 5 && r.wall_ms == 250 && r.details,
+	   "every optional key");
+	request_free(&r);
+	ok(parse("{\"code\":\"x\",\"timeoutSeconds\":30}", &r) == 0 && r.wall_ms == 30000,
+	   "an integer timeout equal to the limit");
+	request_free(&r);
+	ok(parse("{\"code\":\"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\"}", &r) == 0 && r.code_len == 10,
+	   "the code limit counts UTF-8 bytes, not characters (10 bytes)");
+	request_free(&r);
+
+	invalid("not json", "body must be", "not JSON");
+	invalid("[1]", "body must be", "not an object");
+	invalid("\"code\"", "body must be", "a string");
+	invalid("{\"code\":\"\\ud800\"}", "body must be", "a lone surrogate");
+	invalid("{\"code\":\"\xff\"}", "body must be", "invalid UTF-8");
+	invalid("{}", "body must be", "code missing");
+	invalid("{\"code\":1}", "body must be", "code not a string");
+	invalid("{\"code\":\"\"}", "body must be", "code empty");
+	invalid("{\"code\":null}", "body must be", "code null");
+	invalid("{\"code\":\"x\",\"shell\":true}", "unknown key", "an unknown key");
+	invalid("{\"code\":\"x\",\"stdin\":1}", "stdin must be", "stdin not a string");
+	invalid("{\"code\":\"x\",\"stdin\":\"abcdef\"}", "stdin must be", "stdin over its limit");
+	invalid("{\"code\":\"x\",\"timeoutSeconds\":0}", "timeoutSeconds", "a zero timeout");
+	invalid("{\"code\":\"x\",\"timeoutSeconds\":-1}", "timeoutSeconds", "a negative timeout");
+	invalid("{\"code\":\"x\",\"timeoutSeconds\":30.5}", "timeoutSeconds", "a timeout over the limit");
+	invalid("{\"code\":\"x\",\"timeoutSeconds\":\"5\"}", "timeoutSeconds", "a string timeout");
+	invalid("{\"code\":\"x\",\"timeoutSeconds\":true}", "timeoutSeconds", "a boolean timeout");
+	invalid("{\"code\":\"x\",\"details\":1}", "details must be", "details not a boolean");
+	invalid("{\"code\":\"01234567890\"}", "code must be at most 10 bytes", "code one byte over");
+	/* first failure wins */
+	invalid("{\"code\":\"\",\"shell\":1}", "body must be", "empty code beats an unknown key");
+	invalid("{\"code\":\"01234567890\",\"shell\":1}", "unknown key", "an unknown key beats long code");
+	invalid("{\"code\":\"01234567890\",\"details\":1}", "details", "a bad option beats long code");
+	invalid("{\"code\":\"secret-code\",\"x\":1}", "unknown key", "the message...");
+	ok(strstr(msg, "secret-code") == NULL, "...never echoes the code");
+	return tap_done();
+}
