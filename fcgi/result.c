@@ -405,7 +405,16 @@ result_read(int dirfd, size_t max_bytes, char **out, size_t *out_len)
 
 	*out = NULL;
 	*out_len = 0;
-	/* O_NONBLOCK: opening a FIFO must not wait for a writer that is already dead */
+	/* classify before opening: a socket cannot be opened at all, and a device node must
+	 * never be opened by the worker */
+	if (fstatat(dirfd, "result.json", &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? RESULT_NONE : RESULT_OPEN_FAILED;
+	if (S_ISLNK(sb.st_mode))
+		return RESULT_OPEN_FAILED;
+	if (!S_ISREG(sb.st_mode))
+		return RESULT_NOT_REGULAR;
+	/* O_NOFOLLOW and O_NONBLOCK all the same: nothing may have swapped it, but if it did,
+	 * the open neither follows a symlink nor waits on a FIFO */
 	fd = openat(dirfd, "result.json",
 		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)

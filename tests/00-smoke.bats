@@ -1,0 +1,73 @@
+#!/usr/bin/env bats
+# The stack starts, answers on every route, and carries request ids through both logs.
+
+load helpers/stack
+
+setup_file() {
+	stack_start
+}
+
+teardown_file() {
+	stack_stop
+}
+
+@test "smoke: /healthz answers from nginx alone" {
+	run -0 curl -s -i "$BASE/healthz"
+	assert_line --partial "HTTP/1.1 200"
+	assert_line --partial "Content-Type: application/json"
+	assert_line '{"status":"ok"}'
+}
+
+@test "smoke: /readyz answers 200 when a worker answers" {
+	run -0 curl -s -o /dev/null -w '%{http_code}' "$BASE/readyz"
+	assert_output 200
+}
+
+@test "smoke: /capabilities reports measured versions and the enforced limits" {
+	run -0 curl -s "$BASE/capabilities"
+	reply=$output
+	assert_equal "$(field 'keys_unsorted | join(",")')" \
+		"pythonVersion,modules,limits,network,persistence,structuredResult"
+	assert_equal "$(field .pythonVersion)" "$("$PY" -c 'import platform; print(platform.python_version())')"
+	assert_equal "$(field '[.modules[].importName] | join(",")')" "numpy,pandas,scipy,sympy,sklearn"
+	assert_equal "$(field '.modules[] | select(.importName == "sklearn") | .distribution')" "scikit-learn"
+	assert_equal "$(field '.modules[] | select(.importName == "numpy") | .version')" \
+		"$("$PY" -c 'import numpy; print(numpy.__version__)')"
+	assert_equal "$(field '.limits | keys_unsorted | join(",")')" \
+		"executionTimeoutSeconds,maxCodeBytes,maxStdoutBytes,maxStderrBytes,maxResultBytes,maxConcurrentExecutions"
+	assert_equal "$(field '.limits.executionTimeoutSeconds')" 30
+	assert_equal "$(field '.limits.maxConcurrentExecutions')" 20
+}
+
+@test "smoke: POST /execute runs Python and answers with the outcome" {
+	execute 'print(6 * 7)'
+	assert_equal "$code" 200
+	assert_equal "$(field .status)" succeeded
+	assert_equal "$(field .stdout)" 42
+}
+
+@test "smoke: every response carries X-Request-Id, nginx's or the client's own" {
+	run -0 curl -s -i "$BASE/nope"
+	assert_line --regexp '^X-Request-Id: [0-9a-f]{32}'
+	run -0 curl -s -i -H 'X-Request-Id: my-trace.42' "$BASE/healthz"
+	assert_line --partial 'X-Request-Id: my-trace.42'
+	# a malformed one is replaced, not echoed
+	run -0 curl -s -i -H 'X-Request-Id: bad id"<>' "$BASE/healthz"
+	refute_line --partial 'bad id'
+	assert_line --regexp '^X-Request-Id: [0-9a-f]{32}'
+}
+
+@test "smoke: the request id appears in nginx's access log and the worker's log" {
+	post '{"code":"print(1)"}' -H 'X-Request-Id: trace-smoke-1'
+	assert_equal "$code" 200
+	assert_equal "$(header X-Request-Id)" trace-smoke-1
+	run -0 grep -c '"requestId":"trace-smoke-1"' "$STACK_DIR/logs/access.log"
+	run -0 grep -c '"requestId":"trace-smoke-1"' "$STACK_DIR/logs/pool.log"
+	# and the access log is JSON
+	run -0 jq -e 'select(.requestId == "trace-smoke-1") | .status == 200' "$STACK_DIR/logs/access.log"
+}
+
+@test "smoke: details.requestId is the request id" {
+	execute 'pass' '{details: true}'
+	assert_equal "$(field .details.requestId)" "$(header X-Request-Id)"
+}

@@ -1,0 +1,108 @@
+# shellcheck shell=bash
+# Helpers for codebox's bats suites: a private stack per file (nginx on a random free loopback
+# port, the socket and runs in the file's temp dir), and small HTTP helpers.
+
+bats_require_minimum_version 1.5.0
+bats_load_library bats-support
+bats_load_library bats-assert
+
+ROOT=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+export ROOT
+PY=/usr/bin/python3
+export PY
+
+# A free loopback port: bind port 0 and report what the kernel chose.
+free_port() {
+	"$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
+# answers 200 (bounded: 120 s, and only while the stack is alive).
+stack_start() {
+	local port i
+	# not under bats' private temp dir: a root pool runs programs as other uids, which must
+	# be able to reach their working directory (the runtime dir itself is 0711)
+	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	port=$(free_port)
+	"$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$STACK_DIR" \
+		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet "$@" \
+		>"$STACK_DIR/run.out" 2>&1 3>&- &
+	STACK_PID=$!
+	BASE="http://127.0.0.1:$port"
+	export STACK_DIR STACK_PID BASE
+	for ((i = 0; i < 1200; i++)); do
+		if [[ $(curl -s -o /dev/null -w '%{http_code}' "$BASE/readyz") == 200 ]]; then
+			return 0
+		fi
+		kill -0 "$STACK_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "the stack did not become ready:" >&2
+	stack_logs >&2
+	return 1
+}
+
+# Stops exactly what stack_start started and checks that nothing of it is left running.
+stack_stop() {
+	[[ -n ${STACK_PID:-} ]] || return 0
+	kill -TERM "$STACK_PID" 2>/dev/null || true
+	wait "$STACK_PID" 2>/dev/null || true
+	local left
+	left=$(pgrep -f -- "$STACK_DIR" || true)
+	if [[ -n $left ]]; then
+		echo "processes left behind by the stack: $left" >&2
+		# shellcheck disable=SC2086
+		kill -KILL $left 2>/dev/null || true
+		return 1
+	fi
+	rm -rf "$STACK_DIR"
+}
+
+stack_logs() {
+	echo "--- codebox-run"
+	tail -n 20 "$STACK_DIR/run.out" 2>/dev/null || true
+	echo "--- pool.log"
+	tail -n 30 "$STACK_DIR/logs/pool.log" 2>/dev/null || true
+	echo "--- nginx error.log"
+	tail -n 20 "$STACK_DIR/logs/error.log" 2>/dev/null || true
+}
+
+# Shown by bats only when a test failed.
+teardown() {
+	if [[ ${BATS_TEST_COMPLETED:-} != 1 && -n ${STACK_DIR:-} ]]; then
+		stack_logs
+	fi
+}
+
+# post BODY [curl args...]: POST /execute with a raw body. Sets $code (HTTP status), and
+# leaves the body in $BATS_TEST_TMPDIR/body and the headers in $BATS_TEST_TMPDIR/headers.
+post() {
+	local body=$1
+	shift
+	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" \
+		-w '%{http_code}' --max-time 60 -H 'Content-Type: application/json' \
+		--data-binary @- "$@" "$BASE/execute" <<<"$body")
+}
+
+# execute CODE [JQ-EXTRA]: runs CODE; JQ-EXTRA is a jq object merged into the body, e.g.
+# '{timeoutSeconds: 1}'. Sets $code and $reply (the body).
+execute() {
+	local body
+	body=$(jq -cn --arg code "$1" "{code: \$code} + (${2:-{\}})")
+	post "$body"
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+}
+
+# execute_file NAME [JQ-EXTRA]: runs tests/programs/NAME.
+execute_file() {
+	execute "$(cat "$ROOT/tests/programs/$1")" "${2:-}"
+}
+
+# field JQ: a field of $reply.
+field() {
+	jq -r "$1" <<<"$reply"
+}
+
+header() { # name: the value of a response header of the last post
+	grep -i "^$1:" "$BATS_TEST_TMPDIR/headers" | head -1 | cut -d' ' -f2- | tr -d '\r'
+}
