@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 struct jsonw {
-	char *buf;  /* owned; NUL-terminated when not failed */
+	char *buf; /* owned; NUL-terminated when not failed */
 	size_t len;
 	size_t cap;
 	bool failed; /* an allocation failed; every later call is a no-op */

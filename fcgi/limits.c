@@ -52,7 +52,7 @@ parse_decimal(const char *s, long long *out)
 
 int
 limits_parse(struct limits *l, const char *(*get)(const char *name, void *ctx), void *ctx,
-	     char *why, size_t why_len)
+             char *why, size_t why_len)
 {
 	memset(l, 0, sizeof(*l));
 	for (size_t i = 0; i < sizeof(limit_specs) / sizeof(limit_specs[0]); i++) {
@@ -66,8 +66,8 @@ limits_parse(struct limits *l, const char *(*get)(const char *name, void *ctx), 
 		}
 		if (parse_decimal(v, &n) < 0 || n < s->min || n > s->max) {
 			snprintf(why, why_len,
-				 "fastcgi_param %s must be an integer from %lld to %lld", s->name,
-				 s->min, s->max);
+			         "fastcgi_param %s must be an integer from %lld to %lld", s->name,
+			         s->min, s->max);
 			return -1;
 		}
 		char *field = (char *)l + s->offset;

@@ -22,7 +22,7 @@ struct limits {
  * naming the bad parameter in why (for the log, not for the client).
  */
 int limits_parse(struct limits *l, const char *(*get)(const char *name, void *ctx), void *ctx,
-		 char *why, size_t why_len);
+                 char *why, size_t why_len);
 
 /* The most body bytes a worker reads for one request under l. */
 size_t limits_max_body_bytes(const struct limits *l);

@@ -45,9 +45,9 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "usage: codebox-pool --socket PATH --runs-dir DIR --workers N\n"
-		   "                    [--python PATH] [--socket-group GROUP]\n"
-		   "                    [--run-uid-base UID] [--drain-seconds S]\n"
-		   "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n");
+	           "                    [--python PATH] [--socket-group GROUP]\n"
+	           "                    [--run-uid-base UID] [--drain-seconds S]\n"
+	           "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n");
 }
 
 static long
@@ -140,7 +140,8 @@ main(int argc, char **argv)
 			group = optarg;
 			break;
 		case 'u':
-			pc.run_uid_base = (uid_t)parse_long(optarg, "--run-uid-base", 1000, 1L << 30);
+			pc.run_uid_base =
+			    (uid_t)parse_long(optarg, "--run-uid-base", 1000, 1L << 30);
 			break;
 		case 'd':
 			pc.drain_seconds = (int)parse_long(optarg, "--drain-seconds", 1, 3600);
@@ -162,7 +163,8 @@ main(int argc, char **argv)
 	if (access(python, X_OK) < 0)
 		die("the interpreter %s is not executable: %s", python, strerror(errno));
 
-	/* SIGTERM and friends are blocked from here on: pool and workers wait for them explicitly */
+	/* SIGTERM and friends are blocked from here on: pool and workers wait for them explicitly
+	 */
 	sigemptyset(&blocked);
 	sigaddset(&blocked, SIGCHLD);
 	sigaddset(&blocked, SIGTERM);
@@ -192,9 +194,10 @@ main(int argc, char **argv)
 		die("cannot become a child subreaper");
 	if (probe_measure(&pc.worker.run, &probe, why, sizeof(why)) < 0)
 		die("refusing to start: %s", why);
-	log_msg(LOG_INFO, "python %s with %zu modules (%s %s, ...); runs as %s", probe.python_version,
-		probe.n_modules, probe.modules[0].import_name, probe.modules[0].version,
-		pc.drop_privileges ? "per-worker uids" : "the pool's uid");
+	log_msg(LOG_INFO, "python %s with %zu modules (%s %s, ...); runs as %s",
+	        probe.python_version, probe.n_modules, probe.modules[0].import_name,
+	        probe.modules[0].version,
+	        pc.drop_privileges ? "per-worker uids" : "the pool's uid");
 
 	pc.worker.listen_fd = listen_unix(socket_path, group);
 	c = pool_run(&pc);

@@ -38,7 +38,7 @@ pool_on_signal(int sig)
 }
 
 struct pool_slot {
-	pid_t pid;              /* 0 when not running */
+	pid_t pid; /* 0 when not running */
 	long long started_ms;
 	bool respawn_pending;
 };
@@ -50,7 +50,7 @@ pool_spawn(struct pool_config *pc, struct pool_slot *slot, int index)
 
 	if (pid < 0) {
 		log_msg(LOG_ERROR, "fork() failed while starting worker %d: %s", index,
-			strerror(errno));
+		        strerror(errno));
 		return -1;
 	}
 	if (pid == 0) {
@@ -78,12 +78,12 @@ pool_log_exit(int index, pid_t pid, int status, bool stopping)
 {
 	if (WIFEXITED(status))
 		log_msg(stopping && WEXITSTATUS(status) == 0 ? LOG_INFO : LOG_ERROR,
-			"worker %d (pid %d) exited with status %d", index, (int)pid,
-			WEXITSTATUS(status));
+		        "worker %d (pid %d) exited with status %d", index, (int)pid,
+		        WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		log_msg(stopping ? LOG_INFO : LOG_ERROR, "worker %d (pid %d) was killed by signal %d%s",
-			index, (int)pid, WTERMSIG(status),
-			WCOREDUMP(status) ? " (core dumped)" : "");
+		log_msg(stopping ? LOG_INFO : LOG_ERROR,
+		        "worker %d (pid %d) was killed by signal %d%s", index, (int)pid,
+		        WTERMSIG(status), WCOREDUMP(status) ? " (core dumped)" : "");
 }
 
 int
@@ -121,8 +121,8 @@ pool_run(struct pool_config *pc)
 	for (;;) {
 		if (pool_got_term && !stopping) {
 			stopping = true;
-			log_msg(LOG_INFO, "shutting down: draining %d workers (at most %d s)", alive,
-				pc->drain_seconds);
+			log_msg(LOG_INFO, "shutting down: draining %d workers (at most %d s)",
+			        alive, pc->drain_seconds);
 			for (int i = 0; i < pc->workers; i++)
 				if (slots[i].pid > 0)
 					proc_kill(slots[i].pid, SIGTERM, "a worker");
@@ -160,9 +160,11 @@ pool_run(struct pool_config *pc)
 				for (int i = 0; i < pc->workers; i++)
 					if (slots[i].pid > 0) {
 						log_msg(LOG_WARN,
-							"worker %d did not finish within %d s; killing it",
-							i, pc->drain_seconds);
-						proc_kill(slots[i].pid, SIGKILL, "a worker past the drain");
+						        "worker %d did not finish within %d s; "
+						        "killing it",
+						        i, pc->drain_seconds);
+						proc_kill(slots[i].pid, SIGKILL,
+						          "a worker past the drain");
 					}
 			}
 			for (int i = 0; !stopping && i < pc->workers; i++)

@@ -10,7 +10,7 @@ struct pool_config {
 	int workers;       /* N >= the admitted concurrency */
 	int drain_seconds; /* how long in-flight runs may take to finish on shutdown */
 	bool drop_privileges;
-	uid_t run_uid_base; /* worker i runs programs as run_uid_base + i */
+	uid_t run_uid_base;          /* worker i runs programs as run_uid_base + i */
 	struct worker_config worker; /* template; index and run uid are set per worker */
 };
 

@@ -15,8 +15,8 @@ static const struct {
 	const char *import_name;
 	const char *distribution;
 } probe_promised[] = {
-    {"numpy", "numpy"},   {"pandas", "pandas"},        {"scipy", "scipy"},
-    {"sympy", "sympy"},   {"sklearn", "scikit-learn"},
+    {"numpy", "numpy"}, {"pandas", "pandas"},        {"scipy", "scipy"},
+    {"sympy", "sympy"}, {"sklearn", "scikit-learn"},
 };
 
 static const char probe_program[] =
@@ -36,8 +36,7 @@ static const char probe_program[] =
 static int
 copy_field(char *dst, size_t dst_len, json_t *v)
 {
-	if (!json_is_string(v) || json_string_length(v) == 0 ||
-	    json_string_length(v) >= dst_len)
+	if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= dst_len)
 		return -1;
 	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
 	return 0;
@@ -56,8 +55,8 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, 
 	n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "[");
 	for (i = 0; i < sizeof(probe_promised) / sizeof(probe_promised[0]); i++)
 		n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "%s[\"%s\",\"%s\"]",
-				      i ? "," : "", probe_promised[i].import_name,
-				      probe_promised[i].distribution);
+		                      i ? "," : "", probe_promised[i].import_name,
+		                      probe_promised[i].distribution);
 	n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "]\n");
 
 	struct run_spec spec = {
@@ -72,13 +71,13 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, 
 	};
 	if (run_execute(cfg, &spec, &o, run_why, sizeof(run_why)) < 0) {
 		snprintf(why, why_len, "the interpreter %s could not be run: %s", cfg->python,
-			 run_why);
+		         run_why);
 		return -1;
 	}
 	if (o.status != RUN_SUCCEEDED || o.result_status != RESULT_OK) {
 		snprintf(why, why_len, "the interpreter %s failed the probe (%s, exit %d): %.*s",
-			 cfg->python, run_status_string(o.status), o.exit_code,
-			 (int)(o.err.len > 300 ? 300 : o.err.len), o.err.buf);
+		         cfg->python, run_status_string(o.status), o.exit_code,
+		         (int)(o.err.len > 300 ? 300 : o.err.len), o.err.buf);
 		goto out;
 	}
 	doc = json_loadb(o.result_json, o.result_len, 0, NULL);
@@ -86,14 +85,14 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, 
 	missing = json_object_get(doc, "missing");
 	if (!json_is_array(mods) || !json_is_array(missing) ||
 	    copy_field(info->python_version, sizeof(info->python_version),
-		       json_object_get(doc, "pythonVersion")) < 0) {
+	               json_object_get(doc, "pythonVersion")) < 0) {
 		snprintf(why, why_len, "the probe's answer is malformed");
 		goto out;
 	}
 	if (json_array_size(missing) > 0) {
 		json_t *first = json_array_get(missing, 0);
 		snprintf(why, why_len, "a promised module is missing from %s: %s", cfg->python,
-			 json_string_value(first) ? json_string_value(first) : "?");
+		         json_string_value(first) ? json_string_value(first) : "?");
 		goto out;
 	}
 	json_array_foreach(mods, i, m)
@@ -101,11 +100,11 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, 
 		struct probe_module *pm = &info->modules[info->n_modules];
 		if (info->n_modules >= PROBE_MAX_MODULES ||
 		    copy_field(pm->import_name, sizeof(pm->import_name),
-			       json_object_get(m, "importName")) < 0 ||
+		               json_object_get(m, "importName")) < 0 ||
 		    copy_field(pm->distribution, sizeof(pm->distribution),
-			       json_object_get(m, "distribution")) < 0 ||
+		               json_object_get(m, "distribution")) < 0 ||
 		    copy_field(pm->version, sizeof(pm->version), json_object_get(m, "version")) <
-			0) {
+		        0) {
 			snprintf(why, why_len, "the probe's module list is malformed");
 			goto out;
 		}

@@ -27,7 +27,6 @@ struct probe_info {
  * Python version and the version of every promised module. Returns 0, or -1 with the reason
  * (a missing module is named) in why. Call it before any worker is forked.
  */
-int probe_measure(const struct run_config *cfg, struct probe_info *info, char *why,
-		  size_t why_len);
+int probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, size_t why_len);
 
 #endif

@@ -40,8 +40,8 @@ proc_kill(pid_t target, int sig, const char *what)
 {
 	if (kill(target, sig) == 0 || errno == ESRCH)
 		return 0;
-	log_msg(LOG_ERROR, "kill(%d, %d) failed while killing %s: %s", (int)target, sig,
-		what, strerror(errno));
+	log_msg(LOG_ERROR, "kill(%d, %d) failed while killing %s: %s", (int)target, sig, what,
+	        strerror(errno));
 	return -1;
 }
 
@@ -113,7 +113,7 @@ proc_reap(pid_t main_pid, bool *main_reaped, int *main_status, struct rusage *ma
 
 int
 proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *main_status,
-		       struct rusage *main_ru, long long deadline_ms)
+                       struct rusage *main_ru, long long deadline_ms)
 {
 	static bool warned;
 	pid_t pids[256];
@@ -127,8 +127,8 @@ proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *main_
 		if (n < 0) {
 			if (!warned) {
 				log_msg(LOG_WARN,
-					"no /proc/self/task/*/children: only the process group "
-					"is killed");
+				        "no /proc/self/task/*/children: only the process group "
+				        "is killed");
 				warned = true;
 			}
 			n = 0;

@@ -19,7 +19,7 @@ int proc_kill(pid_t target, int sig, const char *what);
  * stored and *main_reaped set. Returns 0 when no child is left, -1 otherwise.
  */
 int proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *main_status,
-			   struct rusage *main_ru, long long deadline_ms);
+                           struct rusage *main_ru, long long deadline_ms);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 long long proc_now_ms(void);

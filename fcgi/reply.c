@@ -76,7 +76,7 @@ put_capture(struct jsonw *w, const struct capture *c)
 
 char *
 reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
-	      const char *request_id, size_t *len)
+              const char *request_id, size_t *len)
 {
 	struct jsonw w;
 	char errbuf[128];
@@ -100,8 +100,8 @@ reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details
 	else
 		jsonw_lit(&w, "null");
 	jsonw_lit(&w, ",\"resultError\":");
-	result_error = result_error_string(o->result_status, max_result_bytes, errbuf,
-					   sizeof(errbuf));
+	result_error =
+	    result_error_string(o->result_status, max_result_bytes, errbuf, sizeof(errbuf));
 	if (result_error != NULL)
 		jsonw_cstr(&w, result_error);
 	else
@@ -158,7 +158,7 @@ reply_error(const char *error, const char *message, size_t *len)
 
 char *
 reply_capabilities(const struct probe_info *info, const struct limits *l, bool files_contained,
-		   size_t *len)
+                   size_t *len)
 {
 	json_t *doc, *modules;
 	char sentence[512];
@@ -167,35 +167,34 @@ reply_capabilities(const struct probe_info *info, const struct limits *l, bool f
 	modules = json_array();
 	for (size_t i = 0; i < info->n_modules; i++)
 		json_array_append_new(modules,
-				      json_pack("{s:s, s:s, s:s}", "importName",
-						info->modules[i].import_name, "distribution",
-						info->modules[i].distribution, "version",
-						info->modules[i].version));
+		                      json_pack("{s:s, s:s, s:s}", "importName",
+		                                info->modules[i].import_name, "distribution",
+		                                info->modules[i].distribution, "version",
+		                                info->modules[i].version));
 	snprintf(sentence, sizeof(sentence),
-		 "To return structured data, write one JSON document to result.json in the "
-		 "working directory (at most %zu bytes); it comes back parsed as `result`, or "
-		 "`resultError` explains why it was rejected.",
-		 l->max_result_bytes);
+	         "To return structured data, write one JSON document to result.json in the "
+	         "working directory (at most %zu bytes); it comes back parsed as `result`, or "
+	         "`resultError` explains why it was rejected.",
+	         l->max_result_bytes);
 	/* json_pack "o" steals the reference to modules */
-	doc = json_pack("{s:s, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:s, s:s}",
-			"pythonVersion", info->python_version, "modules", modules, "limits",
-			"executionTimeoutSeconds", (json_int_t)l->execution_timeout_seconds,
-			"maxCodeBytes", (json_int_t)l->max_code_bytes, "maxStdoutBytes",
-			(json_int_t)l->max_stdout_bytes, "maxStderrBytes",
-			(json_int_t)l->max_stderr_bytes, "maxResultBytes",
-			(json_int_t)l->max_result_bytes, "maxConcurrentExecutions",
-			(json_int_t)l->max_concurrent_executions, "network",
-			"No network use is expected: do not download data, install packages or call "
-			"external services.",
-			"persistence",
-			files_contained
-			    ? "Every execution starts a fresh interpreter in a fresh, empty working "
-			      "directory; no files, variables or imports survive between executions."
-			    : "Every execution starts a fresh interpreter in a fresh, empty working "
-			      "directory that is removed afterwards; no variables or imports survive "
-			      "between executions, but files written outside the working directory "
-			      "may.",
-			"structuredResult", sentence);
+	doc = json_pack(
+	    "{s:s, s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:s, s:s, s:s}", "pythonVersion",
+	    info->python_version, "modules", modules, "limits", "executionTimeoutSeconds",
+	    (json_int_t)l->execution_timeout_seconds, "maxCodeBytes", (json_int_t)l->max_code_bytes,
+	    "maxStdoutBytes", (json_int_t)l->max_stdout_bytes, "maxStderrBytes",
+	    (json_int_t)l->max_stderr_bytes, "maxResultBytes", (json_int_t)l->max_result_bytes,
+	    "maxConcurrentExecutions", (json_int_t)l->max_concurrent_executions, "network",
+	    "No network use is expected: do not download data, install packages or call "
+	    "external services.",
+	    "persistence",
+	    files_contained
+	        ? "Every execution starts a fresh interpreter in a fresh, empty working "
+	          "directory; no files, variables or imports survive between executions."
+	        : "Every execution starts a fresh interpreter in a fresh, empty working "
+	          "directory that is removed afterwards; no variables or imports survive "
+	          "between executions, but files written outside the working directory "
+	          "may.",
+	    "structuredResult", sentence);
 	if (doc == NULL)
 		return NULL;
 	out = json_dumps(doc, JSON_COMPACT);

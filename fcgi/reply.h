@@ -16,7 +16,7 @@
  * when asked. Returns a newly allocated NUL-terminated string (caller frees) or NULL.
  */
 char *reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
-		    const char *request_id, size_t *len);
+                    const char *request_id, size_t *len);
 
 /* {"error": error, "message": message}. Caller frees; NULL when out of memory. */
 char *reply_error(const char *error, const char *message, size_t *len);
@@ -26,7 +26,7 @@ char *reply_error(const char *error, const char *message, size_t *len);
  * sentence claims that no file survives only when files_contained (a private mount or
  * Landlock confines writes to the working directory).
  */
-char *reply_capabilities(const struct probe_info *info, const struct limits *l, bool files_contained,
-			 size_t *len);
+char *reply_capabilities(const struct probe_info *info, const struct limits *l,
+                         bool files_contained, size_t *len);
 
 #endif

@@ -15,7 +15,7 @@
 
 int
 request_parse(struct request *r, const char *body, size_t len, const struct limits *l,
-	      char *message, size_t message_len)
+              char *message, size_t message_len)
 {
 	json_error_t err;
 	json_t *code, *v;
@@ -28,7 +28,8 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 	/* JSON_ALLOW_NUL: "\u0000" is legal JSON; Python itself rejects such code later */
 	r->root = json_loadb(body, len, JSON_ALLOW_NUL, &err);
 	if (r->root == NULL) {
-		snprintf(message, message_len, "%s", BODY_SHAPE " (the body is not valid UTF-8 JSON)");
+		snprintf(message, message_len, "%s",
+		         BODY_SHAPE " (the body is not valid UTF-8 JSON)");
 		goto invalid;
 	}
 	if (!json_is_object(r->root)) {
@@ -45,16 +46,16 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 		if (strcmp(key, "code") != 0 && strcmp(key, "stdin") != 0 &&
 		    strcmp(key, "timeoutSeconds") != 0 && strcmp(key, "details") != 0) {
 			snprintf(message, message_len,
-				 "unknown key in body; allowed keys are code, stdin, "
-				 "timeoutSeconds and details");
+			         "unknown key in body; allowed keys are code, stdin, "
+			         "timeoutSeconds and details");
 			goto invalid;
 		}
 	}
 	v = json_object_get(r->root, "stdin");
 	if (v != NULL) {
 		if (!json_is_string(v) || json_string_length(v) > l->max_stdin_bytes) {
-			snprintf(message, message_len, "stdin must be a string of at most %zu bytes",
-				 l->max_stdin_bytes);
+			snprintf(message, message_len,
+			         "stdin must be a string of at most %zu bytes", l->max_stdin_bytes);
 			goto invalid;
 		}
 		r->stdin_data = json_string_value(v);
@@ -65,8 +66,8 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 		double t = json_is_number(v) ? json_number_value(v) : NAN;
 		if (!(t > 0) || t > (double)l->execution_timeout_seconds) {
 			snprintf(message, message_len,
-				 "timeoutSeconds must be a number greater than 0 and at most %ld",
-				 l->execution_timeout_seconds);
+			         "timeoutSeconds must be a number greater than 0 and at most %ld",
+			         l->execution_timeout_seconds);
 			goto invalid;
 		}
 		/* round up so that a tiny positive limit still lets the run start */

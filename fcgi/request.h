@@ -26,7 +26,7 @@ struct request {
  * echoing the code); the reply is then 400 invalid_request.
  */
 int request_parse(struct request *r, const char *body, size_t len, const struct limits *l,
-		  char *message, size_t message_len);
+                  char *message, size_t message_len);
 
 void request_free(struct request *r);
 

@@ -415,8 +415,8 @@ result_read(int dirfd, size_t max_bytes, char **out, size_t *out_len)
 		return RESULT_NOT_REGULAR;
 	/* O_NOFOLLOW and O_NONBLOCK all the same: nothing may have swapped it, but if it did,
 	 * the open neither follows a symlink nor waits on a FIFO */
-	fd = openat(dirfd, "result.json",
-		    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	fd =
+	    openat(dirfd, "result.json", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOENT ? RESULT_NONE : RESULT_OPEN_FAILED;
 	if (fstat(fd, &sb) < 0) {

@@ -23,7 +23,7 @@ enum result_status {
  * too-large message). Returns buf, or NULL for RESULT_NONE and RESULT_OK.
  */
 const char *result_error_string(enum result_status status, size_t max_bytes, char *buf,
-				size_t buf_len);
+                                size_t buf_len);
 
 /*
  * Parses in[0..n) as one strict JSON value (RFC 8259: no NaN or Infinity, no BOM, no raw

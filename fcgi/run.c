@@ -121,7 +121,7 @@ drain(int *fd, struct capture *c)
 
 int
 run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_outcome *out,
-	    char *why, size_t why_len)
+            char *why, size_t why_len)
 {
 	struct workdir wd = {.fd = -1};
 	int in_fd = -1, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, ctl_p[2] = {-1, -1};
@@ -141,8 +141,8 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		return -1;
 	}
 	t0 = proc_now_ms();
-	if (workdir_create(&wd, cfg->runs_dir_fd, cfg->runs_dir, cfg->drop_privileges,
-			   cfg->run_uid, cfg->run_gid, spec->code, spec->code_len) < 0) {
+	if (workdir_create(&wd, cfg->runs_dir_fd, cfg->runs_dir, cfg->drop_privileges, cfg->run_uid,
+	                   cfg->run_gid, spec->code, spec->code_len) < 0) {
 		snprintf(why, why_len, "could not create the run's working directory");
 		return -1;
 	}
@@ -212,7 +212,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		if (!ended && now >= deadline) {
 			timed_out = true;
 			proc_kill_all_children(pid, pid, &main_reaped, &main_status, &ru,
-					       now + RUN_KILL_MS);
+			                       now + RUN_KILL_MS);
 			drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 			continue;
 		}
@@ -266,7 +266,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		if (main_reaped && drain_deadline == 0) {
 			/* the program ended: nothing it started may keep the pipes open */
 			proc_kill_all_children(pid, pid, &main_reaped, &main_status, &ru,
-					       proc_now_ms() + RUN_KILL_MS);
+			                       proc_now_ms() + RUN_KILL_MS);
 			drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 		}
 	}
@@ -275,7 +275,7 @@ out:
 	/* every exit path: nothing of the run may outlive this function */
 	if (pid > 0)
 		proc_kill_all_children(pid, pid, &main_reaped, &main_status, &ru,
-				       proc_now_ms() + RUN_KILL_MS);
+		                       proc_now_ms() + RUN_KILL_MS);
 	close_fd(&pidfd);
 	close_fd(&in_fd);
 	close_fd(&out_p[0]);
@@ -286,8 +286,8 @@ out:
 	close_fd(&ctl_p[1]);
 	if (rc == 0 && setup_failed) {
 		snprintf(why, why_len, "sandbox setup failed while %s: %s",
-			 sandbox_step_string((enum sandbox_step)failure.step),
-			 strerror(failure.err));
+		         sandbox_step_string((enum sandbox_step)failure.step),
+		         strerror(failure.err));
 		rc = -1;
 	}
 	if (rc == 0) {
@@ -302,15 +302,16 @@ out:
 			out->status = out->exit_code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
 		} else {
 			out->has_exit_code = true;
-			out->term_signal = WIFSIGNALED(main_status) ? WTERMSIG(main_status) : SIGKILL;
+			out->term_signal =
+			    WIFSIGNALED(main_status) ? WTERMSIG(main_status) : SIGKILL;
 			out->exit_code = -out->term_signal;
 			out->status = RUN_FAILED;
 		}
 		out->cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-			      (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+		              (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 		out->max_rss_bytes = (long long)ru.ru_maxrss * 1024;
-		out->result_status = result_read(wd.fd, spec->max_result_bytes, &out->result_json,
-						 &out->result_len);
+		out->result_status =
+		    result_read(wd.fd, spec->max_result_bytes, &out->result_json, &out->result_len);
 		out->duration_ms = proc_now_ms() - t0;
 	}
 	if (workdir_remove(&wd, cfg->runs_dir_fd) < 0 && rc == 0) {

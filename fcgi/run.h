@@ -73,7 +73,7 @@ struct run_outcome {
  * when it returns nothing the run started is alive and its directory is gone.
  */
 int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_outcome *out,
-		char *why, size_t why_len);
+                char *why, size_t why_len);
 
 void run_outcome_free(struct run_outcome *out);
 

@@ -138,7 +138,8 @@ sandbox_rlimits(const struct sandbox_spec *s)
 	if (setrlimit(RLIMIT_CORE, &core) < 0)
 		return -1;
 	if (s->cpu_limit_seconds > 0) {
-		struct rlimit cpu = {(rlim_t)s->cpu_limit_seconds, (rlim_t)s->cpu_limit_seconds + 1};
+		struct rlimit cpu = {(rlim_t)s->cpu_limit_seconds,
+		                     (rlim_t)s->cpu_limit_seconds + 1};
 		if (setrlimit(RLIMIT_CPU, &cpu) < 0)
 			return -1;
 	}

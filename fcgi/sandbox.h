@@ -42,7 +42,7 @@ struct sandbox_spec {
 	bool drop_privileges;
 	uid_t uid;
 	gid_t gid;
-	pid_t parent_pid;     /* the worker, for the parent-death race check */
+	pid_t parent_pid;       /* the worker, for the parent-death race check */
 	long cpu_limit_seconds; /* RLIMIT_CPU backstop, 0 for none */
 };
 

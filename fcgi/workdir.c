@@ -41,7 +41,7 @@ write_all(int fd, const char *p, size_t n)
 
 int
 workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_to, uid_t uid,
-	       gid_t gid, const char *code, size_t code_len)
+               gid_t gid, const char *code, size_t code_len)
 {
 	unsigned char rnd[16];
 	int fd = -1;
@@ -62,7 +62,7 @@ workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_
 	}
 	if (mkdirat(runs_fd, w->name, 0700) < 0) {
 		log_msg(LOG_ERROR, "mkdir(%s) failed while creating a run: %s", w->path,
-			strerror(errno));
+		        strerror(errno));
 		return -1;
 	}
 	w->fd = openat(runs_fd, w->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -105,7 +105,8 @@ find_by_inode(int dirfd, ino_t ino, char *name, size_t name_len, long *steps)
 		return -1;
 	}
 	while ((e = readdir(d)) != NULL && ++*steps < WORKDIR_MAX_STEPS) {
-		if (e->d_ino == ino && strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+		if (e->d_ino == ino && strcmp(e->d_name, ".") != 0 &&
+		    strcmp(e->d_name, "..") != 0) {
 			snprintf(name, name_len, "%s", e->d_name);
 			rc = 0;
 			break;
@@ -164,7 +165,8 @@ workdir_remove_tree(int parent_fd, const char *name)
 			if (fchmodat(fd, sub, 0700, 0) < 0 && errno != EPERM) {
 				/* not ours to fix; opening it below tells */
 			}
-			int child = openat(fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int child =
+			    openat(fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (child < 0) {
 				/* maybe an empty directory we cannot enter: try removing it */
 				if (unlinkat(fd, sub, AT_REMOVEDIR) < 0)
@@ -183,7 +185,8 @@ workdir_remove_tree(int parent_fd, const char *name)
 		}
 		struct stat sb;
 		int up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (up < 0 || fstat(fd, &sb) < 0 || find_by_inode(up, sb.st_ino, sub, sizeof(sub), &steps) < 0 ||
+		if (up < 0 || fstat(fd, &sb) < 0 ||
+		    find_by_inode(up, sb.st_ino, sub, sizeof(sub), &steps) < 0 ||
 		    unlinkat(up, sub, AT_REMOVEDIR) < 0) {
 			if (up >= 0)
 				close(up);

@@ -20,7 +20,7 @@ struct workdir {
  * (logged, errno set).
  */
 int workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_to, uid_t uid,
-		   gid_t gid, const char *code, size_t code_len);
+                   gid_t gid, const char *code, size_t code_len);
 
 /*
  * Removes the directory and everything in it without following symlinks and without

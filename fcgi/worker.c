@@ -70,10 +70,10 @@ worker_send(FCGX_Request *req, int status, const char *extra_header, const char 
 	char head[512];
 	/* libfcgi's own printf knows few conversions; format here */
 	int n = snprintf(head, sizeof(head),
-			 "Status: %d %s\r\nContent-Type: application/json\r\n%s%s"
-			 "Content-Length: %zu\r\n\r\n",
-			 status, status_text(status), extra_header ? extra_header : "",
-			 extra_header ? "\r\n" : "", len);
+	                 "Status: %d %s\r\nContent-Type: application/json\r\n%s%s"
+	                 "Content-Length: %zu\r\n\r\n",
+	                 status, status_text(status), extra_header ? extra_header : "",
+	                 extra_header ? "\r\n" : "", len);
 
 	FCGX_PutStr(head, n, req->out);
 	FCGX_PutStr(body, (int)len, req->out);
@@ -81,7 +81,7 @@ worker_send(FCGX_Request *req, int status, const char *extra_header, const char 
 
 static void
 worker_send_error(FCGX_Request *req, int status, const char *extra_header, const char *error,
-		  const char *message)
+                  const char *message)
 {
 	size_t len;
 	char *body = reply_error(error, message, &len);
@@ -131,7 +131,7 @@ worker_read_body(FCGX_Request *req, size_t max_bytes, char **body)
 
 static void
 worker_execute(const struct worker_config *wc, FCGX_Request *req, const struct limits *l,
-	       const char *request_id)
+               const char *request_id)
 {
 	struct request r;
 	struct run_outcome o;
@@ -143,17 +143,19 @@ worker_execute(const struct worker_config *wc, FCGX_Request *req, const struct l
 
 	if (method == NULL || strcmp(method, "POST") != 0) {
 		worker_send_error(req, 405, "Allow: POST", "method_not_allowed",
-				  "use POST for /execute");
+		                  "use POST for /execute");
 		return;
 	}
 	n = worker_read_body(req, limits_max_body_bytes(l), &body);
 	if (n == -2) {
-		worker_send_error(req, 413, NULL, "request_too_large", "the request body is too large");
+		worker_send_error(req, 413, NULL, "request_too_large",
+		                  "the request body is too large");
 		return;
 	}
 	if (n < 0) {
 		log_msg(LOG_WARN, "reading the request body failed");
-		worker_send_error(req, 400, NULL, "invalid_request", "the request body could not be read");
+		worker_send_error(req, 400, NULL, "invalid_request",
+		                  "the request body could not be read");
 		return;
 	}
 	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
@@ -177,7 +179,7 @@ worker_execute(const struct worker_config *wc, FCGX_Request *req, const struct l
 	if (run_execute(&wc->run, &spec, &o, why, sizeof(why)) < 0) {
 		log_msg(LOG_ERROR, "run failed: %s", why);
 		worker_send_error(req, 500, NULL, "sandbox_error",
-				  "the sandbox could not run the program; see the service log");
+		                  "the sandbox could not run the program; see the service log");
 		run_outcome_free(&o);
 		request_free(&r);
 		return;
@@ -190,9 +192,9 @@ worker_execute(const struct worker_config *wc, FCGX_Request *req, const struct l
 		free(reply);
 	}
 	log_msg(LOG_INFO,
-		"execute status=%s exitCode=%d durationMs=%lld stdoutBytes=%llu stderrBytes=%llu",
-		run_status_string(o.status), o.has_exit_code ? o.exit_code : 0, o.duration_ms,
-		(unsigned long long)o.out.total_bytes, (unsigned long long)o.err.total_bytes);
+	        "execute status=%s exitCode=%d durationMs=%lld stdoutBytes=%llu stderrBytes=%llu",
+	        run_status_string(o.status), o.has_exit_code ? o.exit_code : 0, o.duration_ms,
+	        (unsigned long long)o.out.total_bytes, (unsigned long long)o.err.total_bytes);
 	run_outcome_free(&o);
 	request_free(&r);
 }
@@ -218,7 +220,7 @@ worker_handle(const struct worker_config *wc, FCGX_Request *req)
 	if (limits_parse(&l, worker_param, req, why, sizeof(why)) < 0) {
 		log_msg(LOG_ERROR, "misconfigured: %s", why);
 		worker_send_error(req, 500, NULL, "misconfigured",
-				  "the service is misconfigured; see the service log");
+		                  "the service is misconfigured; see the service log");
 		goto out;
 	}
 	if (strcmp(endpoint, "execute") == 0) {
@@ -267,7 +269,7 @@ worker_main(const struct worker_config *wc)
 		if (r < 0) {
 			if (errno != EINTR) {
 				log_msg(LOG_ERROR, "ppoll() on the listen socket failed: %s",
-					strerror(errno));
+				        strerror(errno));
 				_exit(1);
 			}
 			continue;

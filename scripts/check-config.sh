@@ -72,6 +72,7 @@ if ! dump=$("$NGINX" -q -T -p "$prefix/" -e "$prefix/logs/error.log" -c "$conf_a
 fi
 
 # Strip comments, then read "directive arg..." statements.
+# shellcheck disable=SC2001,SC2020 # comments need a regex; each of ; { } ends a statement
 stmts=$(sed -e 's/#.*$//' <<<"$dump" | tr '\n' ' ' | tr ';{}' '\n\n\n' | sed -e 's/^ *//' -e 's/  */ /g')
 
 values_of() { # directive [first-arg]: prints the remaining argument of every match

@@ -96,12 +96,15 @@ nginx_pid=""
 tail_pid=""
 stop() {
 	trap - INT TERM
-	[[ -n $nginx_pid ]] && kill -QUIT "$nginx_pid" 2>/dev/null || true
-	[[ -n $pool_pid ]] && kill -TERM "$pool_pid" 2>/dev/null || true
-	[[ -n $nginx_pid ]] && wait "$nginx_pid" 2>/dev/null || true
-	[[ -n $pool_pid ]] && wait "$pool_pid" 2>/dev/null || true
-	[[ -n $tail_pid ]] && kill "$tail_pid" 2>/dev/null || true
-	[[ -n $tail_pid ]] && wait "$tail_pid" 2>/dev/null || true
+	# nginx first: it stops taking requests and finishes those in flight; the pool drains
+	if [[ -n $nginx_pid ]]; then kill -QUIT "$nginx_pid" 2>/dev/null || true; fi
+	if [[ -n $pool_pid ]]; then kill -TERM "$pool_pid" 2>/dev/null || true; fi
+	if [[ -n $nginx_pid ]]; then wait "$nginx_pid" 2>/dev/null || true; fi
+	if [[ -n $pool_pid ]]; then wait "$pool_pid" 2>/dev/null || true; fi
+	if [[ -n $tail_pid ]]; then
+		kill "$tail_pid" 2>/dev/null || true
+		wait "$tail_pid" 2>/dev/null || true
+	fi
 }
 trap 'stop; exit 0' INT TERM
 

@@ -19,7 +19,7 @@ static int tap_n, tap_failed;
 		printf(__VA_ARGS__);                                                               \
 		printf("\n");                                                                      \
 		if (!ok_)                                                                          \
-			printf("#   failed at %s:%d\n", __FILE__, __LINE__);                         \
+			printf("#   failed at %s:%d\n", __FILE__, __LINE__);                       \
 	} while (0)
 
 #define is_str(got, want, ...)                                                                     \
@@ -28,7 +28,7 @@ static int tap_n, tap_failed;
 		int same_ = g_ && w_ ? strcmp(g_, w_) == 0 : g_ == w_;                             \
 		ok(same_, __VA_ARGS__);                                                            \
 		if (!same_)                                                                        \
-			printf("#   got:  %s\n#   want: %s\n", g_ ? g_ : "(null)",                   \
+			printf("#   got:  %s\n#   want: %s\n", g_ ? g_ : "(null)",                 \
 			       w_ ? w_ : "(null)");                                                \
 	} while (0)
 

@@ -45,10 +45,9 @@ main(void)
 	check_sanitize("\xe2\x82z", 3, "\xef\xbf\xbdz", "a sequence cut early is one U+FFFD");
 	check_sanitize("\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd", "overlong: two U+FFFD");
 	check_sanitize("\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd",
-		       "an encoded surrogate: three U+FFFD");
-	check_sanitize("\xf4\x90\x80\x80", 4,
-		       "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd",
-		       "past U+10FFFF: four U+FFFD");
+	               "an encoded surrogate: three U+FFFD");
+	check_sanitize("\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd",
+	               "past U+10FFFF: four U+FFFD");
 	{
 		char out[8];
 		ok(utf8_sanitize((const unsigned char *)"a\0b", 3, out) == 3 &&

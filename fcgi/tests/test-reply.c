@@ -26,7 +26,8 @@ main(void)
 	o.duration_ms = 12;
 	s = reply_outcome(&o, 65536, false, "rid", &len);
 	is_str(s,
-	       "{\"status\":\"failed\",\"exitCode\":3,\"stdout\":\"ab\xef\xbf\xbd\\n\",\"stderr\":\"e\","
+	       "{\"status\":\"failed\",\"exitCode\":3,\"stdout\":\"ab\xef\xbf\xbd\\n\",\"stderr\":"
+	       "\"e\","
 	       "\"result\":{\"a\":1},\"resultError\":null,\"durationMs\":12,\"truncated\":true}",
 	       "the eight keys in order, stdout repaired, truncated set");
 	ok(s && len == strlen(s), "the length is returned");
@@ -51,7 +52,8 @@ main(void)
 	run_outcome_free(&o);
 
 	s = reply_error("invalid_request", "code must be at most 65536 bytes", &len);
-	is_str(s, "{\"error\":\"invalid_request\",\"message\":\"code must be at most 65536 bytes\"}",
+	is_str(s,
+	       "{\"error\":\"invalid_request\",\"message\":\"code must be at most 65536 bytes\"}",
 	       "the error shape has exactly two keys");
 	free(s);
 
@@ -62,18 +64,21 @@ main(void)
 	struct limits l = {30, 20, 65536, 65536, 65536, 1000, 65536};
 	s = reply_capabilities(&pi, &l, true, &len);
 	const char *prefix =
-			"{\"pythonVersion\":\"3.11.2\",\"modules\":[{\"importName\":\"sklearn\","
-			"\"distribution\":\"scikit-learn\",\"version\":\"1.2.1\"}],\"limits\":{"
-			"\"executionTimeoutSeconds\":30,\"maxCodeBytes\":65536,\"maxStdoutBytes\":65536,"
-			"\"maxStderrBytes\":65536,\"maxResultBytes\":1000,\"maxConcurrentExecutions\":20},"
-			"\"network\":";
+	    "{\"pythonVersion\":\"3.11.2\",\"modules\":[{\"importName\":\"sklearn\","
+	    "\"distribution\":\"scikit-learn\",\"version\":\"1.2.1\"}],\"limits\":{"
+	    "\"executionTimeoutSeconds\":30,\"maxCodeBytes\":65536,\"maxStdoutBytes\":65536,"
+	    "\"maxStderrBytes\":65536,\"maxResultBytes\":1000,\"maxConcurrentExecutions\":20},"
+	    "\"network\":";
 	ok(s && strncmp(s, prefix, strlen(prefix)) == 0,
 	   "capabilities: keys in order, limits as given");
-	ok(s && strstr(s, "(at most 1000 bytes)"), "the structuredResult sentence carries the limit");
-	ok(s && strstr(s, "no files, variables or imports survive"), "contained: the strong sentence");
+	ok(s && strstr(s, "(at most 1000 bytes)"),
+	   "the structuredResult sentence carries the limit");
+	ok(s && strstr(s, "no files, variables or imports survive"),
+	   "contained: the strong sentence");
 	free(s);
 	s = reply_capabilities(&pi, &l, false, &len);
-	ok(s && strstr(s, "no files, variables") == NULL && strstr(s, "outside the working directory may"),
+	ok(s && strstr(s, "no files, variables") == NULL &&
+	       strstr(s, "outside the working directory may"),
 	   "not contained: the sentence does not claim it");
 	free(s);
 	return tap_done();

@@ -26,7 +26,8 @@ invalid(const char *body, const char *want_in_msg, const char *what)
 	struct request r;
 	int rc = parse(body, &r);
 
-	ok(rc < 0 && strstr(msg, want_in_msg) != NULL, "400: %s (%s)", what, rc < 0 ? msg : "accepted");
+	ok(rc < 0 && strstr(msg, want_in_msg) != NULL, "400: %s (%s)", what,
+	   rc < 0 ? msg : "accepted");
 }
 
 int
@@ -40,8 +41,8 @@ main(void)
 	request_free(&r);
 	ok(parse("{\"code\":\"0123456789\"}", &r) == 0, "code of exactly maxCodeBytes is accepted");
 	request_free(&r);
-	ok(parse("{\"code\":\"x\",\"stdin\":\"abcde\",\"timeoutSeconds\":0.25,\"details\":true}", &r) ==
-		   0 &&
+	ok(parse("{\"code\":\"x\",\"stdin\":\"abcde\",\"timeoutSeconds\":0.25,\"details\":true}",
+	         &r) == 0 &&
 	       r.stdin_len == 5 && r.wall_ms == 250 && r.details,
 	   "every optional key");
 	request_free(&r);
@@ -66,15 +67,19 @@ main(void)
 	invalid("{\"code\":\"x\",\"stdin\":\"abcdef\"}", "stdin must be", "stdin over its limit");
 	invalid("{\"code\":\"x\",\"timeoutSeconds\":0}", "timeoutSeconds", "a zero timeout");
 	invalid("{\"code\":\"x\",\"timeoutSeconds\":-1}", "timeoutSeconds", "a negative timeout");
-	invalid("{\"code\":\"x\",\"timeoutSeconds\":30.5}", "timeoutSeconds", "a timeout over the limit");
+	invalid("{\"code\":\"x\",\"timeoutSeconds\":30.5}", "timeoutSeconds",
+	        "a timeout over the limit");
 	invalid("{\"code\":\"x\",\"timeoutSeconds\":\"5\"}", "timeoutSeconds", "a string timeout");
 	invalid("{\"code\":\"x\",\"timeoutSeconds\":true}", "timeoutSeconds", "a boolean timeout");
 	invalid("{\"code\":\"x\",\"details\":1}", "details must be", "details not a boolean");
-	invalid("{\"code\":\"01234567890\"}", "code must be at most 10 bytes", "code one byte over");
+	invalid("{\"code\":\"01234567890\"}", "code must be at most 10 bytes",
+	        "code one byte over");
 	/* first failure wins */
 	invalid("{\"code\":\"\",\"shell\":1}", "body must be", "empty code beats an unknown key");
-	invalid("{\"code\":\"01234567890\",\"shell\":1}", "unknown key", "an unknown key beats long code");
-	invalid("{\"code\":\"01234567890\",\"details\":1}", "details", "a bad option beats long code");
+	invalid("{\"code\":\"01234567890\",\"shell\":1}", "unknown key",
+	        "an unknown key beats long code");
+	invalid("{\"code\":\"01234567890\",\"details\":1}", "details",
+	        "a bad option beats long code");
 	invalid("{\"code\":\"secret-code\",\"x\":1}", "unknown key", "the message...");
 	ok(strstr(msg, "secret-code") == NULL, "...never echoes the code");
 	return tap_done();

@@ -14,7 +14,8 @@ parses_to(const char *in, const char *want, const char *what)
 	size_t len;
 	enum result_status st = result_parse(in, strlen(in), &out, &len);
 
-	ok(st == RESULT_OK && out && strcmp(out, want) == 0 && len == strlen(want), "parse: %s", what);
+	ok(st == RESULT_OK && out && strcmp(out, want) == 0 && len == strlen(want), "parse: %s",
+	   what);
 	if (st != RESULT_OK || !out || strcmp(out, want) != 0)
 		printf("#   got: %s (status %d)\n", out ? out : "(null)", st);
 	free(out);
@@ -54,16 +55,20 @@ main(void)
 	size_t len;
 	int dirfd;
 
-	parses_to("{\"a\": [1, 2.50, -0.5e-3, true, false, null]}", "{\"a\":[1,2.50,-0.5e-3,true,false,null]}",
-		  "whitespace dropped, numbers verbatim");
+	parses_to("{\"a\": [1, 2.50, -0.5e-3, true, false, null]}",
+	          "{\"a\":[1,2.50,-0.5e-3,true,false,null]}",
+	          "whitespace dropped, numbers verbatim");
 	parses_to("265252859812191058636308480000000", "265252859812191058636308480000000",
-		  "a big integer survives exactly");
-	parses_to(" \"caf\\u00e9 \\ud83d\\ude00 \\/ \\u0000\" ", "\"caf\xc3\xa9 \xf0\x9f\x98\x80 / \\u0000\"",
-		  "escapes decoded, surrogate pairs joined, NUL re-escaped");
-	parses_to("{\"k\":1,\"k\":2}", "{\"k\":1,\"k\":2}", "duplicate keys kept (the last wins in a parser)");
+	          "a big integer survives exactly");
+	parses_to(" \"caf\\u00e9 \\ud83d\\ude00 \\/ \\u0000\" ",
+	          "\"caf\xc3\xa9 \xf0\x9f\x98\x80 / \\u0000\"",
+	          "escapes decoded, surrogate pairs joined, NUL re-escaped");
+	parses_to("{\"k\":1,\"k\":2}", "{\"k\":1,\"k\":2}",
+	          "duplicate keys kept (the last wins in a parser)");
 	parses_to("[[]]", "[[]]", "nested empty arrays");
 	ok(result_parse("null", 4, &out, &len) == RESULT_NONE && out == NULL, "null is no result");
-	ok(result_parse(" null\n", 6, &out, &len) == RESULT_NONE, "null with whitespace is no result");
+	ok(result_parse(" null\n", 6, &out, &len) == RESULT_NONE,
+	   "null with whitespace is no result");
 
 	rejects("", 0, "an empty file");
 	rejects("NaN", 3, "NaN");
@@ -87,7 +92,8 @@ main(void)
 	char deep[2 * RESULT_MAX_DEPTH + 10];
 	memset(deep, '[', RESULT_MAX_DEPTH);
 	memset(deep + RESULT_MAX_DEPTH, ']', RESULT_MAX_DEPTH);
-	ok(result_parse(deep, 2 * RESULT_MAX_DEPTH, &out, &len) == RESULT_OK, "nesting at the limit");
+	ok(result_parse(deep, 2 * RESULT_MAX_DEPTH, &out, &len) == RESULT_OK,
+	   "nesting at the limit");
 	free(out);
 	memset(deep, '[', RESULT_MAX_DEPTH + 1);
 	memset(deep + RESULT_MAX_DEPTH + 1, ']', RESULT_MAX_DEPTH + 1);
@@ -101,7 +107,8 @@ main(void)
 	       "result.json is not a regular file", "the not-regular message");
 	is_str(result_error_string(RESULT_INVALID, 1, buf, sizeof(buf)),
 	       "result.json is not valid JSON", "the invalid message");
-	ok(result_error_string(RESULT_NONE, 1, buf, sizeof(buf)) == NULL, "no message without error");
+	ok(result_error_string(RESULT_NONE, 1, buf, sizeof(buf)) == NULL,
+	   "no message without error");
 
 	if (mkdtemp(tmpl) == NULL)
 		abort();
@@ -125,12 +132,14 @@ main(void)
 
 	if (mkfifoat(dirfd, "result.json", 0600) < 0)
 		abort();
-	ok(read_in(dirfd, 100, &out) == RESULT_NOT_REGULAR, "read: a FIFO without writer does not block");
+	ok(read_in(dirfd, 100, &out) == RESULT_NOT_REGULAR,
+	   "read: a FIFO without writer does not block");
 	unlinkat(dirfd, "result.json", 0);
 
 	if (mkdirat(dirfd, "result.json", 0700) < 0)
 		abort();
-	ok(read_in(dirfd, 100, &out) == RESULT_NOT_REGULAR, "read: a directory is not a regular file");
+	ok(read_in(dirfd, 100, &out) == RESULT_NOT_REGULAR,
+	   "read: a directory is not a regular file");
 	unlinkat(dirfd, "result.json", AT_REMOVEDIR);
 	unlinkat(dirfd, "secret", 0);
 	close(dirfd);

@@ -76,6 +76,7 @@ teardown() {
 
 # post BODY [curl args...]: POST /execute with a raw body. Sets $code (HTTP status), and
 # leaves the body in $BATS_TEST_TMPDIR/body and the headers in $BATS_TEST_TMPDIR/headers.
+# shellcheck disable=SC2034 # code is read by the tests
 post() {
 	local body=$1
 	shift
@@ -105,4 +106,51 @@ field() {
 
 header() { # name: the value of a response header of the last post
 	grep -i "^$1:" "$BATS_TEST_TMPDIR/headers" | head -1 | cut -d' ' -f2- | tr -d '\r'
+}
+
+# conf_variant SED-EXPR...: a copy of nginx/ with each sed expression applied to every file;
+# prints its directory.
+conf_variant() {
+	local dir expr
+	dir=$(mktemp -d "$BATS_FILE_TMPDIR/conf.XXXXXX")
+	cp "$ROOT"/nginx/*.conf "$dir/"
+	for expr in "$@"; do
+		sed -i -e "$expr" "$dir"/*.conf
+	done
+	echo "$dir"
+}
+
+# wait_for DESCRIPTION TRIES COMMAND...: retries COMMAND every 0.1 s, at most TRIES times.
+wait_for() {
+	local what=$1 tries=$2 i
+	shift 2
+	for ((i = 0; i < tries; i++)); do
+		if "$@"; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "timed out waiting for $what" >&2
+	return 1
+}
+
+# runs_in_flight: how many run directories exist right now.
+runs_in_flight() {
+	find "$STACK_DIR/runs" -mindepth 1 -maxdepth 1 | wc -l
+}
+
+# pool_pid: the supervisor of this stack.
+pool_pid() {
+	pgrep -o -f -- "--runs-dir $STACK_DIR/runs"
+}
+
+# worker_pids: the workers of this stack.
+worker_pids() {
+	pgrep -P "$(pool_pid)"
+}
+
+# marker_gone MARKER: no process has MARKER on its command line (a function, so that no
+# shell carrying the marker in its own arguments is in the way).
+marker_gone() {
+	! pgrep -f -- "$1" >/dev/null
 }

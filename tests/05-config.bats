@@ -1,0 +1,102 @@
+#!/usr/bin/env bats
+# Start-up invariants: a config that breaks one is refused, naming the two numbers; a
+# missing module refuses the start.
+
+load helpers/stack
+
+check() {
+	run "$ROOT/scripts/check-config.sh" "$@"
+}
+
+@test "config: the shipped config passes and needs 24 workers (20 slots + 4 meta)" {
+	check --print-workers "$ROOT/nginx/nginx.conf"
+	assert_success
+	assert_output 24
+}
+
+@test "config: fastcgi_read_timeout not longer than the execution timeout + grace is refused" {
+	local conf
+	conf=$(conf_variant 's/fastcgi_read_timeout     45s;/fastcgi_read_timeout     35s;/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "fastcgi_read_timeout (35s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (30s)"
+	conf=$(conf_variant 's/CODEBOX_EXECUTION_TIMEOUT_SECONDS  30;/CODEBOX_EXECUTION_TIMEOUT_SECONDS  40;/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "fastcgi_read_timeout (45s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (40s)"
+}
+
+@test "config: limit_conn that disagrees with maxConcurrentExecutions is refused" {
+	local conf
+	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 25;/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "limit_conn codebox_execute (25) must equal CODEBOX_MAX_CONCURRENT_EXECUTIONS (20)"
+}
+
+@test "config: a pool smaller than the admitted concurrency is refused" {
+	check --workers 20 "$ROOT/nginx/nginx.conf"
+	assert_failure 1
+	assert_output --partial "the pool's workers (20) must be at least limit_conn codebox_execute (20) + limit_conn codebox_meta (4) = 24"
+}
+
+@test "config: client_max_body_size below 4 * maxCodeBytes + 1024 is refused" {
+	local conf
+	conf=$(conf_variant 's/client_max_body_size     1m;/client_max_body_size     256k;/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "client_max_body_size (262144 bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES + 1024 (263168 bytes)"
+}
+
+@test "config: limits that differ between locations are refused" {
+	local conf
+	conf=$(conf_variant)
+	sed -i 's/fastcgi_param CODEBOX_ENDPOINT capabilities;/&\n            fastcgi_param CODEBOX_MAX_CODE_BYTES 1;/' "$conf/nginx.conf"
+	# a location that sets its own differing value alongside the include
+	sed -i 's/include codebox-limits.conf;//' "$conf/nginx.conf"
+	sed -i 's/fastcgi_param CODEBOX_ENDPOINT execute;/&\n            include codebox-limits.conf;/' "$conf/nginx.conf"
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "fastcgi_param CODEBOX_MAX_CODE_BYTES differs between locations"
+}
+
+@test "config: a config nginx rejects is refused" {
+	local conf
+	conf=$(conf_variant 's/worker_connections  1024;/worker_connections  1024/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "nginx -t rejects it"
+}
+
+@test "config: codebox-run refuses to start on a broken invariant, and leaves nothing running" {
+	local conf dir
+	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 25;/')
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	run "$ROOT/scripts/codebox-run.sh" --port "$(free_port)" --rundir "$dir" --conf-dir "$conf" \
+		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet
+	assert_failure
+	assert_output --partial "must equal CODEBOX_MAX_CONCURRENT_EXECUTIONS"
+	run pgrep -f -- "$dir"
+	assert_output ""
+	rm -rf "$dir"
+}
+
+@test "config: the pool refuses to start when a promised module is missing" {
+	local dir
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir"
+	mkdir -m 0711 "$dir/runs"
+	# an interpreter under which sklearn cannot be imported
+	cat >"$dir/python-without-sklearn" <<'PY'
+#!/bin/sh
+exec /usr/bin/python3 -I -c 'import runpy, sys; sys.modules["sklearn"] = None; runpy.run_path("main.py", run_name="__main__")'
+PY
+	chmod 0755 "$dir/python-without-sklearn"
+	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
+		--workers 1 --python "$dir/python-without-sklearn"
+	assert_failure 1
+	assert_output --partial "refusing to start: a promised module is missing"
+	assert_output --partial "sklearn"
+	assert [ ! -e "$dir/s.sock" ]
+	rm -rf "$dir"
+}

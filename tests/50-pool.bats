@@ -1,0 +1,115 @@
+#!/usr/bin/env bats
+# The pool under pressure and failure: admission (429), respawn, crashes, readiness, drain.
+# A stack with 2 execution slots, so that filling them is cheap.
+
+load helpers/stack
+
+setup_file() {
+	local conf
+	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 2;/' \
+		's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  2;/')
+	stack_start --conf-dir "$conf"
+}
+
+teardown_file() {
+	stack_stop
+}
+
+two_in_flight() {
+	[[ $(runs_in_flight) -eq 2 ]]
+}
+
+@test "pool: the pool has one worker per slot of both zones (2 + 4)" {
+	run -0 worker_pids
+	assert_equal "${#lines[@]}" 6
+	run -0 curl -s "$BASE/capabilities"
+	assert_equal "$(jq .limits.maxConcurrentExecutions <<<"$output")" 2
+}
+
+@test "pool: past the admitted concurrency nginx answers 429 at once, never queues" {
+	local i
+	for i in 1 2; do
+		curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/slow$i" --data-binary \
+			'{"code":"import time; time.sleep(3); print(\"slow\")"}' "$BASE/execute" 3>&- &
+	done
+	wait_for "two runs in flight" 100 two_in_flight
+	local t0=$EPOCHREALTIME
+	post '{"code":"print(1)"}'
+	local ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	assert_equal "$code" 429
+	assert_equal "$(header Retry-After)" 1
+	assert [ -n "$(header X-Request-Id)" ]
+	assert_equal "$reply" '{"error":"sandbox_busy","message":"all execution slots are in use; retry shortly"}'
+	((ms < 1000))
+	# meta requests have slots of their own
+	run -0 curl -s -o /dev/null -w '%{http_code}' "$BASE/capabilities"
+	assert_output 200
+	wait
+	for i in 1 2; do
+		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/slow$i")" slow
+	done
+	post '{"code":"print(1)"}'
+	assert_equal "$code" 200
+}
+
+@test "pool: a killed idle worker is logged and respawned" {
+	local victim
+	victim=$(worker_pids | head -1)
+	kill -KILL "$victim"
+	wait_for "the respawn" 100 bash -c "[[ \$(pgrep -P $(pool_pid) | wc -l) -eq 6 ]] && ! kill -0 $victim 2>/dev/null"
+	run -0 grep -c "(pid $victim) was killed by signal 9" "$STACK_DIR/logs/pool.log"
+	post '{"code":"print(1)"}'
+	assert_equal "$code" 200
+}
+
+@test "pool: a worker that crashes mid-request gives 502 sandbox_unavailable, and its run dies too" {
+	local m="codebox-crash-$RANDOM$RANDOM"
+	jq -cn --arg m "$m" '{code: "import sys, os, time\nprint(os.getpid(), flush=True)\nos.execv(sys.executable, [sys.executable, \"-c\", \"import time; time.sleep(60)\", sys.stdin.read()])", stdin: $m}' \
+		>"$BATS_TEST_TMPDIR/req"
+	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/crash" -w '%{http_code}' \
+		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/crash_code" 3>&- &
+	wait_for "the run to start" 100 pgrep -f -- "$m"
+	local run_pid worker
+	run_pid=$(pgrep -f -- "$m")
+	worker=$(ps -o ppid= -p "$run_pid" | tr -d ' ')
+	kill -KILL "$worker"
+	wait
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/crash_code")" 502
+	reply=$(cat "$BATS_TEST_TMPDIR/crash")
+	assert_equal "$(field .error)" sandbox_unavailable
+	# the run got SIGKILL with its worker (PR_SET_PDEATHSIG)
+	wait_for "the orphaned run to die" 50 marker_gone "$m"
+	post '{"code":"print(1)"}'
+	assert_equal "$code" 200
+}
+
+@test "pool: /readyz is 503 when no worker answers, 200 again when they do" {
+	local pids
+	pids=$(worker_pids)
+	# shellcheck disable=SC2086
+	kill -STOP $pids
+	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --max-time 20 "$BASE/readyz")
+	# shellcheck disable=SC2086
+	kill -CONT $pids
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	assert_equal "$code" 503
+	assert_equal "$(field .error)" sandbox_unavailable
+	wait_for "readiness" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' '$BASE/readyz') == 200 ]]"
+}
+
+@test "pool: SIGTERM drains: the run in flight is answered, then everything stops" {
+	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/drain" -w '%{http_code}' --data-binary \
+		'{"code":"import time; time.sleep(2); print(\"finished\")"}' "$BASE/execute" \
+		>"$BATS_TEST_TMPDIR/drain_code" 3>&- &
+	wait_for "the run to start" 100 bash -c "[[ \$(find '$STACK_DIR/runs' -mindepth 1 | wc -l) -ge 1 ]]"
+	kill -TERM "$STACK_PID"
+	wait
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/drain_code")" 200
+	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/drain")" finished
+	wait "$STACK_PID" || true
+	run pgrep -f -- "$STACK_DIR"
+	assert_output ""
+	assert [ ! -e "$STACK_DIR/fcgi.sock" ]
+	STACK_PID=""
+}
