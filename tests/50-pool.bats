@@ -15,6 +15,10 @@ teardown_file() {
 	stack_stop
 }
 
+full_pool() {
+	[[ $(worker_pids | wc -l) -eq 6 ]]
+}
+
 two_in_flight() {
 	[[ $(runs_in_flight) -eq 2 ]]
 }
@@ -80,12 +84,14 @@ two_in_flight() {
 	assert_equal "$(field .error)" sandbox_unavailable
 	# the run got SIGKILL with its worker (PR_SET_PDEATHSIG)
 	wait_for "the orphaned run to die" 50 marker_gone "$m"
+	wait_for "the respawn" 50 full_pool
 	post '{"code":"print(1)"}'
 	assert_equal "$code" 200
 }
 
 @test "pool: /readyz is 503 when no worker answers, 200 again when they do" {
 	local pids
+	wait_for "a full pool" 50 full_pool
 	pids=$(worker_pids)
 	# shellcheck disable=SC2086
 	kill -STOP $pids
