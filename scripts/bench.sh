@@ -44,6 +44,7 @@ done
 PY=/usr/bin/python3
 
 work=$(mktemp -d /tmp/codebox-bench.XXXXXX)
+chmod 0711 "$work" # runs execute as other uids and must reach their directory
 port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/stack" --pool "$pool" --quiet \
 	>"$work/run.out" 2>&1 &

@@ -70,6 +70,20 @@ mkdir -p "$rundir"
 rundir=$(realpath "$rundir")
 NGINX=${NGINX:-/usr/sbin/nginx}
 
+# A root pool runs programs as unprivileged uids: they must be able to reach their directory.
+if ((EUID == 0)); then
+	d=$(dirname "$rundir")
+	while [[ $d != / ]]; do
+		if (((0$(stat -c %a "$d") & 1) == 0)); then
+			echo "codebox-run: $d is not searchable by other users; runs execute as unprivileged" \
+				"uids and could not reach their directory under $rundir (chmod o+x, or pick" \
+				"another --rundir)" >&2
+			exit 1
+		fi
+		d=$(dirname "$d")
+	done
+fi
+
 # Layout: conf/ (rendered config), logs/, tmp/ (nginx's bodies), runs/ (one dir per run).
 # Runs must be able to reach runs/ (search permission) but nothing else here.
 rm -rf "$rundir/conf" "$rundir/runs"
