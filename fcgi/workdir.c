@@ -131,14 +131,13 @@ workdir_remove_tree(int parent_fd, const char *name)
 		/* not ours to fix; unlinking below tells */
 	}
 	while (steps < WORKDIR_MAX_STEPS) {
-		int dfd = dup(fd);
+		int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 		DIR *d;
 		struct dirent *e;
 		bool found_dir = false;
 
 		if (dfd < 0)
 			goto fail;
-		(void)fcntl(dfd, F_SETFD, FD_CLOEXEC);
 		d = fdopendir(dfd);
 		if (d == NULL) {
 			close(dfd);
