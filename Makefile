@@ -13,7 +13,7 @@ HARDEN    = -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE
 LDFLAGS  += -pie -Wl,-z,relro,-z,now
-LDLIBS    = -lfcgi -ljansson -lm
+LDLIBS    = -lfcgi -ljansson -lseccomp -lm
 
 BUILD    ?= build
 SANITIZE ?=
@@ -34,7 +34,7 @@ UNIT_DEPS_capture = capture
 UNIT_DEPS_result  = result jsonw
 UNIT_DEPS_request = request limits
 UNIT_DEPS_limits  = limits
-UNIT_DEPS_reply   = reply jsonw capture result outcome
+UNIT_DEPS_reply   = reply jsonw capture result outcome isolation
 UNIT_DEPS_jsonw   = jsonw
 UNIT_DEPS_workdir = workdir log jsonw
 

@@ -18,11 +18,13 @@ struct limit_spec {
 	long long min;
 	long long max;
 	size_t offset;
-	int is_size; /* size_t field, else long */
+	int kind; /* 1: size_t, 0: long, 2: unsigned long long, 3: unsigned long */
 };
 
 #define SIZE_FIELD(f) offsetof(struct limits, f), 1
 #define LONG_FIELD(f) offsetof(struct limits, f), 0
+#define ULL_FIELD(f) offsetof(struct limits, f), 2
+#define UL_FIELD(f) offsetof(struct limits, f), 3
 
 static const struct limit_spec limit_specs[] = {
     {"CODEBOX_EXECUTION_TIMEOUT_SECONDS", 1, 3600, LONG_FIELD(execution_timeout_seconds)},
@@ -32,6 +34,9 @@ static const struct limit_spec limit_specs[] = {
     {"CODEBOX_MAX_STDERR_BYTES", 0, 64 << 20, SIZE_FIELD(max_stderr_bytes)},
     {"CODEBOX_MAX_RESULT_BYTES", 0, 64 << 20, SIZE_FIELD(max_result_bytes)},
     {"CODEBOX_MAX_STDIN_BYTES", 0, 16 << 20, SIZE_FIELD(max_stdin_bytes)},
+    {"CODEBOX_MEMORY_BYTES", 16LL << 20, 64LL << 30, ULL_FIELD(memory_bytes)},
+    {"CODEBOX_MAX_PROCESSES", 1, 4096, UL_FIELD(max_processes)},
+    {"CODEBOX_DISK_BYTES", 1LL << 20, 64LL << 30, ULL_FIELD(disk_bytes)},
 };
 
 static int
@@ -71,10 +76,20 @@ limits_parse(struct limits *l, const char *(*get)(const char *name, void *ctx), 
 			return -1;
 		}
 		char *field = (char *)l + s->offset;
-		if (s->is_size)
+		switch (s->kind) {
+		case 1:
 			*(size_t *)(void *)field = (size_t)n;
-		else
+			break;
+		case 2:
+			*(unsigned long long *)(void *)field = (unsigned long long)n;
+			break;
+		case 3:
+			*(unsigned long *)(void *)field = (unsigned long)n;
+			break;
+		default:
 			*(long *)(void *)field = (long)n;
+			break;
+		}
 	}
 	return 0;
 }

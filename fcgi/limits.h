@@ -14,6 +14,9 @@ struct limits {
 	size_t max_stderr_bytes;
 	size_t max_result_bytes;
 	size_t max_stdin_bytes;
+	unsigned long long memory_bytes;
+	unsigned long max_processes;
+	unsigned long long disk_bytes;
 };
 
 /*

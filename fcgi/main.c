@@ -1,19 +1,29 @@
 /*
  * main.c - start-up of codebox-pool, the only place that may die().
  *
- * Order: parse options, open the runs directory, measure the interpreter (probe.c runs it
- * through the real sandbox and refuses to start without every promised module), bind the
- * FastCGI socket, then hand over to the pool. The probe runs before any worker exists because
- * the run's kill sweep treats every child of the calling process as part of the run.
+ * Order: parse options; open the runs directory; probe the isolation layers (namespaces,
+ * seccomp, Landlock, cgroups) minus those CODEBOX_DISABLE names; prepare the sandbox's /etc;
+ * measure the interpreter through the real sandbox (probe.c) - if a layer's set-up step fails
+ * there, that layer is turned off and the probe tried again, so what /isolation reports is
+ * what worked; refuse to start if CODEBOX_REQUIRE names a layer that is off or a promised
+ * module is missing; log one line of layers; bind the FastCGI socket; hand over to the pool.
+ * The probe runs before any worker exists because the run's kill sweep treats every child of
+ * the calling process as part of the run.
  */
+#include "cgroup.h"
+#include "isolation.h"
+#include "landlock.h"
 #include "log.h"
 #include "pool.h"
 #include "probe.h"
+#include "sandbox.h"
+#include "seccomp.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,6 +109,147 @@ listen_unix(const char *path, const char *group)
 	return fd;
 }
 
+static int
+copy_file(const char *src, int dirfd, const char *name)
+{
+	char buf[65536];
+	int in = open(src, O_RDONLY | O_CLOEXEC), out;
+	ssize_t n;
+	long total = 0;
+
+	if (in < 0)
+		return errno == ENOENT ? 0 : -1;
+	out = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (out < 0) {
+		close(in);
+		return -1;
+	}
+	/* bounded: these are small files (ld.so.cache, localtime) */
+	while ((n = read(in, buf, sizeof(buf))) > 0 && total < (16L << 20)) {
+		if (write(out, buf, (size_t)n) != n)
+			break;
+		total += n;
+	}
+	close(in);
+	close(out);
+	return n == 0 ? 0 : -1;
+}
+
+static int
+write_small(int dirfd, const char *name, const char *text)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* The sandbox's /etc: who the run is, and what the dynamic loader and time zones need. */
+static void
+etc_prepare(int runs_fd, const char *runs_dir, char *etc, size_t etc_len)
+{
+	int fd;
+
+	snprintf(etc, etc_len, "%s/etc", runs_dir);
+	if (mkdirat(runs_fd, "etc", 0755) < 0 && errno != EEXIST)
+		die("mkdir(%s) failed: %s", etc, strerror(errno));
+	fd = openat(runs_fd, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fchmod(fd, 0755) < 0)
+		die("open(%s) failed: %s", etc, strerror(errno));
+	if (write_small(fd, "passwd",
+	                "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
+	                "sandbox:x:1000:1000:codebox run:/nonexistent:/usr/sbin/nologin\n"
+	                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n") < 0 ||
+	    write_small(fd, "group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n") < 0 ||
+	    write_small(fd, "hostname", "codebox\n") < 0 ||
+	    copy_file("/etc/ld.so.cache", fd, "ld.so.cache") < 0 ||
+	    copy_file("/etc/localtime", fd, "localtime") < 0 ||
+	    (mkdirat(fd, "alternatives", 0755) < 0 && errno != EEXIST))
+		die("preparing %s failed: %s", etc, strerror(errno));
+	close(fd);
+}
+
+/* The run configuration the layers in force call for; Landlock is added per worker. */
+static void
+config_from_isolation(struct run_config *run, const struct isolation *iso,
+                      const struct seccomp_filter *filter, const struct cgroup_ctx *cg)
+{
+	run->clone_flags = iso_clone_flags(iso);
+	run->userns = (run->clone_flags & CLONE_NEWUSER) != 0;
+	run->inner_uid = iso->inner_uid;
+	run->mount_proc = iso->proc;
+	run->seccomp = iso->on[ISO_SECCOMP] ? filter : NULL;
+	run->cgroup = iso->on[ISO_CGROUP] ? cg : NULL;
+	run->nproc_rlimit = run->userns || run->drop_privileges;
+}
+
+/* Turns off the layer whose set-up failed in the probe run; false if none can be blamed. */
+static bool
+blame_layer(struct isolation *iso, const struct run_outcome *f, const char *why)
+{
+	switch (f->fault) {
+	case RUN_FAULT_CLONE:
+		iso_turn_off(iso, ISO_PIDNS, why);
+		return true;
+	case RUN_FAULT_UID_MAP:
+		iso_turn_off(iso, ISO_USERNS, why);
+		return true;
+	case RUN_FAULT_CGROUP:
+		iso_turn_off(iso, ISO_CGROUP, why);
+		return true;
+	case RUN_FAULT_STEP:
+		break;
+	case RUN_FAULT_NONE:
+	case RUN_FAULT_OTHER:
+		return false;
+	}
+	switch ((enum sandbox_step)f->fault_step) {
+	case SANDBOX_MOUNTS:
+		if (f->fault_detail == MOUNTS_PROC && iso->proc) {
+			iso->proc = false; /* the run keeps an empty /proc */
+			return true;
+		}
+		iso_turn_off(iso, ISO_MOUNTNS, why);
+		return true;
+	case SANDBOX_HOSTNAME:
+		iso_turn_off(iso, ISO_UTSNS, why);
+		return true;
+	case SANDBOX_LANDLOCK:
+		iso_turn_off(iso, ISO_LANDLOCK, why);
+		return true;
+	case SANDBOX_SECCOMP:
+		iso_turn_off(iso, ISO_SECCOMP, why);
+		return true;
+	case SANDBOX_EXEC:
+		return false; /* the interpreter itself: no layer to blame */
+	case SANDBOX_WAIT:
+	case SANDBOX_IDS:
+	case SANDBOX_CAPS:
+	case SANDBOX_CODE:
+	case SANDBOX_FORK:
+	case SANDBOX_SIGNALS:
+	case SANDBOX_SETSID:
+	case SANDBOX_STDIO:
+	case SANDBOX_CLOSE_FDS:
+	case SANDBOX_CHDIR:
+	case SANDBOX_PARENT_DEATH:
+	case SANDBOX_RLIMITS:
+	case SANDBOX_OOM_SCORE:
+	case SANDBOX_NO_NEW_PRIVS:
+		break;
+	}
+	/* a failure inside the namespaces: fall back to direct mode */
+	if (iso->on[ISO_PIDNS]) {
+		iso_turn_off(iso, ISO_PIDNS, why);
+		return true;
+	}
+	return false;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -117,7 +268,12 @@ main(int argc, char **argv)
 	const char *group = NULL;
 	struct pool_config pc = {.drain_seconds = 40, .run_uid_base = 20000};
 	static struct probe_info probe;
-	char why[1024], runs_real[4096];
+	static struct isolation iso;
+	static struct seccomp_filter filter;
+	static struct cgroup_ctx cg;
+	static char etc[4200];
+	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT];
+	char why[1024], runs_real[4096], summary[512];
 	sigset_t blocked;
 	int c;
 
@@ -162,6 +318,10 @@ main(int argc, char **argv)
 		die("--python must be an absolute path");
 	if (access(python, X_OK) < 0)
 		die("the interpreter %s is not executable: %s", python, strerror(errno));
+	if (iso_parse_list(getenv("CODEBOX_DISABLE"), disabled, why, sizeof(why)) < 0)
+		die("CODEBOX_DISABLE: %s", why);
+	if (iso_parse_list(getenv("CODEBOX_REQUIRE"), required, why, sizeof(why)) < 0)
+		die("CODEBOX_REQUIRE: %s", why);
 
 	/* SIGTERM and friends are blocked from here on: pool and workers wait for them explicitly
 	 */
@@ -179,21 +339,78 @@ main(int argc, char **argv)
 	/* runs must not list it: write and search only, for its owner; search for the others */
 	if (chmod(runs_real, 0311) < 0)
 		die("chmod(%s) failed: %s", runs_real, strerror(errno));
-	pc.worker.run.python = python;
-	pc.worker.run.runs_dir = runs_real;
-	pc.worker.run.runs_dir_fd = open(runs_real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pc.worker.run.runs_dir_fd < 0)
+	pc.worker.runs_dir = runs_real;
+	pc.worker.runs_dir_fd = open(runs_real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (pc.worker.runs_dir_fd < 0)
 		die("open(%s) failed: %s", runs_real, strerror(errno));
+	etc_prepare(pc.worker.runs_dir_fd, runs_real, etc, sizeof(etc));
+
+	/* the layers, before the probe run confirms them */
+	iso.root_pool = pc.drop_privileges;
+	iso.inner_uid = 1000;
+	iso.uid_first = pc.drop_privileges ? pc.run_uid_base : geteuid();
+	iso.uid_last = pc.drop_privileges ? pc.run_uid_base + (uid_t)pc.workers : geteuid();
+	iso_probe_namespaces(&iso, disabled);
+	iso.landlock_abi = landlock_abi();
+	iso.on[ISO_LANDLOCK] = iso.landlock_abi >= 1 && !disabled[ISO_LANDLOCK];
+	if (!iso.on[ISO_LANDLOCK])
+		snprintf(iso.why_off[ISO_LANDLOCK], sizeof(iso.why_off[0]), "%s",
+		         disabled[ISO_LANDLOCK] ? "disabled by CODEBOX_DISABLE"
+		                                : "the kernel has no Landlock");
+	/* below Landlock ABI 9 nothing stops connect() to pathname sockets: no AF_UNIX socket() */
+	if (!disabled[ISO_SECCOMP])
+		iso.on[ISO_SECCOMP] =
+		    seccomp_build(&filter, !iso.on[ISO_LANDLOCK] || iso.landlock_abi < 9) == 0;
+	if (!iso.on[ISO_SECCOMP])
+		snprintf(iso.why_off[ISO_SECCOMP], sizeof(iso.why_off[0]), "%s",
+		         disabled[ISO_SECCOMP] ? "disabled by CODEBOX_DISABLE"
+		                               : "the filter could not be built");
+	if (!disabled[ISO_CGROUP]) {
+		char cgwhy[512] = "";
+		iso.cgroup_version = cgroup_setup(&cg, cgwhy, sizeof(cgwhy));
+		iso.on[ISO_CGROUP] = iso.cgroup_version > 0;
+		if (!iso.on[ISO_CGROUP])
+			snprintf(iso.why_off[ISO_CGROUP], sizeof(iso.why_off[0]),
+			         "no writable cgroup hierarchy (%.120s)", cgwhy);
+	} else {
+		snprintf(iso.why_off[ISO_CGROUP], sizeof(iso.why_off[0]),
+		         "disabled by CODEBOX_DISABLE");
+	}
+
+	pc.worker.run.python = python;
 	pc.worker.run.drop_privileges = pc.drop_privileges;
 	pc.worker.run.run_uid = pc.run_uid_base + (uid_t)pc.workers; /* the probe's own uid */
 	pc.worker.run.run_gid = (gid_t)pc.worker.run.run_uid;
+	pc.worker.run.etc_dir = etc;
 	pc.worker.probe = &probe;
-	pc.worker.files_contained = false;
+	pc.worker.iso = &iso;
 
 	if (run_init_reaper() < 0)
 		die("cannot become a child subreaper");
-	if (probe_measure(&pc.worker.run, &probe, why, sizeof(why)) < 0)
+	for (int attempt = 0;; attempt++) {
+		struct run_config run;
+		struct run_outcome fault;
+		int rc;
+
+		config_from_isolation(&pc.worker.run, &iso, &filter, &cg);
+		pc.worker.index = pc.workers; /* the probe's own directory, w<N> */
+		if (worker_prepare_run(&pc.worker, &run) < 0)
+			die("cannot prepare the probe's run directory");
+		rc = probe_measure(&run, &probe, &fault, why, sizeof(why));
+		if (run.landlock_fd >= 0)
+			close(run.landlock_fd);
+		close(run.work_parent_fd);
+		if (rc == 0)
+			break;
+		if (attempt >= 8 || !blame_layer(&iso, &fault, why))
+			die("refusing to start: %s", why);
+		log_msg(LOG_WARN, "a layer failed in the start-up probe and is now off: %s", why);
+	}
+	if (iso_check_required(&iso, required, why, sizeof(why)) < 0)
 		die("refusing to start: %s", why);
+	pc.worker.files_contained = iso.on[ISO_MOUNTNS] || iso.on[ISO_LANDLOCK];
+	iso_summary(&iso, summary, sizeof(summary));
+	log_msg(LOG_INFO, "isolation: %s", summary);
 	log_msg(LOG_INFO, "python %s with %zu modules (%s %s, ...); runs as %s",
 	        probe.python_version, probe.n_modules, probe.modules[0].import_name,
 	        probe.modules[0].version,
@@ -202,5 +419,8 @@ main(int argc, char **argv)
 	pc.worker.listen_fd = listen_unix(socket_path, group);
 	c = pool_run(&pc);
 	unlink(socket_path);
+	if (iso.on[ISO_CGROUP])
+		cgroup_teardown(&cg);
+	seccomp_free(&filter);
 	return c < 0 ? 1 : 0;
 }

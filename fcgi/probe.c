@@ -43,7 +43,8 @@ copy_field(char *dst, size_t dst_len, json_t *v)
 }
 
 int
-probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, size_t why_len)
+probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_outcome *fault,
+              char *why, size_t why_len)
 {
 	struct run_outcome o;
 	json_t *doc = NULL, *mods, *missing, *m;
@@ -68,10 +69,18 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, 
 	    .max_stdout_bytes = 4096,
 	    .max_stderr_bytes = 4096,
 	    .max_result_bytes = 65536,
+	    .memory_bytes = 1ULL << 30,
+	    .max_processes = 64,
+	    .disk_bytes = 16ULL << 20,
 	};
+	memset(fault, 0, sizeof(*fault));
 	if (run_execute(cfg, &spec, &o, run_why, sizeof(run_why)) < 0) {
 		snprintf(why, why_len, "the interpreter %s could not be run: %s", cfg->python,
 		         run_why);
+		fault->fault = o.fault;
+		fault->fault_step = o.fault_step;
+		fault->fault_detail = o.fault_detail;
+		run_outcome_free(&o);
 		return -1;
 	}
 	if (o.status != RUN_SUCCEEDED || o.result_status != RESULT_OK) {

@@ -25,8 +25,11 @@ struct probe_info {
 /*
  * Runs the interpreter once through the sandbox (the same path as every run) and reads the
  * Python version and the version of every promised module. Returns 0, or -1 with the reason
- * (a missing module is named) in why. Call it before any worker is forked.
+ * (a missing module is named) in why. When the sandbox itself failed, fault->fault says how
+ * (so that start-up can turn the failing layer off and try again). Call it before any worker
+ * is forked.
  */
-int probe_measure(const struct run_config *cfg, struct probe_info *info, char *why, size_t why_len);
+int probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_outcome *fault,
+                  char *why, size_t why_len);
 
 #endif

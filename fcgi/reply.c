@@ -203,3 +203,43 @@ reply_capabilities(const struct probe_info *info, const struct limits *l, bool f
 		*len = strlen(out);
 	return out;
 }
+
+char *
+reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len)
+{
+	json_t *doc, *layers = json_object(), *off = json_object();
+	char *out;
+	bool nproc_rlimit = iso->on[ISO_USERNS] || iso->root_pool;
+
+	for (int i = 0; i < ISO_LAYER_COUNT; i++) {
+		json_object_set_new(layers, iso_layer_name((enum iso_layer)i),
+		                    json_boolean(iso->on[i]));
+		if (!iso->on[i])
+			json_object_set_new(off, iso_layer_name((enum iso_layer)i),
+			                    json_string(iso->why_off[i]));
+	}
+	doc = json_pack(
+	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:b}, s:{s:I, s:I, s:o, s:b}, "
+	    "s:{s:I, s:I, s:I, s:I}}",
+	    "layers", layers, "off", off, "details", "readOnlySystem", iso->on[ISO_MOUNTNS],
+	    "privateProc", iso->proc, "landlockAbi", iso->landlock_abi, "cgroupVersion",
+	    iso->on[ISO_CGROUP] ? iso->cgroup_version : 0, "memoryLimit",
+	    iso->on[ISO_CGROUP] ? "cgroup" : "rlimit-as", "processLimit",
+	    iso->on[ISO_CGROUP] ? "cgroup"
+	    : nproc_rlimit      ? "rlimit-nproc"
+	                        : "none",
+	    "diskLimit", iso->on[ISO_MOUNTNS] ? "tmpfs" : "rlimit-fsize (per file)",
+	    "noNewPrivileges", true, "uid", "hostFirst", (json_int_t)iso->uid_first, "hostLast",
+	    (json_int_t)iso->uid_last, "inner",
+	    iso->on[ISO_USERNS] ? json_integer(iso->inner_uid) : json_null(), "rootPool",
+	    iso->root_pool, "limits", "memoryBytes", (json_int_t)l->memory_bytes, "maxProcesses",
+	    (json_int_t)l->max_processes, "diskBytes", (json_int_t)l->disk_bytes, "maxStdinBytes",
+	    (json_int_t)l->max_stdin_bytes);
+	if (doc == NULL)
+		return NULL;
+	out = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (out != NULL && len != NULL)
+		*len = strlen(out);
+	return out;
+}

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "isolation.h"
 #include "limits.h"
 #include "probe.h"
 #include "run.h"
@@ -28,5 +29,11 @@ char *reply_error(const char *error, const char *message, size_t *len);
  */
 char *reply_capabilities(const struct probe_info *info, const struct limits *l,
                          bool files_contained, size_t *len);
+
+/*
+ * The /isolation document: the layers in force (probed at start-up), why each missing one is
+ * off, the uids runs execute as, and the limits /capabilities cannot carry.
+ */
+char *reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len);
 
 #endif

@@ -3,41 +3,47 @@
  *
  * Theory of operation
  *
- *   worker ── fork ──▶ child ── sandbox_enter() ──▶ execve(python3 -I -u main.py)
+ *   direct mode     worker ─fork─▶ program ─execve─▶ python3 -I -u main.py
+ *   namespace mode  worker ─clone(new user, pid, net, mount, ipc, uts ns)─▶ init (pid 1)
+ *                                                          ─fork─▶ program ─execve─▶ python3
  *
- * Before fork the worker prepares everything the child needs (the working directory with
- * main.py, a memfd holding stdin, the argv and environment arrays), because between fork and
- * execve the child may only make system calls. Three pipes connect them:
+ * Before fork the worker prepares everything a child needs (the run's directory with main.py,
+ * a memfd holding stdin, the argv and environment arrays, the run's cgroup), because between
+ * fork and execve a child may only make system calls. The pipes:
  *
  *   stdout, stderr  the program's output; the worker drains both with poll() into bounded
- *                   captures, reading and discarding bytes past the limits so the program
+ *                   captures, reading and discarding bytes past the limits, so the program
  *                   never blocks on a full pipe.
- *   error pipe      close-on-exec; EOF means execve() succeeded, a struct sandbox_failure
- *                   means a setup step failed (the sandbox's fault: a 500, not an outcome).
+ *   error pipe      close-on-exec; a struct sandbox_failure means a set-up step failed (the
+ *                   sandbox's fault: a 500, not an outcome).
+ *   control         worker -> child: 'G' once the uid maps are written and the child is in
+ *                   its cgroup; in namespace mode 'S' when the deadline passes.
+ *   report          init -> worker (namespace mode): the program's wait status, whether the
+ *                   deadline stopped it, and result.json, which init reads from the working
+ *                   tmpfs that exists only inside the run's mount namespace.
  *
- * The program's exit is watched through a pidfd in the same poll() call, against a deadline
- * on CLOCK_MONOTONIC. Who kills whom: the worker kills, always through proc.c, on every path:
- *
- *   - the program exits: the worker kills the rest of its process group and every orphan
- *     (the worker is a child subreaper), so children that keep the pipes open cannot hold the
- *     reply hostage; then it drains what is left in the pipes, briefly;
- *   - the deadline passes: the same kill, and the run is timed_out with its partial output;
- *   - setup fails, or the worker's own code fails: the same kill.
- *
- * Only when nothing of the run is alive does the worker read result.json (so the file cannot
- * change while it is read) and remove the directory. durationMs runs from the creation of the
- * directory to the result being read.
+ * Who kills whom. Direct mode: the worker kills the program's process group and then, round
+ * after round, every process reparented to it (it is a child subreaper), when the program
+ * exits (so children that keep the pipes open cannot hold the reply) or when the deadline
+ * passes. Namespace mode: init kills every other process of the namespace with kill(-1) when
+ * the program exits or the worker says stop; if init does not report within RUN_STOP_MS the
+ * worker SIGKILLs init, and the kernel kills everything in the namespace with it. Either way,
+ * nothing of the run is alive when run_execute() returns, its directory is gone, and its
+ * cgroup removed. durationMs runs from the directory's creation to the result being read.
  */
 #include "run.h"
 
+#include "cgroup.h"
 #include "log.h"
 #include "proc.h"
 #include "sandbox.h"
+#include "seccomp.h"
 #include "workdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +60,10 @@
 #define RUN_KILL_MS 3000
 /* Reads of one pipe per wake-up, so a flood on one stream cannot starve the other. */
 #define RUN_READS_PER_WAKE 16
+/* After 'S', how long init may take to kill the rest, read the result and report. */
+#define RUN_STOP_MS 3000
+/* The inner uid and gid of a run in its user namespace. */
+#define RUN_INNER_ID 1000
 
 int
 run_init_reaper(void)
@@ -119,37 +129,132 @@ drain(int *fd, struct capture *c)
 	}
 }
 
+/* A bounded buffer for init's report. */
+struct report_buf {
+	char *buf;
+	size_t len;
+	size_t cap;
+};
+
+static void
+drain_report(int *fd, struct report_buf *rb)
+{
+	for (int i = 0; i < RUN_READS_PER_WAKE && *fd >= 0; i++) {
+		char sink[4096];
+		char *dst = rb->len < rb->cap ? rb->buf + rb->len : sink;
+		size_t room = rb->len < rb->cap ? rb->cap - rb->len : sizeof(sink);
+		ssize_t r = read(*fd, dst, room);
+		if (r > 0) {
+			if (dst != sink)
+				rb->len += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return;
+		close_fd(fd);
+	}
+}
+
+static int
+write_proc_file(pid_t pid, const char *file, const char *text)
+{
+	char path[64];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = write(fd, text, strlen(text)) == (ssize_t)strlen(text) ? 0 : -1;
+	close(fd);
+	return rc;
+}
+
+/* The user namespace's maps: the run's one inner uid and gid onto its host ones. */
+static int
+write_id_maps(const struct run_config *cfg, pid_t pid)
+{
+	char map[64];
+	uid_t host_uid = cfg->drop_privileges ? cfg->run_uid : geteuid();
+	gid_t host_gid = cfg->drop_privileges ? cfg->run_gid : getegid();
+
+	/* an unprivileged writer must give up setgroups before it may write gid_map */
+	if (!cfg->drop_privileges && write_proc_file(pid, "setgroups", "deny") < 0)
+		return -1;
+	snprintf(map, sizeof(map), "%d %u 1\n", RUN_INNER_ID, (unsigned)host_uid);
+	if (write_proc_file(pid, "uid_map", map) < 0)
+		return -1;
+	snprintf(map, sizeof(map), "%d %u 1\n", RUN_INNER_ID, (unsigned)host_gid);
+	return write_proc_file(pid, "gid_map", map);
+}
+
+static void
+set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
+          const char *what)
+{
+	out->fault = fault;
+	snprintf(why, why_len, "%s: %s", what, strerror(errno));
+}
+
 int
 run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_outcome *out,
             char *why, size_t why_len)
 {
 	struct workdir wd = {.fd = -1};
-	int in_fd = -1, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, ctl_p[2] = {-1, -1};
-	int pidfd = -1;
-	pid_t pid = -1;
-	bool main_reaped = false, timed_out = false, setup_failed = false;
-	int main_status = 0, rc = -1;
-	struct rusage ru = {0};
+	struct cgroup_run cg = {0};
+	struct report_buf rb = {0};
 	struct sandbox_failure failure = {0};
-	long long t0, deadline, drain_deadline = 0;
-	char home[4200], tmpdir[4200];
+	struct mounts_spec ms;
+	int in_fd = -1, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, fail_p[2] = {-1, -1};
+	int ctl_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
+	int pidfd = -1, main_status = 0, rc = -1;
+	pid_t pid = -1;
+	bool ns_mode = cfg->clone_flags != 0;
+	bool main_reaped = false, timed_out = false, setup_failed = false, stop_sent = false;
+	bool oom = false, pids_max = false, disk_full = false;
+	struct rusage ru = {0};
+	long long t0, deadline, drain_deadline = 0, stop_deadline = 0;
+	char home[4200], tmpdir[4200], cg_name[80];
 
 	memset(out, 0, sizeof(*out));
 	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
 	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
+		out->fault = RUN_FAULT_OTHER;
 		snprintf(why, why_len, "out of memory for the output buffers");
 		return -1;
 	}
 	t0 = proc_now_ms();
-	if (workdir_create(&wd, cfg->runs_dir_fd, cfg->runs_dir, cfg->drop_privileges, cfg->run_uid,
-	                   cfg->run_gid, spec->code, spec->code_len) < 0) {
+	if (workdir_create(&wd, cfg->work_parent_fd, cfg->work_parent, cfg->drop_privileges,
+	                   cfg->run_uid, cfg->run_gid, spec->code, spec->code_len) < 0) {
+		out->fault = RUN_FAULT_OTHER;
 		snprintf(why, why_len, "could not create the run's working directory");
 		return -1;
 	}
+	if (cfg->cgroup != NULL) {
+		snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index, wd.name);
+		if (cgroup_run_create(cfg->cgroup, &cg, cg_name, spec->memory_bytes,
+		                      spec->max_processes) < 0) {
+			set_fault(out, RUN_FAULT_CGROUP, why, why_len,
+			          "could not create the run's cgroup");
+			goto out;
+		}
+	}
+	if (ns_mode) {
+		rb.cap = sizeof(struct sandbox_report) + spec->max_result_bytes + 1;
+		rb.buf = malloc(rb.cap);
+		if (rb.buf == NULL) {
+			out->fault = RUN_FAULT_OTHER;
+			snprintf(why, why_len, "out of memory for the report");
+			goto out;
+		}
+	}
 	in_fd = stdin_memfd(spec->stdin_data, spec->stdin_len);
 	if (in_fd < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
-	    pipe2(ctl_p, O_CLOEXEC) < 0) {
-		snprintf(why, why_len, "could not create the run's pipes: %s", strerror(errno));
+	    pipe2(fail_p, O_CLOEXEC) < 0 || pipe2(ctl_p, O_CLOEXEC) < 0 ||
+	    (ns_mode && pipe2(rep_p, O_CLOEXEC) < 0)) {
+		set_fault(out, RUN_FAULT_OTHER, why, why_len, "could not create the run's pipes");
 		goto out;
 	}
 
@@ -166,59 +271,123 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	    NULL,
 	};
 	char *const argv[] = {(char *)cfg->python, "-I", "-u", "main.py", NULL};
+	ms = (struct mounts_spec){
+	    .workdir = wd.path,
+	    .parent_dir = cfg->work_parent,
+	    .etc_dir = cfg->etc_dir,
+	    .python = cfg->python,
+	    .disk_bytes = spec->disk_bytes,
+	    .owner_uid = cfg->userns ? RUN_INNER_ID : cfg->run_uid,
+	    .owner_gid = cfg->userns ? RUN_INNER_ID : cfg->run_gid,
+	    .mount_proc = cfg->mount_proc,
+	};
 	struct sandbox_spec sb = {
 	    .stdin_fd = in_fd,
 	    .stdout_fd = out_p[1],
 	    .stderr_fd = err_p[1],
-	    .error_fd = ctl_p[1],
+	    .error_fd = fail_p[1],
+	    .ctl_fd = ctl_p[0],
+	    .report_fd = rep_p[1],
 	    .workdir = wd.path,
 	    .python = cfg->python,
 	    .argv = argv,
 	    .envp = envp,
-	    .drop_privileges = cfg->drop_privileges,
-	    .uid = cfg->run_uid,
-	    .gid = cfg->run_gid,
-	    .parent_pid = getpid(),
+	    /* direct mode: the program switches under a root pool; namespace mode: init does */
+	    .set_ids = ns_mode ? (cfg->userns || cfg->drop_privileges) : cfg->drop_privileges,
+	    .uid = ns_mode && cfg->userns ? RUN_INNER_ID : cfg->run_uid,
+	    .gid = ns_mode && cfg->userns ? RUN_INNER_ID : cfg->run_gid,
+	    .parent_pid = ns_mode ? 1 : getpid(),
 	    /* a backstop only: CPU time can exceed wall time only with threads */
 	    .cpu_limit_seconds = spec->wall_ms / 1000 + 2,
+	    .fsize_bytes = spec->disk_bytes,
+	    .nproc = cfg->nproc_rlimit ? spec->max_processes : 0,
+	    .as_bytes = cfg->cgroup == NULL ? spec->memory_bytes : 0,
+	    .nofile = 1024,
+	    .landlock_fd = cfg->landlock_fd,
+	    .seccomp = cfg->seccomp,
+	    .mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS) ? &ms : NULL,
+	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
+	    .ids_before_mounts = cfg->userns,
+	    .code = spec->code,
+	    .code_len = spec->code_len,
+	    .max_result_bytes = spec->max_result_bytes,
 	};
 
-	pid = fork();
+	if (ns_mode)
+		pid = (pid_t)syscall(SYS_clone, cfg->clone_flags | SIGCHLD, 0, 0, 0, 0);
+	else
+		pid = fork();
 	if (pid < 0) {
-		snprintf(why, why_len, "fork() failed: %s", strerror(errno));
+		set_fault(out, ns_mode ? RUN_FAULT_CLONE : RUN_FAULT_OTHER, why, why_len,
+		          ns_mode ? "clone() of the run's namespaces failed" : "fork() failed");
 		goto out;
 	}
-	if (pid == 0)
-		sandbox_enter(&sb);
+	if (pid == 0) {
+		if (ns_mode)
+			sandbox_init(&sb);
+		sandbox_run_program(&sb);
+	}
 
 	close_fd(&in_fd);
 	close_fd(&out_p[1]);
 	close_fd(&err_p[1]);
-	close_fd(&ctl_p[1]);
+	close_fd(&fail_p[1]);
+	close_fd(&ctl_p[0]);
+	close_fd(&rep_p[1]);
 	(void)fcntl(out_p[0], F_SETFL, O_NONBLOCK);
 	(void)fcntl(err_p[0], F_SETFL, O_NONBLOCK);
+	if (rep_p[0] >= 0)
+		(void)fcntl(rep_p[0], F_SETFL, O_NONBLOCK);
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec by definition */
+
+	if (cfg->userns && write_id_maps(cfg, pid) < 0) {
+		set_fault(out, RUN_FAULT_UID_MAP, why, why_len,
+		          "writing the run's uid and gid maps failed");
+		goto out;
+	}
+	if (cg.active && cgroup_run_attach(&cg, pid) < 0) {
+		set_fault(out, RUN_FAULT_CGROUP, why, why_len,
+		          "moving the run into its cgroup failed");
+		goto out;
+	}
+	if (write(ctl_p[1], "G", 1) != 1) {
+		set_fault(out, RUN_FAULT_OTHER, why, why_len, "starting the run failed");
+		goto out;
+	}
 	deadline = t0 + spec->wall_ms;
 
 	for (;;) {
-		struct pollfd pfd[4];
-		int n = 0, i_out = -1, i_err = -1, i_ctl = -1, i_pid = -1;
+		struct pollfd pfd[5];
+		int n = 0, i_out = -1, i_err = -1, i_fail = -1, i_rep = -1, i_pid = -1;
 		long long now = proc_now_ms(), until;
 
-		bool ended = main_reaped || timed_out;
-
-		if (ended && out_p[0] < 0 && err_p[0] < 0)
+		if (main_reaped && out_p[0] < 0 && err_p[0] < 0 && rep_p[0] < 0)
 			break;
-		if (!ended && now >= deadline) {
+		if (!main_reaped && !stop_sent && now >= deadline) {
 			timed_out = true;
-			proc_kill_all_children(pid, pid, &main_reaped, &main_status, &ru,
-			                       now + RUN_KILL_MS);
-			drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
+			if (ns_mode) {
+				/* init stops the run and still reports the result */
+				stop_sent = true;
+				if (write(ctl_p[1], "S", 1) != 1)
+					stop_deadline = now; /* init is gone already */
+				else
+					stop_deadline = now + RUN_STOP_MS;
+			} else {
+				proc_kill_all_children(pid, pid, &main_reaped, &main_status, &ru,
+				                       now + RUN_KILL_MS);
+				drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
+			}
 			continue;
 		}
-		if (ended && now >= drain_deadline)
+		if (!main_reaped && stop_sent && now >= stop_deadline) {
+			log_msg(LOG_WARN, "init did not stop the run within %d ms; killing it",
+			        RUN_STOP_MS);
+			proc_kill(pid, SIGKILL, "a run's init");
+			stop_deadline = now + RUN_KILL_MS;
+		}
+		if (main_reaped && now >= drain_deadline)
 			break;
-		until = ended ? drain_deadline : deadline;
+		until = main_reaped ? drain_deadline : stop_sent ? stop_deadline : deadline;
 		if (out_p[0] >= 0) {
 			i_out = n;
 			pfd[n++] = (struct pollfd){.fd = out_p[0], .events = POLLIN};
@@ -227,36 +396,44 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			i_err = n;
 			pfd[n++] = (struct pollfd){.fd = err_p[0], .events = POLLIN};
 		}
-		if (ctl_p[0] >= 0) {
-			i_ctl = n;
-			pfd[n++] = (struct pollfd){.fd = ctl_p[0], .events = POLLIN};
+		if (fail_p[0] >= 0) {
+			i_fail = n;
+			pfd[n++] = (struct pollfd){.fd = fail_p[0], .events = POLLIN};
 		}
-		if (!ended && pidfd >= 0) {
+		if (rep_p[0] >= 0) {
+			i_rep = n;
+			pfd[n++] = (struct pollfd){.fd = rep_p[0], .events = POLLIN};
+		}
+		if (!main_reaped && pidfd >= 0) {
 			i_pid = n;
 			pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
 		}
 		long long wait_ms = until - now;
-		if (pidfd < 0 && !ended && wait_ms > 10)
+		if (wait_ms < 0)
+			wait_ms = 0;
+		if (pidfd < 0 && !main_reaped && wait_ms > 10)
 			wait_ms = 10; /* no pidfd (kernel < 5.3): check the child every 10 ms */
 		if (poll(pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) {
-			snprintf(why, why_len, "poll() failed: %s", strerror(errno));
+			set_fault(out, RUN_FAULT_OTHER, why, why_len, "poll() failed");
 			goto out;
 		}
 		if (i_out >= 0 && pfd[i_out].revents)
 			drain(&out_p[0], &out->out);
 		if (i_err >= 0 && pfd[i_err].revents)
 			drain(&err_p[0], &out->err);
-		if (i_ctl >= 0 && pfd[i_ctl].revents) {
-			ssize_t r = read(ctl_p[0], &failure, sizeof(failure));
+		if (i_rep >= 0 && pfd[i_rep].revents)
+			drain_report(&rep_p[0], &rb);
+		if (i_fail >= 0 && pfd[i_fail].revents) {
+			ssize_t r = read(fail_p[0], &failure, sizeof(failure));
 			if (r == (ssize_t)sizeof(failure))
 				setup_failed = true;
 			if (r != -1 || errno != EINTR)
-				close_fd(&ctl_p[0]);
+				close_fd(&fail_p[0]);
 		}
-		if (!ended && (pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
+		if (!main_reaped && (pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
 			int st;
 			struct rusage r1;
-			pid_t p = wait4(pid, &st, WNOHANG, &r1);
+			pid_t p = wait4(pid, &st, WNOHANG | __WALL, &r1);
 			if (p == pid) {
 				main_reaped = true;
 				main_status = st;
@@ -264,9 +441,10 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			}
 		}
 		if (main_reaped && drain_deadline == 0) {
-			/* the program ended: nothing it started may keep the pipes open */
-			proc_kill_all_children(pid, pid, &main_reaped, &main_status, &ru,
-			                       proc_now_ms() + RUN_KILL_MS);
+			/* the program (or init) ended: nothing it started may keep the pipes open
+			 */
+			proc_kill_all_children(ns_mode ? 0 : pid, pid, &main_reaped, &main_status,
+			                       &ru, proc_now_ms() + RUN_KILL_MS);
 			drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 		}
 	}
@@ -274,48 +452,114 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 out:
 	/* every exit path: nothing of the run may outlive this function */
 	if (pid > 0)
-		proc_kill_all_children(pid, pid, &main_reaped, &main_status, &ru,
+		proc_kill_all_children(ns_mode ? 0 : pid, pid, &main_reaped, &main_status, &ru,
 		                       proc_now_ms() + RUN_KILL_MS);
 	close_fd(&pidfd);
 	close_fd(&in_fd);
-	close_fd(&out_p[0]);
-	close_fd(&out_p[1]);
-	close_fd(&err_p[0]);
-	close_fd(&err_p[1]);
-	close_fd(&ctl_p[0]);
-	close_fd(&ctl_p[1]);
+	for (int i = 0; i < 2; i++) {
+		close_fd(&out_p[i]);
+		close_fd(&err_p[i]);
+		close_fd(&fail_p[i]);
+		close_fd(&ctl_p[i]);
+		close_fd(&rep_p[i]);
+	}
 	if (rc == 0 && setup_failed) {
-		snprintf(why, why_len, "sandbox setup failed while %s: %s",
-		         sandbox_step_string((enum sandbox_step)failure.step),
-		         strerror(failure.err));
+		out->fault = RUN_FAULT_STEP;
+		out->fault_step = failure.step;
+		out->fault_detail = failure.detail;
+		if (failure.step == SANDBOX_MOUNTS)
+			snprintf(why, why_len, "sandbox setup failed while %s (%s): %s",
+			         sandbox_step_string(SANDBOX_MOUNTS),
+			         mounts_step_string((enum mounts_step)failure.detail),
+			         strerror(failure.err));
+		else
+			snprintf(why, why_len, "sandbox setup failed while %s: %s",
+			         sandbox_step_string((enum sandbox_step)failure.step),
+			         strerror(failure.err));
 		rc = -1;
 	}
+	if (cg.active)
+		cgroup_run_events(&cg, &oom, &pids_max);
 	if (rc == 0) {
+		int status = main_status;
+		bool have_status = true;
+
+		out->cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+		              (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+		out->max_rss_bytes = (long long)ru.ru_maxrss * 1024;
+		if (ns_mode) {
+			struct sandbox_report rep;
+			bool complete = false;
+
+			if (rb.len >= sizeof(rep)) {
+				memcpy(&rep, rb.buf, sizeof(rep));
+				complete = rep.magic == SANDBOX_REPORT_MAGIC &&
+				           rb.len == sizeof(rep) + rep.result_len &&
+				           rep.result_len <= spec->max_result_bytes;
+			}
+			if (complete) {
+				status = rep.program_status;
+				have_status = rep.program_reaped != 0;
+				timed_out = rep.stopped != 0;
+				disk_full = rep.disk_full != 0;
+				out->result_status = (enum result_status)rep.result_status;
+				if (out->result_status == RESULT_OK) {
+					out->result_json = malloc(rep.result_len + 1);
+					if (out->result_json == NULL) {
+						out->result_status = RESULT_NONE;
+					} else {
+						memcpy(out->result_json, rb.buf + sizeof(rep),
+						       rep.result_len);
+						out->result_json[rep.result_len] = '\0';
+						out->result_len = rep.result_len;
+					}
+				}
+				const struct rusage *c = &rep.children;
+				out->cpu_ms =
+				    (long long)(c->ru_utime.tv_sec + c->ru_stime.tv_sec) * 1000 +
+				    (c->ru_utime.tv_usec + c->ru_stime.tv_usec) / 1000;
+				out->max_rss_bytes = (long long)c->ru_maxrss * 1024;
+			} else {
+				/* init died without a word (killed, or OOM): the run is lost */
+				have_status = false;
+				out->result_status = RESULT_NONE;
+			}
+		} else {
+			out->result_status = result_read(wd.fd, spec->max_result_bytes,
+			                                 &out->result_json, &out->result_len);
+		}
 		if (timed_out) {
 			out->status = RUN_TIMED_OUT;
 			out->has_exit_code = false;
 			out->term_signal = SIGKILL;
-			out->limit_exceeded = RUN_LIMIT_TIME;
-		} else if (WIFEXITED(main_status)) {
+		} else if (have_status && WIFEXITED(status)) {
 			out->has_exit_code = true;
-			out->exit_code = WEXITSTATUS(main_status);
+			out->exit_code = WEXITSTATUS(status);
 			out->status = out->exit_code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
 		} else {
 			out->has_exit_code = true;
 			out->term_signal =
-			    WIFSIGNALED(main_status) ? WTERMSIG(main_status) : SIGKILL;
+			    have_status && WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
 			out->exit_code = -out->term_signal;
 			out->status = RUN_FAILED;
 		}
-		out->cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-		              (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-		out->max_rss_bytes = (long long)ru.ru_maxrss * 1024;
-		out->result_status =
-		    result_read(wd.fd, spec->max_result_bytes, &out->result_json, &out->result_len);
+		if (timed_out)
+			out->limit_exceeded = RUN_LIMIT_TIME;
+		else if (oom)
+			out->limit_exceeded = RUN_LIMIT_MEMORY;
+		else if (pids_max)
+			out->limit_exceeded = RUN_LIMIT_PROCESSES;
+		else if (disk_full || out->term_signal == SIGXFSZ)
+			out->limit_exceeded = RUN_LIMIT_DISK;
+		if (cg.active) {
+			unsigned long long peak = cgroup_run_peak_bytes(&cg);
+			if (peak > 0)
+				out->max_rss_bytes = (long long)peak;
+		}
 		out->duration_ms = proc_now_ms() - t0;
 	}
-	if (workdir_remove(&wd, cfg->runs_dir_fd) < 0 && rc == 0) {
-		/* the outcome is still true; the leftover is logged by workdir_remove */
-	}
+	free(rb.buf);
+	cgroup_run_remove(&cg);
+	(void)workdir_remove(&wd, cfg->work_parent_fd); /* a leftover is logged there */
 	return rc;
 }

@@ -28,14 +28,28 @@ enum run_limit {
 const char *run_status_string(enum run_status s);
 const char *run_limit_string(enum run_limit l); /* NULL for RUN_LIMIT_NONE */
 
-/* Where and as whom runs happen; fixed for the life of a worker. */
+struct cgroup_ctx;
+struct seccomp_filter;
+
+/* Where, as whom and behind which layers runs happen; fixed for the life of a worker. */
 struct run_config {
-	const char *python;   /* absolute path of the interpreter */
-	int runs_dir_fd;      /* the directory holding every run's working directory */
-	const char *runs_dir; /* its path */
-	bool drop_privileges; /* the worker is root: runs use run_uid/run_gid */
+	const char *python;      /* absolute path of the interpreter */
+	int work_parent_fd;      /* the worker's directory of runs (0311) */
+	const char *work_parent; /* its path */
+	bool drop_privileges;    /* the pool is root: runs use run_uid/run_gid on the host */
 	uid_t run_uid;
 	gid_t run_gid;
+
+	int clone_flags;     /* namespaces of a run; 0 = direct mode (fork, no init) */
+	bool userns;         /* CLONE_NEWUSER is in clone_flags */
+	uid_t inner_uid;     /* the uid a run sees inside its user namespace */
+	bool mount_proc;     /* a private /proc in the mount namespace */
+	const char *etc_dir; /* the sandbox's /etc */
+	int landlock_fd;     /* -1: none */
+	const struct seccomp_filter *seccomp; /* NULL: none */
+	const struct cgroup_ctx *cgroup;      /* NULL: caps by rlimits */
+	bool nproc_rlimit; /* RLIMIT_NPROC counts this run alone (own uid or own userns) */
+	int worker_index;
 };
 
 /* What one run is asked to do. */
@@ -48,6 +62,19 @@ struct run_spec {
 	size_t max_stdout_bytes;
 	size_t max_stderr_bytes;
 	size_t max_result_bytes;
+	unsigned long long memory_bytes;
+	unsigned long max_processes;
+	unsigned long long disk_bytes;
+};
+
+/* Why the sandbox (not the program) failed; lets start-up turn a layer off. */
+enum run_fault {
+	RUN_FAULT_NONE,
+	RUN_FAULT_STEP,    /* a child's set-up step: fault_step, fault_detail */
+	RUN_FAULT_CLONE,   /* clone() with the namespace flags */
+	RUN_FAULT_UID_MAP, /* writing the user namespace's maps */
+	RUN_FAULT_CGROUP,  /* creating or joining the run's cgroup */
+	RUN_FAULT_OTHER,
 };
 
 /* What came of it. Free with run_outcome_free(). */
@@ -65,6 +92,9 @@ struct run_outcome {
 	long long duration_ms;
 	long long cpu_ms;
 	long long max_rss_bytes;
+	enum run_fault fault; /* when run_execute() returned -1 */
+	int fault_step;       /* enum sandbox_step */
+	int fault_detail;
 };
 
 /*

@@ -1,45 +1,78 @@
 /*
- * sandbox.c - the child side of a run, one fixed, commented order of steps.
+ * sandbox.c - the child side of a run, in a fixed, commented order of steps.
  *
- * Between fork() and execve() the child may not allocate or take locks (the worker's malloc
- * arena may be mid-update in the copied image), so it only makes system calls on data the
- * parent prepared. Each step can fail cleanly: the child writes {step, errno} to the
- * close-on-exec error pipe and _exit(127)s; the parent turns that into a 500 sandbox_error,
- * because a run that could not be set up is the sandbox's fault, not the program's.
+ * Two shapes, chosen at start-up by what the host allows (isolation.c):
  *
- * The order matters:
- *   1. signals      - the worker blocks SIGTERM and ignores SIGPIPE; a program must start
- *                     with the defaults.
- *   2. setsid       - a session and process group of its own, so the parent can kill the
- *                     whole group (and no terminal can signal it).
- *   3. stdio        - the memfd holding stdin and the two capture pipes become 0, 1 and 2.
- *   4. close fds    - nothing of the worker (the FastCGI connection, the listen socket,
- *                     logs) reaches the program; the error pipe stays, close-on-exec.
- *   5. chdir        - into the run's fresh directory.
- *   6. privileges   - a root worker becomes the run's unprivileged uid and gid, with no
- *                     supplementary groups; after this the program cannot touch other runs'
- *                     directories (0700, other uids) or signal the worker.
- *   7. parent death - PR_SET_PDEATHSIG after the uid change (which clears it), then a check
- *                     that the worker did not die in between.
- *   8. rlimits      - no core files; CPU time as a backstop behind the wall-clock deadline.
- *   9. no_new_privs - a setuid binary cannot give the run privileges back.
- *  10. execve       - with the environment built by the parent, nothing inherited.
+ *   direct mode     worker ─fork─▶ program
+ *   namespace mode  worker ─clone(NEWUSER|NEWPID|NEWNET|NEWNS|NEWIPC|NEWUTS)─▶ init (pid 1)
+ *                                                                  ─fork─▶ program (pid 2)
+ *
+ * Between fork and execve a child may not take locks the copied image might hold, so the
+ * program's steps are system calls on data the worker prepared. Init is long-lived but runs
+ * only this file's code; it allocates only to read result.json, after every other process of
+ * the run is dead (the worker is single-threaded, so its malloc state is consistent).
+ *
+ * The program's steps, in order:
+ *   signals       the worker blocks SIGTERM and ignores SIGPIPE; a program starts with defaults
+ *   setsid        a session and process group of its own (the kill target in direct mode)
+ *   stdio         the stdin memfd and the two capture pipes become 0, 1 and 2
+ *   close fds     nothing of the worker reaches the program; the error pipe stays, close-on-exec
+ *   chdir         into the run's directory
+ *   ids           direct mode under a root pool: the worker's unprivileged run uid and gid
+ *   parent death  PR_SET_PDEATHSIG after the uid change (which clears it), then a check that the
+ *                 parent did not die in between
+ *   rlimits       no core files; nofile; fsize (disk); nproc (processes, counted per user
+ *                 namespace); CPU time as a backstop; address space when no cgroup caps memory
+ *   oom score     1000, so the kernel's OOM killer takes a run before nginx or a worker
+ *   no_new_privs  required by Landlock and seccomp, and no setuid binary can give privileges back
+ *   landlock      read-only system, read-write run directory, no TCP, scoped signals
+ *   seccomp       last, so that the steps above may use what it denies
+ *   execve        with the environment the worker built; nothing inherited
+ *
+ * Init's steps, before it forks the program: wait for the worker's go (the worker writes the
+ * uid and gid maps and moves init into the run's cgroup first), parent death, hostname,
+ * mounts (mounts.c), ids (the inner unprivileged uid), caps (all dropped: init keeps no power
+ * a compromised program could borrow), not dumpable (the program cannot read init's memory
+ * through /proc), and main.py written into the working tmpfs.
  */
 #include "sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "landlock.h"
 
 const char *
 sandbox_step_string(enum sandbox_step step)
 {
 	switch (step) {
+	case SANDBOX_WAIT:
+		return "waiting for the worker";
+	case SANDBOX_HOSTNAME:
+		return "setting the hostname";
+	case SANDBOX_MOUNTS:
+		return "building the mount namespace";
+	case SANDBOX_IDS:
+		return "switching to the run's uid and gid";
+	case SANDBOX_CAPS:
+		return "dropping capabilities";
+	case SANDBOX_CODE:
+		return "writing main.py";
+	case SANDBOX_FORK:
+		return "forking the program";
 	case SANDBOX_SIGNALS:
 		return "resetting signals";
 	case SANDBOX_SETSID:
@@ -50,14 +83,18 @@ sandbox_step_string(enum sandbox_step step)
 		return "closing inherited descriptors";
 	case SANDBOX_CHDIR:
 		return "entering the working directory";
-	case SANDBOX_PRIVILEGES:
-		return "dropping privileges";
 	case SANDBOX_PARENT_DEATH:
 		return "arming the parent-death signal";
 	case SANDBOX_RLIMITS:
 		return "setting rlimits";
+	case SANDBOX_OOM_SCORE:
+		return "setting the OOM score";
 	case SANDBOX_NO_NEW_PRIVS:
 		return "setting no_new_privs";
+	case SANDBOX_LANDLOCK:
+		return "enforcing Landlock";
+	case SANDBOX_SECCOMP:
+		return "loading the seccomp filter";
 	case SANDBOX_EXEC:
 		return "execve() of the interpreter";
 	}
@@ -65,13 +102,47 @@ sandbox_step_string(enum sandbox_step step)
 }
 
 static noreturn void
-sandbox_fail(const struct sandbox_spec *s, enum sandbox_step step)
+sandbox_fail(const struct sandbox_spec *s, enum sandbox_step step, int detail)
 {
-	struct sandbox_failure f = {.step = step, .err = errno};
+	struct sandbox_failure f = {.step = step, .detail = detail, .err = errno};
 	ssize_t unused = write(s->error_fd, &f, sizeof(f));
 
 	(void)unused;
 	_exit(127);
+}
+
+static int
+write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Blocks for the worker's go. */
+static int
+sandbox_wait_go(const struct sandbox_spec *s)
+{
+	char c;
+	ssize_t r;
+
+	do
+		r = read(s->ctl_fd, &c, 1);
+	while (r < 0 && errno == EINTR);
+	if (r != 1 || c != 'G') {
+		errno = r == 0 ? EPIPE : errno;
+		return -1;
+	}
+	return 0;
 }
 
 static int
@@ -96,23 +167,34 @@ sandbox_stdio(const struct sandbox_spec *s)
 	return 0;
 }
 
+/* Closes every fd from 3 up except those in keep (n of them, -1 entries ignored). */
 static int
-sandbox_close_fds(const struct sandbox_spec *s)
+sandbox_close_fds(const int *keep, int n)
 {
-	unsigned efd = (unsigned)s->error_fd;
+	unsigned from = 3;
 
-	if (efd > 3 && syscall(SYS_close_range, 3u, efd - 1, 0u) < 0)
-		return -1;
-	return (int)syscall(SYS_close_range, efd + 1, ~0u, 0u);
+	for (;;) {
+		unsigned next = ~0u; /* the smallest kept fd >= from */
+		for (int i = 0; i < n; i++)
+			if (keep[i] >= 0 && (unsigned)keep[i] >= from && (unsigned)keep[i] < next)
+				next = (unsigned)keep[i];
+		if (next == ~0u)
+			return (int)syscall(SYS_close_range, from, ~0u, 0u);
+		if (next > from && syscall(SYS_close_range, from, next - 1, 0u) < 0)
+			return -1;
+		from = next + 1;
+	}
 }
 
 static int
-sandbox_privileges(const struct sandbox_spec *s)
+sandbox_ids(const struct sandbox_spec *s)
 {
-	if (!s->drop_privileges)
+	if (!s->set_ids)
 		return 0;
-	if (setgroups(0, NULL) < 0 || setresgid(s->gid, s->gid, s->gid) < 0 ||
-	    setresuid(s->uid, s->uid, s->uid) < 0)
+	/* EPERM when the user namespace denies setgroups: there are none to drop then */
+	if (setgroups(0, NULL) < 0 && errno != EPERM)
+		return -1;
+	if (setresgid(s->gid, s->gid, s->gid) < 0 || setresuid(s->uid, s->uid, s->uid) < 0)
 		return -1;
 	return 0;
 }
@@ -122,8 +204,8 @@ sandbox_parent_death(const struct sandbox_spec *s)
 {
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		return -1;
-	/* the worker died before the signal was armed: nobody will reap us, so stop here */
-	if (getppid() != s->parent_pid) {
+	/* the parent died before the signal was armed: nobody will reap us, so stop here */
+	if (s->parent_pid > 0 && getppid() != s->parent_pid) {
 		errno = ESRCH;
 		return -1;
 	}
@@ -131,42 +213,236 @@ sandbox_parent_death(const struct sandbox_spec *s)
 }
 
 static int
+set_limit(int resource, unsigned long long soft, unsigned long long hard)
+{
+	struct rlimit rl = {(rlim_t)soft, (rlim_t)hard};
+
+	return setrlimit(resource, &rl);
+}
+
+static int
 sandbox_rlimits(const struct sandbox_spec *s)
 {
-	struct rlimit core = {0, 0};
-
-	if (setrlimit(RLIMIT_CORE, &core) < 0)
+	if (set_limit(RLIMIT_CORE, 0, 0) < 0)
 		return -1;
-	if (s->cpu_limit_seconds > 0) {
-		struct rlimit cpu = {(rlim_t)s->cpu_limit_seconds,
-		                     (rlim_t)s->cpu_limit_seconds + 1};
-		if (setrlimit(RLIMIT_CPU, &cpu) < 0)
-			return -1;
-	}
+	if (s->nofile && set_limit(RLIMIT_NOFILE, s->nofile, s->nofile) < 0)
+		return -1;
+	if (s->fsize_bytes && set_limit(RLIMIT_FSIZE, s->fsize_bytes, s->fsize_bytes) < 0)
+		return -1;
+	if (s->nproc && set_limit(RLIMIT_NPROC, s->nproc, s->nproc) < 0)
+		return -1;
+	if (s->as_bytes && set_limit(RLIMIT_AS, s->as_bytes, s->as_bytes) < 0)
+		return -1;
+	if (s->cpu_limit_seconds > 0 &&
+	    set_limit(RLIMIT_CPU, (unsigned long long)s->cpu_limit_seconds,
+	              (unsigned long long)s->cpu_limit_seconds + 1) < 0)
+		return -1;
 	return 0;
 }
 
-noreturn void
-sandbox_enter(const struct sandbox_spec *s)
+static int
+sandbox_oom_score(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return errno == ENOENT || errno == EACCES ? 0 : -1; /* no /proc: nothing to do */
+	rc = write_all(fd, "1000", 4);
+	close(fd);
+	return rc;
+}
+
+/* The program's steps; in namespace mode, init has already set ids, caps and mounts. */
+static noreturn void
+sandbox_program(const struct sandbox_spec *s)
 {
 	if (sandbox_signals() < 0)
-		sandbox_fail(s, SANDBOX_SIGNALS);
+		sandbox_fail(s, SANDBOX_SIGNALS, 0);
 	if (setsid() < 0)
-		sandbox_fail(s, SANDBOX_SETSID);
+		sandbox_fail(s, SANDBOX_SETSID, 0);
 	if (sandbox_stdio(s) < 0)
-		sandbox_fail(s, SANDBOX_STDIO);
-	if (sandbox_close_fds(s) < 0)
-		sandbox_fail(s, SANDBOX_CLOSE_FDS);
+		sandbox_fail(s, SANDBOX_STDIO, 0);
+	{
+		/* the error pipe reports later failures; the Landlock ruleset is applied below */
+		int keep[] = {s->error_fd, s->landlock_fd};
+		if (sandbox_close_fds(keep, 2) < 0)
+			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
+	}
 	if (chdir(s->workdir) < 0)
-		sandbox_fail(s, SANDBOX_CHDIR);
-	if (sandbox_privileges(s) < 0)
-		sandbox_fail(s, SANDBOX_PRIVILEGES);
+		sandbox_fail(s, SANDBOX_CHDIR, 0);
+	if (s->mounts == NULL && s->parent_pid != 1 && sandbox_ids(s) < 0)
+		sandbox_fail(s, SANDBOX_IDS, 0);
 	if (sandbox_parent_death(s) < 0)
-		sandbox_fail(s, SANDBOX_PARENT_DEATH);
+		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
 	if (sandbox_rlimits(s) < 0)
-		sandbox_fail(s, SANDBOX_RLIMITS);
+		sandbox_fail(s, SANDBOX_RLIMITS, 0);
+	if (sandbox_oom_score() < 0)
+		sandbox_fail(s, SANDBOX_OOM_SCORE, 0);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		sandbox_fail(s, SANDBOX_NO_NEW_PRIVS);
+		sandbox_fail(s, SANDBOX_NO_NEW_PRIVS, 0);
+	if (s->landlock_fd >= 0) {
+		if (landlock_apply(s->landlock_fd) < 0)
+			sandbox_fail(s, SANDBOX_LANDLOCK, 0);
+		close(s->landlock_fd);
+	}
+	if (s->seccomp != NULL && seccomp_apply(s->seccomp) < 0)
+		sandbox_fail(s, SANDBOX_SECCOMP, 0);
 	execve(s->python, s->argv, s->envp);
-	sandbox_fail(s, SANDBOX_EXEC);
+	sandbox_fail(s, SANDBOX_EXEC, 0);
+}
+
+noreturn void
+sandbox_run_program(const struct sandbox_spec *s)
+{
+	if (sandbox_wait_go(s) < 0)
+		sandbox_fail(s, SANDBOX_WAIT, 0);
+	sandbox_program(s);
+}
+
+static int
+sandbox_drop_caps(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2];
+
+	memset(data, 0, sizeof(data));
+	return (int)syscall(SYS_capset, &hdr, data);
+}
+
+static int
+sandbox_write_code(const struct sandbox_spec *s)
+{
+	int fd = open("main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int rc;
+
+	if (fd < 0)
+		return -1;
+	rc = write_all(fd, s->code, s->code_len);
+	close(fd);
+	return rc;
+}
+
+static void
+sandbox_on_chld(int sig)
+{
+	(void)sig;
+}
+
+noreturn void
+sandbox_init(const struct sandbox_spec *s)
+{
+	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
+	sigset_t chld, waitmask;
+	enum mounts_step mstep = 0;
+	char *json = NULL;
+	size_t json_len = 0;
+	pid_t prog;
+	int st, dirfd;
+
+	/* SIGCHLD is taken only inside ppoll(), so no exit is missed */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &waitmask);
+	sigdelset(&waitmask, SIGCHLD);
+	{
+		/* a handler, so that SIGCHLD interrupts ppoll() (the default action is ignore) */
+		struct sigaction sa = {.sa_handler = sandbox_on_chld};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGCHLD, &sa, NULL);
+	}
+	{
+		/* nothing of the worker (its FastCGI connection, the listen socket) stays in init
+		 */
+		int keep[] = {s->stdin_fd, s->stdout_fd, s->stderr_fd,  s->error_fd,
+		              s->ctl_fd,   s->report_fd, s->landlock_fd};
+		if (sandbox_close_fds(keep, 7) < 0)
+			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
+	}
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
+	if (sandbox_wait_go(s) < 0)
+		sandbox_fail(s, SANDBOX_WAIT, 0);
+	/* the OOM killer should take a run before anything else; inherited by the program */
+	if (sandbox_oom_score() < 0)
+		sandbox_fail(s, SANDBOX_OOM_SCORE, 0);
+	if (s->uts && sethostname("codebox", 7) < 0)
+		sandbox_fail(s, SANDBOX_HOSTNAME, 0);
+	/*
+	 * In a user namespace, switch ids first: init's host uid is not mapped inside, so files
+	 * it created would have no owner (EOVERFLOW), and the switch keeps its capabilities
+	 * (the namespace has no uid 0 whose loss would clear them). Without one, a root init
+	 * mounts first, since becoming the run's host uid drops its capabilities.
+	 */
+	if (s->ids_before_mounts && sandbox_ids(s) < 0)
+		sandbox_fail(s, SANDBOX_IDS, 0);
+	if (s->mounts != NULL && mounts_build(s->mounts, &mstep) < 0)
+		sandbox_fail(s, SANDBOX_MOUNTS, (int)mstep);
+	if (!s->ids_before_mounts && sandbox_ids(s) < 0)
+		sandbox_fail(s, SANDBOX_IDS, 0);
+	if (sandbox_drop_caps() < 0)
+		sandbox_fail(s, SANDBOX_CAPS, 0);
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		sandbox_fail(s, SANDBOX_CAPS, 1);
+	if (chdir(s->workdir) < 0)
+		sandbox_fail(s, SANDBOX_CHDIR, 0);
+	if (s->mounts != NULL && sandbox_write_code(s) < 0)
+		sandbox_fail(s, SANDBOX_CODE, 0);
+
+	prog = fork();
+	if (prog < 0)
+		sandbox_fail(s, SANDBOX_FORK, 0);
+	if (prog == 0)
+		sandbox_program(s);
+	/* init keeps no end of the program's pipes: EOF must mean the run is over */
+	close(s->stdin_fd);
+	close(s->stdout_fd);
+	close(s->stderr_fd);
+	close(s->error_fd);
+
+	while (!rep.program_reaped && !rep.stopped) {
+		struct pollfd pfd = {.fd = s->ctl_fd, .events = POLLIN};
+		struct timespec tick = {1, 0};
+		pid_t p;
+
+		/* SIGCHLD interrupts the wait; the tick only bounds it */
+		(void)ppoll(&pfd, 1, &tick, &waitmask);
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+			if (p == prog) {
+				rep.program_reaped = 1;
+				rep.program_status = st;
+			}
+		if (!rep.program_reaped && (pfd.revents & (POLLIN | POLLHUP | POLLERR)))
+			rep.stopped = 1; /* 'S', or EOF: the worker is gone */
+	}
+	/* pid 1's kill(-1) reaches every other process of the namespace */
+	(void)kill(-1, SIGKILL);
+	for (;;) {
+		pid_t p = waitpid(-1, &st, 0);
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p < 0)
+			break; /* ECHILD: nothing of the run is left */
+		if (p == prog && !rep.program_reaped) {
+			rep.program_reaped = 1;
+			rep.program_status = st;
+		}
+	}
+	(void)getrusage(RUSAGE_CHILDREN, &rep.children);
+
+	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd >= 0) {
+		struct statvfs sv;
+		if (s->mounts != NULL && fstatvfs(dirfd, &sv) == 0 && sv.f_bavail == 0)
+			rep.disk_full = 1;
+		rep.result_status =
+		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
+		close(dirfd);
+	} else {
+		rep.result_status = RESULT_OPEN_FAILED;
+	}
+	rep.result_len = (uint32_t)json_len;
+	if (write_all(s->report_fd, &rep, sizeof(rep)) == 0 && json_len > 0)
+		(void)write_all(s->report_fd, json, json_len);
+	_exit(0);
 }

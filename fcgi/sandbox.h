@@ -1,56 +1,112 @@
 /*
- * sandbox.h - the child side of one run: from fork() to execve().
+ * sandbox.h - the child side of one run: from fork() or clone() to execve().
  */
 #ifndef CODEBOX_SANDBOX_H
 #define CODEBOX_SANDBOX_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdnoreturn.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 
-/* The steps, in the order sandbox_enter() takes them. */
+#include "mounts.h"
+#include "result.h"
+#include "seccomp.h"
+
+/* The steps, in the order they are taken (init's first, then the program's). */
 enum sandbox_step {
-	SANDBOX_SIGNALS = 1,
+	SANDBOX_WAIT = 1, /* waiting for the worker's go (uid maps, cgroup) */
+	SANDBOX_HOSTNAME, /* init: the UTS namespace's name */
+	SANDBOX_MOUNTS,   /* init: the new root (detail: enum mounts_step) */
+	SANDBOX_IDS,      /* the run's uid and gid, no supplementary groups */
+	SANDBOX_CAPS,     /* init: dropping every capability */
+	SANDBOX_CODE,     /* init: writing main.py into the working tmpfs */
+	SANDBOX_FORK,     /* init: forking the program */
+	SANDBOX_SIGNALS,  /* the program starts with default signals */
 	SANDBOX_SETSID,
 	SANDBOX_STDIO,
 	SANDBOX_CLOSE_FDS,
 	SANDBOX_CHDIR,
-	SANDBOX_PRIVILEGES,
 	SANDBOX_PARENT_DEATH,
 	SANDBOX_RLIMITS,
+	SANDBOX_OOM_SCORE,
 	SANDBOX_NO_NEW_PRIVS,
+	SANDBOX_LANDLOCK,
+	SANDBOX_SECCOMP,
 	SANDBOX_EXEC,
 };
 
 const char *sandbox_step_string(enum sandbox_step step);
 
-/* What a failed child writes to the error pipe before _exit(127). */
+/* What a failed child writes to the error pipe before it exits. */
 struct sandbox_failure {
-	int step; /* enum sandbox_step */
-	int err;  /* errno */
+	int step;   /* enum sandbox_step */
+	int detail; /* enum mounts_step for SANDBOX_MOUNTS */
+	int err;    /* errno */
+};
+
+/* What init sends the worker when the run is over, followed by result_len bytes. */
+#define SANDBOX_REPORT_MAGIC 0x63627831u
+struct sandbox_report {
+	uint32_t magic;
+	int32_t program_status; /* wait status of the program */
+	int32_t program_reaped;
+	int32_t stopped;       /* the worker's deadline ended the run */
+	int32_t disk_full;     /* the working tmpfs had no space left */
+	int32_t result_status; /* enum result_status */
+	uint32_t result_len;
+	struct rusage children; /* everything init reaped */
 };
 
 struct sandbox_spec {
 	int stdin_fd;
 	int stdout_fd;
 	int stderr_fd;
-	int error_fd; /* close-on-exec: EOF on it means execve() succeeded */
+	int error_fd;  /* close-on-exec; a struct sandbox_failure when a step fails */
+	int ctl_fd;    /* read: 'G' to start, then (init) 'S' or EOF to stop */
+	int report_fd; /* init: write end for the struct sandbox_report */
 	const char *workdir;
 	const char *python;
 	char *const *argv;
 	char *const *envp;
-	bool drop_privileges;
+
+	bool set_ids; /* become uid/gid (the program in direct mode, init in namespace mode) */
 	uid_t uid;
 	gid_t gid;
-	pid_t parent_pid;       /* the worker, for the parent-death race check */
-	long cpu_limit_seconds; /* RLIMIT_CPU backstop, 0 for none */
+	pid_t parent_pid; /* the expected parent, for the parent-death race check */
+
+	long cpu_limit_seconds;
+	unsigned long long fsize_bytes;
+	unsigned long nproc;         /* 0: not set */
+	unsigned long long as_bytes; /* 0: not set */
+	unsigned long nofile;
+
+	int landlock_fd;                      /* -1: no Landlock */
+	const struct seccomp_filter *seccomp; /* NULL: no filter */
+
+	/* namespace mode only */
+	const struct mounts_spec *mounts; /* NULL: no mount namespace */
+	bool uts;
+	bool ids_before_mounts; /* inside a user namespace */
+	const char *code;
+	size_t code_len;
+	size_t max_result_bytes;
 };
 
 /*
- * Turns the freshly forked child into the run and execs the interpreter. Never returns: on
- * failure it reports the step and errno on error_fd and calls _exit(127). Only
- * async-signal-safe calls happen here; everything it needs was prepared before fork().
+ * Direct mode: the forked child waits for the go, becomes the program and execs it. Never
+ * returns; a failed step is reported on error_fd and ends in _exit(127).
  */
-noreturn void sandbox_enter(const struct sandbox_spec *s);
+noreturn void sandbox_run_program(const struct sandbox_spec *s);
+
+/*
+ * Namespace mode: the clone()d child is pid 1 of the run's pid namespace. It builds the
+ * run's view of the system, forks the program, reaps everything, and when the program ends or
+ * the worker says stop, kills whatever is left, reads result.json from the working tmpfs
+ * (which dies with the namespace) and sends a struct sandbox_report. Never returns.
+ */
+noreturn void sandbox_init(const struct sandbox_spec *s);
 
 #endif

@@ -13,6 +13,7 @@
  */
 #include "worker.h"
 
+#include "landlock.h"
 #include "limits.h"
 #include "log.h"
 #include "reply.h"
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <fcgiapp.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -130,7 +132,7 @@ worker_read_body(FCGX_Request *req, size_t max_bytes, char **body)
 }
 
 static void
-worker_execute(const struct worker_config *wc, FCGX_Request *req, const struct limits *l,
+worker_execute(const struct run_config *run, FCGX_Request *req, const struct limits *l,
                const char *request_id)
 {
 	struct request r;
@@ -175,8 +177,11 @@ worker_execute(const struct worker_config *wc, FCGX_Request *req, const struct l
 	    .max_stdout_bytes = l->max_stdout_bytes,
 	    .max_stderr_bytes = l->max_stderr_bytes,
 	    .max_result_bytes = l->max_result_bytes,
+	    .memory_bytes = l->memory_bytes,
+	    .max_processes = l->max_processes,
+	    .disk_bytes = l->disk_bytes,
 	};
-	if (run_execute(&wc->run, &spec, &o, why, sizeof(why)) < 0) {
+	if (run_execute(run, &spec, &o, why, sizeof(why)) < 0) {
 		log_msg(LOG_ERROR, "run failed: %s", why);
 		worker_send_error(req, 500, NULL, "sandbox_error",
 		                  "the sandbox could not run the program; see the service log");
@@ -200,7 +205,7 @@ worker_execute(const struct worker_config *wc, FCGX_Request *req, const struct l
 }
 
 static void
-worker_handle(const struct worker_config *wc, FCGX_Request *req)
+worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX_Request *req)
 {
 	const char *endpoint = FCGX_GetParam("CODEBOX_ENDPOINT", req->envp);
 	const char *request_id = FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp);
@@ -224,7 +229,16 @@ worker_handle(const struct worker_config *wc, FCGX_Request *req)
 		goto out;
 	}
 	if (strcmp(endpoint, "execute") == 0) {
-		worker_execute(wc, req, &l, request_id);
+		worker_execute(run, req, &l, request_id);
+	} else if (strcmp(endpoint, "isolation") == 0) {
+		size_t len;
+		char *doc = reply_isolation(wc->iso, &l, &len);
+		if (doc == NULL) {
+			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
+		} else {
+			worker_send(req, 200, NULL, doc, len);
+			free(doc);
+		}
 	} else if (strcmp(endpoint, "capabilities") == 0) {
 		size_t len;
 		char *doc = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
@@ -241,9 +255,48 @@ out:
 	log_set_request_id(NULL);
 }
 
+int
+worker_prepare_run(const struct worker_config *wc, struct run_config *run)
+{
+	static char parent[4200];
+	char name[32];
+
+	*run = wc->run;
+	snprintf(name, sizeof(name), "w%d", wc->index);
+	snprintf(parent, sizeof(parent), "%s/%s", wc->runs_dir, name);
+	if (mkdirat(wc->runs_dir_fd, name, 0311) < 0 && errno != EEXIST) {
+		log_msg(LOG_ERROR, "mkdir(%s) failed: %s", parent, strerror(errno));
+		return -1;
+	}
+	/* runs must not list it; write and search for the worker, search for the others */
+	if (fchmodat(wc->runs_dir_fd, name, 0311, 0) < 0) {
+		log_msg(LOG_ERROR, "chmod(%s) failed: %s", parent, strerror(errno));
+		return -1;
+	}
+	run->work_parent = parent;
+	run->work_parent_fd = openat(wc->runs_dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (run->work_parent_fd < 0) {
+		log_msg(LOG_ERROR, "open(%s) failed: %s", parent, strerror(errno));
+		return -1;
+	}
+	run->landlock_fd = -1;
+	if (wc->iso->on[ISO_LANDLOCK]) {
+		run->landlock_fd = landlock_build(wc->iso->landlock_abi, parent, run->python,
+		                                  !wc->iso->on[ISO_MOUNTNS]);
+		if (run->landlock_fd < 0) {
+			log_msg(LOG_ERROR, "worker %d could not build its Landlock ruleset",
+			        wc->index);
+			return -1;
+		}
+	}
+	run->worker_index = wc->index;
+	return 0;
+}
+
 noreturn void
 worker_main(const struct worker_config *wc)
 {
+	struct run_config run;
 	struct sigaction sa = {.sa_handler = worker_on_term};
 	sigset_t waitmask;
 	FCGX_Request req;
@@ -256,6 +309,8 @@ worker_main(const struct worker_config *wc)
 	sigdelset(&waitmask, SIGTERM);
 	sigdelset(&waitmask, SIGINT);
 
+	if (worker_prepare_run(wc, &run) < 0)
+		_exit(1);
 	if (run_init_reaper() < 0 || FCGX_Init() != 0 ||
 	    FCGX_InitRequest(&req, wc->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
 		log_msg(LOG_ERROR, "worker %d could not initialise FastCGI", wc->index);
@@ -278,7 +333,7 @@ worker_main(const struct worker_config *wc)
 			continue; /* another worker took it (EAGAIN), or the peer left */
 		/* libfcgi's accept() does not set close-on-exec; runs must not inherit it */
 		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
-		worker_handle(wc, &req);
+		worker_handle(wc, &run, &req);
 		FCGX_Finish_r(&req);
 	}
 	log_msg(LOG_INFO, "worker %d stopping", wc->index);

@@ -6,6 +6,7 @@
 
 #include <stdnoreturn.h>
 
+#include "isolation.h"
 #include "probe.h"
 #include "run.h"
 
@@ -15,7 +16,17 @@ struct worker_config {
 	struct run_config run;          /* per worker: its own run uid */
 	const struct probe_info *probe; /* measured at start-up */
 	bool files_contained;           /* runs cannot leave files outside their directory */
+	const struct isolation *iso;    /* the layers in force */
+	const char *runs_dir;           /* holds one directory per worker: w<index> */
+	int runs_dir_fd;
 };
+
+/*
+ * Completes wc->run with this worker's own part: its directory of runs, runs_dir/w<index>
+ * (created 0311: runs can reach their own directory in it but not list it), and its Landlock
+ * ruleset, built once per worker rather than once per run. Returns 0 or -1 (logged).
+ */
+int worker_prepare_run(const struct worker_config *wc, struct run_config *run);
 
 /*
  * Serves requests until SIGTERM, then finishes the request in hand and exits 0. Expects

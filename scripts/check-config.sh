@@ -116,6 +116,9 @@ one_value CODEBOX_MAX_STDOUT_BYTES >/dev/null
 one_value CODEBOX_MAX_STDERR_BYTES >/dev/null
 one_value CODEBOX_MAX_RESULT_BYTES >/dev/null
 one_value CODEBOX_MAX_STDIN_BYTES >/dev/null
+one_value CODEBOX_MEMORY_BYTES >/dev/null
+one_value CODEBOX_MAX_PROCESSES >/dev/null
+one_value CODEBOX_DISK_BYTES >/dev/null
 
 # 2. the timeout of the location that carries runs: the longest one declared (/readyz has
 # its own short one)

@@ -74,9 +74,16 @@ two_in_flight() {
 	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/crash" -w '%{http_code}' \
 		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/crash_code" 3>&- &
 	wait_for "the run to start" 100 pgrep -f -- "$m"
-	local run_pid worker
-	run_pid=$(pgrep -f -- "$m")
-	worker=$(ps -o ppid= -p "$run_pid" | tr -d ' ')
+	local worker pool i
+	# the worker is the ancestor of the run whose parent is the pool
+	pool=$(pool_pid)
+	worker=$(pgrep -f -- "$m" | head -1)
+	for ((i = 0; i < 10; i++)); do
+		local parent
+		parent=$(ps -o ppid= -p "$worker" | tr -d ' ')
+		[[ $parent == "$pool" ]] && break
+		worker=$parent
+	done
 	kill -KILL "$worker"
 	wait
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/crash_code")" 502
@@ -108,7 +115,7 @@ two_in_flight() {
 	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/drain" -w '%{http_code}' --data-binary \
 		'{"code":"import time; time.sleep(2); print(\"finished\")"}' "$BASE/execute" \
 		>"$BATS_TEST_TMPDIR/drain_code" 3>&- &
-	wait_for "the run to start" 100 bash -c "[[ \$(find '$STACK_DIR/runs' -mindepth 1 | wc -l) -ge 1 ]]"
+	wait_for "the run to start" 100 bash -c "[[ \$(find '$STACK_DIR/runs' -name 'run-*' | wc -l) -ge 1 ]]"
 	kill -TERM "$STACK_PID"
 	wait
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/drain_code")" 200

@@ -14,6 +14,9 @@ static struct kv params[] = {
     {"CODEBOX_MAX_STDERR_BYTES", "200"},
     {"CODEBOX_MAX_RESULT_BYTES", "300"},
     {"CODEBOX_MAX_STDIN_BYTES", "0"},
+    {"CODEBOX_MEMORY_BYTES", "1073741824"},
+    {"CODEBOX_MAX_PROCESSES", "64"},
+    {"CODEBOX_DISK_BYTES", "67108864"},
 };
 
 static const char *

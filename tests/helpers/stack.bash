@@ -136,7 +136,7 @@ wait_for() {
 
 # runs_in_flight: how many run directories exist right now.
 runs_in_flight() {
-	find "$STACK_DIR/runs" -mindepth 1 -maxdepth 1 | wc -l
+	find "$STACK_DIR/runs" -mindepth 2 -maxdepth 2 -name 'run-*' | wc -l
 }
 
 # pool_pid: the supervisor of this stack.

@@ -1,0 +1,314 @@
+/*
+ * cgroup.c - memory and process caps per run through control groups.
+ *
+ * v2: one group per run under codebox's parent, memory.max, memory.swap.max = 0,
+ * memory.oom.group = 1 (an OOM kill takes the whole run), pids.max. The parent must have the
+ * controllers in cgroup.subtree_control, which the kernel allows only for a group without
+ * processes of its own; so the supervisor first moves itself into a leaf "pool" group.
+ * v1 (this project's development host): the memory and pids hierarchies separately,
+ * memory.limit_in_bytes (and memsw when swap accounting exists), pids.max.
+ * Where neither is writable (most pods), the caller falls back to rlimits and
+ * oom_score_adj, and /isolation says so.
+ */
+#include "cgroup.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int
+write_file(const char *dir, const char *file, const char *value)
+{
+	char path[700];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = write(fd, value, strlen(value));
+	close(fd);
+	return n == (ssize_t)strlen(value) ? 0 : -1;
+}
+
+/* Reads "key N" from a flat-keyed file such as memory.events. Returns N, or 0. */
+static unsigned long long
+read_key(const char *dir, const char *file, const char *key)
+{
+	char path[700], buf[2048];
+	unsigned long long v = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *save = NULL;
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		size_t kl = strlen(key);
+		if (key[0] == '\0') {
+			v = strtoull(line, NULL, 10);
+			break;
+		}
+		if (strncmp(line, key, kl) == 0 && line[kl] == ' ') {
+			v = strtoull(line + kl + 1, NULL, 10);
+			break;
+		}
+	}
+	return v;
+}
+
+/* This process's group in the hierarchy named by controller ("" for v2). */
+static int
+own_group(const char *controller, char *out, size_t out_len)
+{
+	char buf[4096];
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char *save_line = NULL;
+	for (char *line = strtok_r(buf, "\n", &save_line); line;
+	     line = strtok_r(NULL, "\n", &save_line)) {
+		char *c1 = strchr(line, ':'), *c2, *save_tok = NULL;
+		bool match;
+
+		if (c1 == NULL || (c2 = strchr(c1 + 1, ':')) == NULL)
+			continue;
+		*c2 = '\0';
+		match = controller[0] == '\0' && c1[1] == '\0';
+		for (char *tok = strtok_r(c1 + 1, ",", &save_tok); !match && tok;
+		     tok = strtok_r(NULL, ",", &save_tok))
+			match = controller[0] != '\0' && strcmp(tok, controller) == 0;
+		if (match) {
+			snprintf(out, out_len, "%s", c2 + 1);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int
+setup_v1(struct cgroup_ctx *ctx, char *why, size_t why_len)
+{
+	char mem_own[256], pids_own[256];
+
+	if (access("/sys/fs/cgroup/memory/cgroup.procs", F_OK) < 0 ||
+	    access("/sys/fs/cgroup/pids/cgroup.procs", F_OK) < 0) {
+		snprintf(why, why_len, "no cgroup v1 memory and pids hierarchies");
+		return -1;
+	}
+	if (own_group("memory", mem_own, sizeof(mem_own)) < 0 ||
+	    own_group("pids", pids_own, sizeof(pids_own)) < 0) {
+		snprintf(why, why_len, "this process's v1 groups are unknown");
+		return -1;
+	}
+	snprintf(ctx->memory, sizeof(ctx->memory), "/sys/fs/cgroup/memory%s/codebox-%d",
+	         strcmp(mem_own, "/") == 0 ? "" : mem_own, (int)getpid());
+	snprintf(ctx->pids, sizeof(ctx->pids), "/sys/fs/cgroup/pids%s/codebox-%d",
+	         strcmp(pids_own, "/") == 0 ? "" : pids_own, (int)getpid());
+	if (mkdir(ctx->memory, 0755) < 0 && errno != EEXIST) {
+		snprintf(why, why_len, "cannot create %.200s: %s", ctx->memory, strerror(errno));
+		return -1;
+	}
+	if (mkdir(ctx->pids, 0755) < 0 && errno != EEXIST) {
+		snprintf(why, why_len, "cannot create %.200s: %s", ctx->pids, strerror(errno));
+		rmdir(ctx->memory);
+		return -1;
+	}
+	/* v1 groups inherit use_hierarchy; a child's limits then count toward the parent */
+	ctx->version = 1;
+	return 1;
+}
+
+static int
+setup_v2(struct cgroup_ctx *ctx, char *why, size_t why_len)
+{
+	char own[256], base[300], pool[400];
+	char controllers[256] = "";
+	int fd;
+	ssize_t n;
+
+	if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) < 0) {
+		snprintf(why, why_len, "no unified cgroup hierarchy at /sys/fs/cgroup");
+		return -1;
+	}
+	if (own_group("", own, sizeof(own)) < 0) {
+		snprintf(why, why_len, "this process's v2 group is unknown");
+		return -1;
+	}
+	snprintf(base, sizeof(base), "/sys/fs/cgroup%.250s", strcmp(own, "/") == 0 ? "" : own);
+	snprintf(pool, sizeof(pool), "%.300s/cgroup.controllers", base);
+	fd = open(pool, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, controllers, sizeof(controllers) - 1);
+		controllers[n > 0 ? n : 0] = '\0';
+		close(fd);
+	}
+	if (!strstr(controllers, "memory") || !strstr(controllers, "pids")) {
+		snprintf(why, why_len, "memory and pids are not delegated to %.200s", base);
+		return -1;
+	}
+	/* leave the group so that it may have controllers for its children */
+	snprintf(pool, sizeof(pool), "%.300s/codebox-pool", base);
+	if ((mkdir(pool, 0755) < 0 && errno != EEXIST) ||
+	    write_file(pool, "cgroup.procs", "0") < 0) {
+		snprintf(why, why_len, "cannot move into %.200s: %s", pool, strerror(errno));
+		return -1;
+	}
+	if (write_file(base, "cgroup.subtree_control", "+memory +pids") < 0) {
+		snprintf(why, why_len, "cannot enable memory and pids under %.200s: %s", base,
+		         strerror(errno));
+		return -1;
+	}
+	snprintf(ctx->memory, sizeof(ctx->memory), "%.300s/codebox-runs", base);
+	if ((mkdir(ctx->memory, 0755) < 0 && errno != EEXIST) ||
+	    write_file(ctx->memory, "cgroup.subtree_control", "+memory +pids") < 0) {
+		snprintf(why, why_len, "cannot prepare %.200s: %s", ctx->memory, strerror(errno));
+		return -1;
+	}
+	ctx->version = 2;
+	return 2;
+}
+
+int
+cgroup_setup(struct cgroup_ctx *ctx, char *why, size_t why_len)
+{
+	char why2[256] = "";
+
+	memset(ctx, 0, sizeof(*ctx));
+	if (setup_v2(ctx, why2, sizeof(why2)) == 2)
+		return 2;
+	if (setup_v1(ctx, why, why_len) == 1)
+		return 1;
+	snprintf(why + strlen(why), why_len - strlen(why), "; %s", why2);
+	memset(ctx, 0, sizeof(*ctx));
+	return 0;
+}
+
+void
+cgroup_teardown(struct cgroup_ctx *ctx)
+{
+	if (ctx->version == 1) {
+		rmdir(ctx->memory);
+		rmdir(ctx->pids);
+	}
+	/* v2: the parent stays (the supervisor itself lives in codebox-pool) */
+	ctx->version = 0;
+}
+
+int
+cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const char *name,
+                  unsigned long long memory_bytes, unsigned long max_processes)
+{
+	char mem[32], pids[32];
+
+	memset(run, 0, sizeof(*run));
+	if (ctx->version == 0)
+		return -1;
+	snprintf(mem, sizeof(mem), "%llu", memory_bytes);
+	snprintf(pids, sizeof(pids), "%lu", max_processes);
+	snprintf(run->memory, sizeof(run->memory), "%s/%s", ctx->memory, name);
+	if (ctx->version == 1)
+		snprintf(run->pids, sizeof(run->pids), "%s/%s", ctx->pids, name);
+	else
+		snprintf(run->pids, sizeof(run->pids), "%s", run->memory);
+	if (mkdir(run->memory, 0755) < 0)
+		goto fail;
+	run->active = true;
+	if (ctx->version == 1) {
+		if (mkdir(run->pids, 0755) < 0)
+			goto fail;
+		if (write_file(run->memory, "memory.limit_in_bytes", mem) < 0)
+			goto fail;
+		/* with swap accounting, swap counts too; without it the file is absent */
+		(void)write_file(run->memory, "memory.memsw.limit_in_bytes", mem);
+		if (write_file(run->pids, "pids.max", pids) < 0)
+			goto fail;
+	} else {
+		if (write_file(run->memory, "memory.max", mem) < 0 ||
+		    write_file(run->memory, "pids.max", pids) < 0)
+			goto fail;
+		(void)write_file(run->memory, "memory.swap.max", "0");
+		(void)write_file(run->memory, "memory.oom.group", "1");
+	}
+	return 0;
+fail:
+	log_msg(LOG_ERROR, "setting up the run's cgroup %s failed: %s", run->memory,
+	        strerror(errno));
+	cgroup_run_remove(run);
+	return -1;
+}
+
+int
+cgroup_run_attach(const struct cgroup_run *run, pid_t pid)
+{
+	char p[32];
+
+	snprintf(p, sizeof(p), "%d", (int)pid);
+	if (write_file(run->memory, "cgroup.procs", p) < 0 ||
+	    (strcmp(run->pids, run->memory) != 0 && write_file(run->pids, "cgroup.procs", p) < 0)) {
+		log_msg(LOG_ERROR, "moving pid %d into %s failed: %s", (int)pid, run->memory,
+		        strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void
+cgroup_run_events(const struct cgroup_run *run, bool *oom_killed, bool *pids_max)
+{
+	*oom_killed = false;
+	*pids_max = false;
+	if (!run->active)
+		return;
+	if (strcmp(run->pids, run->memory) != 0) {
+		/* v1: oom_kill in memory.oom_control (kernel >= 4.13), failcnt as a fallback */
+		*oom_killed = read_key(run->memory, "memory.oom_control", "oom_kill") > 0;
+	} else {
+		*oom_killed = read_key(run->memory, "memory.events", "oom_kill") > 0;
+	}
+	*pids_max = read_key(run->pids, "pids.events", "max") > 0;
+}
+
+unsigned long long
+cgroup_run_peak_bytes(const struct cgroup_run *run)
+{
+	if (!run->active)
+		return 0;
+	if (strcmp(run->pids, run->memory) != 0)
+		return read_key(run->memory, "memory.max_usage_in_bytes", "");
+	return read_key(run->memory, "memory.peak", "");
+}
+
+void
+cgroup_run_remove(struct cgroup_run *run)
+{
+	if (!run->active)
+		return;
+	if (rmdir(run->memory) < 0 && errno != ENOENT)
+		log_msg(LOG_ERROR, "rmdir(%s) failed: %s", run->memory, strerror(errno));
+	if (strcmp(run->pids, run->memory) != 0 && rmdir(run->pids) < 0 && errno != ENOENT)
+		log_msg(LOG_ERROR, "rmdir(%s) failed: %s", run->pids, strerror(errno));
+	run->active = false;
+}

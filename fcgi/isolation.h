@@ -1,0 +1,65 @@
+/*
+ * isolation.h - which isolation layers are in force on this host, probed at start-up.
+ */
+#ifndef CODEBOX_ISOLATION_H
+#define CODEBOX_ISOLATION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+enum iso_layer {
+	ISO_USERNS,
+	ISO_PIDNS,
+	ISO_NETNS,
+	ISO_MOUNTNS,
+	ISO_IPCNS,
+	ISO_UTSNS,
+	ISO_SECCOMP,
+	ISO_LANDLOCK,
+	ISO_CGROUP,
+	ISO_LAYER_COUNT,
+};
+
+struct isolation {
+	bool on[ISO_LAYER_COUNT];
+	char why_off[ISO_LAYER_COUNT][160]; /* why a layer is off */
+	bool proc;                          /* a private /proc inside the mount namespace */
+	int landlock_abi;                   /* the kernel's, even when Landlock is disabled */
+	int cgroup_version;
+	bool root_pool;  /* runs get per-worker host uids */
+	uid_t uid_first; /* host uids runs execute as */
+	uid_t uid_last;
+	uid_t inner_uid; /* the uid a run sees, with a user namespace */
+};
+
+/* "userns", "pidns", ... ; NULL for an unknown value. */
+const char *iso_layer_name(enum iso_layer layer);
+
+/*
+ * Parses a comma-separated list of layer names (CODEBOX_DISABLE, CODEBOX_REQUIRE) into set.
+ * Returns 0, or -1 naming the unknown word in why.
+ */
+int iso_parse_list(const char *list, bool set[ISO_LAYER_COUNT], char *why, size_t why_len);
+
+/*
+ * Tries to create each namespace with a throw-away clone() and fills the namespace layers;
+ * layers in disabled stay off. Without a user namespace, the others need a root pool.
+ * A mount namespace also needs the pid namespace (its init reads result.json).
+ */
+void iso_probe_namespaces(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT]);
+
+/* Turns a layer off with a reason (and the layers that depend on it). */
+void iso_turn_off(struct isolation *iso, enum iso_layer layer, const char *why);
+
+/* clone() flags for the layers in force; 0 means direct mode (no pid namespace). */
+int iso_clone_flags(const struct isolation *iso);
+
+/* Writes one line listing the layers in force into buf. */
+void iso_summary(const struct isolation *iso, char *buf, size_t len);
+
+/* Names the first required layer that is off, in why; returns -1 then, else 0. */
+int iso_check_required(const struct isolation *iso, const bool required[ISO_LAYER_COUNT], char *why,
+                       size_t why_len);
+
+#endif

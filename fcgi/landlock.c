@@ -1,0 +1,187 @@
+/*
+ * landlock.c - Landlock rules for a run.
+ *
+ * In a mount namespace the run sees only /usr, its /etc, a few devices and its directory, so
+ * Landlock there limits writes (and TCP, signals, abstract sockets) and leaves reads to the
+ * mount table. Without one, it limits reads too.
+ *
+ * Landlock rules are tied to inodes, not to paths, and a rule on a directory covers
+ * everything beneath it, across mount points. So one ruleset per worker covers every run of
+ * that worker: the rule on the worker's directory of runs also covers each run's directory
+ * and the tmpfs mounted on it, and the rules on /usr and friends also cover the read-only
+ * bind mounts of them inside the mount namespace.
+ *
+ * Which rights exist depends on the ABI; like the kernel's samples/landlock/sandboxer.c, the
+ * handled set is trimmed to what the running kernel knows. glibc has no wrappers and the
+ * installed uapi header may be older than the kernel, so the constants are spelled out here.
+ */
+#include "landlock.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+
+#define LL_CREATE_RULESET_VERSION (1U << 0)
+#define LL_RULE_PATH_BENEATH 1
+
+#define LL_FS_EXECUTE (1ULL << 0)
+#define LL_FS_WRITE_FILE (1ULL << 1)
+#define LL_FS_READ_FILE (1ULL << 2)
+#define LL_FS_READ_DIR (1ULL << 3)
+#define LL_FS_REMOVE_DIR (1ULL << 4)
+#define LL_FS_REMOVE_FILE (1ULL << 5)
+#define LL_FS_MAKE_CHAR (1ULL << 6)
+#define LL_FS_MAKE_DIR (1ULL << 7)
+#define LL_FS_MAKE_REG (1ULL << 8)
+#define LL_FS_MAKE_SOCK (1ULL << 9)
+#define LL_FS_MAKE_FIFO (1ULL << 10)
+#define LL_FS_MAKE_BLOCK (1ULL << 11)
+#define LL_FS_MAKE_SYM (1ULL << 12)
+#define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
+#define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
+#define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
+#define LL_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
+#define LL_NET_CONNECT_TCP (1ULL << 1)
+#define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0) /* ABI 6 */
+#define LL_SCOPE_SIGNAL (1ULL << 1)
+
+struct ll_ruleset_attr {
+	uint64_t handled_access_fs;
+	uint64_t handled_access_net;
+	uint64_t scoped;
+};
+
+struct ll_path_beneath {
+	uint64_t allowed_access;
+	int32_t parent_fd;
+} __attribute__((packed));
+
+#define LL_FS_FILE_RIGHTS                                                                          \
+	(LL_FS_EXECUTE | LL_FS_WRITE_FILE | LL_FS_READ_FILE | LL_FS_TRUNCATE | LL_FS_IOCTL_DEV)
+#define LL_FS_READ_RIGHTS (LL_FS_EXECUTE | LL_FS_READ_FILE | LL_FS_READ_DIR)
+
+int
+landlock_abi(void)
+{
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
+
+	return abi < 0 ? 0 : (int)abi;
+}
+
+static uint64_t
+landlock_fs_rights(int abi)
+{
+	uint64_t fs = (LL_FS_MAKE_SYM << 1) - 1; /* ABI 1: bits 0..12 */
+
+	if (abi >= 2)
+		fs |= LL_FS_REFER;
+	if (abi >= 3)
+		fs |= LL_FS_TRUNCATE;
+	if (abi >= 5)
+		fs |= LL_FS_IOCTL_DEV;
+	return fs;
+}
+
+static int
+landlock_allow(int ruleset, const char *path, uint64_t access, uint64_t handled, bool optional)
+{
+	struct ll_path_beneath rule;
+	struct stat sb;
+	int fd = open(path, O_PATH | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (optional && errno == ENOENT)
+			return 0;
+		log_msg(LOG_ERROR, "landlock: open(%s) failed: %s", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &sb) == 0 && !S_ISDIR(sb.st_mode))
+		access &= LL_FS_FILE_RIGHTS;
+	rule.allowed_access = access & handled;
+	rule.parent_fd = fd;
+	if (syscall(SYS_landlock_add_rule, ruleset, LL_RULE_PATH_BENEATH, &rule, 0) < 0) {
+		log_msg(LOG_ERROR, "landlock: a rule for %s failed: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int
+landlock_build(int abi, const char *rw_dir, const char *python, bool restrict_reads)
+{
+	static const char *const system_paths[] = {
+	    "/usr",           "/bin",   "/sbin",   "/lib",
+	    "/lib32",         "/lib64", "/libx32", "/etc/ld.so.cache",
+	    "/etc/localtime",
+	};
+	static const char *const devices[] = {
+	    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+	};
+	struct ll_ruleset_attr attr = {0};
+	size_t attr_size = sizeof(attr);
+	uint64_t fs;
+	int ruleset;
+
+	if (abi < 1)
+		return -1;
+	fs = landlock_fs_rights(abi);
+	if (!restrict_reads)
+		fs &= ~(LL_FS_READ_FILE | LL_FS_READ_DIR | LL_FS_EXECUTE);
+	attr.handled_access_fs = fs;
+	if (abi >= 4)
+		attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
+	if (abi >= 6)
+		attr.scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL;
+	else if (abi >= 4)
+		attr_size = offsetof(struct ll_ruleset_attr, scoped);
+	else
+		attr_size = offsetof(struct ll_ruleset_attr, handled_access_net);
+
+	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
+	if (ruleset < 0) {
+		log_msg(LOG_ERROR, "landlock_create_ruleset() failed: %s", strerror(errno));
+		return -1;
+	}
+	/* the syscall's fd is already close-on-exec */
+	for (size_t i = 0; restrict_reads && i < sizeof(system_paths) / sizeof(system_paths[0]);
+	     i++)
+		if (landlock_allow(ruleset, system_paths[i], LL_FS_READ_RIGHTS, fs, true) < 0)
+			goto fail;
+	if (restrict_reads && landlock_allow(ruleset, python, LL_FS_READ_RIGHTS, fs, false) < 0)
+		goto fail;
+	for (size_t i = 0; i < sizeof(devices) / sizeof(devices[0]); i++)
+		if (landlock_allow(ruleset, devices[i],
+		                   LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE, fs,
+		                   true) < 0)
+			goto fail;
+	/* the run's own directory: everything but device nodes */
+	if (landlock_allow(ruleset, rw_dir, fs & ~(LL_FS_MAKE_CHAR | LL_FS_MAKE_BLOCK), fs, false) <
+	    0)
+		goto fail;
+	return ruleset;
+fail:
+	close(ruleset);
+	return -1;
+}
+
+int
+landlock_apply(int ruleset_fd)
+{
+	return (int)syscall(SYS_landlock_restrict_self, ruleset_fd, 0);
+}

@@ -1,0 +1,273 @@
+/*
+ * mounts.c - a new root for each run, one commented step at a time.
+ *
+ * Order:
+ *   1. make every mount private, so nothing below propagates back to the host;
+ *   2. mount the skeleton tmpfs on the run's own (host) directory: it becomes the new root;
+ *   3. bind /usr read-only, and /bin, /lib... as symlinks or binds, like the host has them;
+ *   4. bind the sandbox's /etc (passwd, group, ld.so.cache, localtime) read-only, and the
+ *      host's /etc/alternatives in it (Debian reaches libblas.so.3 through it);
+ *   5. /dev: binds of the harmless character devices and the /dev/fd links;
+ *   6. a fresh /proc, which shows only the run's own pid namespace;
+ *   7. bind the worker's directory of runs read-only at its host path (Landlock's rule is on
+ *      its inode) and mount the size-limited working tmpfs on the run's directory in it;
+ *   8. pivot_root into the skeleton and detach the old root;
+ *   9. remount the skeleton read-only.
+ * Read-only remounts of binds must keep the flags the kernel locked on the source mount
+ * (nosuid, nodev, noexec, atime flags), so they are read with statvfs() and passed back.
+ */
+#include "mounts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define NEWROOT_MAX 4096
+
+const char *
+mounts_step_string(enum mounts_step step)
+{
+	switch (step) {
+	case MOUNTS_PRIVATE:
+		return "making mounts private";
+	case MOUNTS_ROOT:
+		return "mounting the new root";
+	case MOUNTS_SYSTEM:
+		return "binding the system read-only";
+	case MOUNTS_ETC:
+		return "binding /etc";
+	case MOUNTS_DEV:
+		return "building /dev";
+	case MOUNTS_PROC:
+		return "mounting /proc";
+	case MOUNTS_WORK:
+		return "mounting the working tmpfs";
+	case MOUNTS_PIVOT:
+		return "pivoting into the new root";
+	case MOUNTS_READONLY:
+		return "making the new root read-only";
+	}
+	return "an unknown mount step";
+}
+
+static unsigned long
+locked_flags(const char *path)
+{
+	struct statvfs sv;
+	unsigned long f = 0;
+
+	if (statvfs(path, &sv) < 0)
+		return 0;
+	if (sv.f_flag & ST_NOSUID)
+		f |= MS_NOSUID;
+	if (sv.f_flag & ST_NODEV)
+		f |= MS_NODEV;
+	if (sv.f_flag & ST_NOEXEC)
+		f |= MS_NOEXEC;
+	if (sv.f_flag & ST_NOATIME)
+		f |= MS_NOATIME;
+	if (sv.f_flag & ST_NODIRATIME)
+		f |= MS_NODIRATIME;
+	if (sv.f_flag & ST_RELATIME)
+		f |= MS_RELATIME;
+	return f;
+}
+
+static int
+bind_ro(const char *src, const char *dst, bool recursive)
+{
+	if (mount(src, dst, NULL, MS_BIND | (recursive ? MS_REC : 0), NULL) < 0)
+		return -1;
+	return mount(NULL, dst, NULL,
+	             MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(src),
+	             NULL);
+}
+
+/* dst = root + path; no allocation */
+static int
+join(char *dst, size_t len, const char *root, const char *path)
+{
+	int n = snprintf(dst, len, "%s%s", root, path);
+
+	if (n < 0 || (size_t)n >= len) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/* mkdir -p of path (absolute, below root), each component mode 0755 */
+static int
+mkdirs(const char *root, const char *path)
+{
+	char p[NEWROOT_MAX];
+
+	if (join(p, sizeof(p), root, path) < 0)
+		return -1;
+	for (char *s = p + strlen(root) + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		if (mkdir(p, 0755) < 0 && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	return mkdir(p, 0755) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int
+touch(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+/* /bin, /lib...: the same shape as the host (a symlink into usr/ on merged-/usr systems) */
+static int
+mirror_top(const char *root, const char *name)
+{
+	char host[64], dst[NEWROOT_MAX], target[256];
+	struct stat sb;
+	ssize_t n;
+
+	snprintf(host, sizeof(host), "/%s", name);
+	if (lstat(host, &sb) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (join(dst, sizeof(dst), root, host) < 0)
+		return -1;
+	if (S_ISLNK(sb.st_mode)) {
+		n = readlink(host, target, sizeof(target) - 1);
+		if (n < 0)
+			return -1;
+		target[n] = '\0';
+		return symlink(target, dst);
+	}
+	if (!S_ISDIR(sb.st_mode))
+		return 0;
+	if (mkdir(dst, 0755) < 0)
+		return -1;
+	return bind_ro(host, dst, true);
+}
+
+static int
+build_dev(const char *root)
+{
+	static const char *const nodes[] = {"null", "zero", "full", "random", "urandom"};
+	static const char *const links[][2] = {
+	    {"fd", "/proc/self/fd"},
+	    {"stdin", "/proc/self/fd/0"},
+	    {"stdout", "/proc/self/fd/1"},
+	    {"stderr", "/proc/self/fd/2"},
+	};
+	char dst[NEWROOT_MAX], src[64];
+
+	if (mkdirs(root, "/dev") < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+		snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+		if (join(dst, sizeof(dst), root, src) < 0 || touch(dst) < 0)
+			return -1;
+		/* a plain bind keeps the device usable: the host mount is not nodev */
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		snprintf(src, sizeof(src), "/dev/%s", links[i][0]);
+		if (join(dst, sizeof(dst), root, src) < 0 || symlink(links[i][1], dst) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int
+mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
+{
+	char root[NEWROOT_MAX], dst[NEWROOT_MAX], opts[128];
+	static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+
+	*failed_step = MOUNTS_PRIVATE;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -1;
+
+	*failed_step = MOUNTS_ROOT;
+	snprintf(root, sizeof(root), "%s", m->workdir);
+	if (mount("codebox-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+		return -1;
+
+	*failed_step = MOUNTS_SYSTEM;
+	if (mkdirs(root, "/usr") < 0 || join(dst, sizeof(dst), root, "/usr") < 0 ||
+	    bind_ro("/usr", dst, true) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(tops) / sizeof(tops[0]); i++)
+		if (mirror_top(root, tops[i]) < 0)
+			return -1;
+
+	*failed_step = MOUNTS_ETC;
+	if (mkdirs(root, "/etc") < 0 || join(dst, sizeof(dst), root, "/etc") < 0 ||
+	    bind_ro(m->etc_dir, dst, false) < 0)
+		return -1;
+	/* Debian's alternatives (libblas.so.3 and friends) are symlinks through /etc */
+	if (access("/etc/alternatives", F_OK) == 0 &&
+	    (join(dst, sizeof(dst), root, "/etc/alternatives") < 0 ||
+	     bind_ro("/etc/alternatives", dst, false) < 0))
+		return -1;
+
+	/* an interpreter outside /usr (--python) is bound read-only at its own path */
+	if (strncmp(m->python, "/usr/", 5) != 0) {
+		char parent[NEWROOT_MAX];
+		const char *slash = strrchr(m->python, '/');
+		if (join(parent, sizeof(parent), "", m->python) < 0)
+			return -1;
+		parent[slash - m->python] = '\0';
+		if ((parent[0] && mkdirs(root, parent) < 0) ||
+		    join(dst, sizeof(dst), root, m->python) < 0 || touch(dst) < 0 ||
+		    bind_ro(m->python, dst, false) < 0)
+			return -1;
+	}
+
+	*failed_step = MOUNTS_DEV;
+	if (build_dev(root) < 0)
+		return -1;
+
+	*failed_step = MOUNTS_PROC;
+	if (mkdirs(root, "/proc") < 0)
+		return -1;
+	if (m->mount_proc) {
+		if (join(dst, sizeof(dst), root, "/proc") < 0 ||
+		    mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			return -1;
+	}
+
+	*failed_step = MOUNTS_WORK;
+	if (mkdirs(root, m->parent_dir) < 0 || join(dst, sizeof(dst), root, m->parent_dir) < 0 ||
+	    bind_ro(m->parent_dir, dst, false) < 0) /* not recursive: leaves out the skeleton */
+		return -1;
+	if (join(dst, sizeof(dst), root, m->workdir) < 0)
+		return -1;
+	snprintf(opts, sizeof(opts), "mode=0700,size=%llu,uid=%u,gid=%u", m->disk_bytes,
+	         (unsigned)m->owner_uid, (unsigned)m->owner_gid);
+	if (mount("codebox-work", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return -1;
+
+	*failed_step = MOUNTS_PIVOT;
+	if (chdir(root) < 0 || mkdir(".oldroot", 0700) < 0 ||
+	    syscall(SYS_pivot_root, ".", ".oldroot") < 0 || chdir("/") < 0 ||
+	    umount2("/.oldroot", MNT_DETACH) < 0 || rmdir("/.oldroot") < 0)
+		return -1;
+
+	*failed_step = MOUNTS_READONLY;
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+	    0)
+		return -1;
+	return 0;
+}

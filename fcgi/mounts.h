@@ -1,0 +1,46 @@
+/*
+ * mounts.h - the run's file-system view inside its mount namespace.
+ */
+#ifndef CODEBOX_MOUNTS_H
+#define CODEBOX_MOUNTS_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct mounts_spec {
+	const char *workdir;    /* absolute path of the run's directory (exists on the host) */
+	const char *parent_dir; /* the worker's directory of runs that holds it */
+	const char *etc_dir;    /* the sandbox's /etc, prepared by the supervisor */
+	const char *python;     /* the interpreter; bound in when it is not under /usr */
+	unsigned long long disk_bytes;
+	uid_t owner_uid; /* owner of the working tmpfs, as seen inside */
+	gid_t owner_gid;
+	bool mount_proc;
+};
+
+/* Which step failed, for the error report. */
+enum mounts_step {
+	MOUNTS_PRIVATE = 1,
+	MOUNTS_ROOT,
+	MOUNTS_SYSTEM,
+	MOUNTS_ETC,
+	MOUNTS_DEV,
+	MOUNTS_PROC,
+	MOUNTS_WORK,
+	MOUNTS_PIVOT,
+	MOUNTS_READONLY,
+};
+
+/*
+ * In a fresh mount namespace (with CAP_SYS_ADMIN in its user namespace), builds a new root
+ * and pivots into it: a read-only tmpfs skeleton holding read-only binds of /usr (and /bin,
+ * /lib... as on the host), the sandbox's /etc, /dev with null, zero, full, random, urandom
+ * and a small /dev/shm, a fresh /proc of the run's pid namespace (if mount_proc), and a
+ * size-limited tmpfs at workdir. Nothing of the host's file system is writable afterwards.
+ * Async-signal-safe (no allocation). Returns 0, or -1 with errno and *failed_step set.
+ */
+int mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step);
+
+const char *mounts_step_string(enum mounts_step step);
+
+#endif
