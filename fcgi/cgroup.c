@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int
@@ -301,14 +302,28 @@ cgroup_run_peak_bytes(const struct cgroup_run *run)
 	return read_key(run->memory, "memory.peak", "");
 }
 
+/* rmdir that waits, bounded, for exiting tasks to leave the group */
+static void
+remove_group(const char *dir)
+{
+	for (int i = 0; i < 200; i++) {
+		struct timespec ms = {0, 5 * 1000 * 1000};
+		if (rmdir(dir) == 0 || errno == ENOENT)
+			return;
+		if (errno != EBUSY)
+			break;
+		nanosleep(&ms, NULL);
+	}
+	log_msg(LOG_ERROR, "rmdir(%s) failed: %s", dir, strerror(errno));
+}
+
 void
 cgroup_run_remove(struct cgroup_run *run)
 {
 	if (!run->active)
 		return;
-	if (rmdir(run->memory) < 0 && errno != ENOENT)
-		log_msg(LOG_ERROR, "rmdir(%s) failed: %s", run->memory, strerror(errno));
-	if (strcmp(run->pids, run->memory) != 0 && rmdir(run->pids) < 0 && errno != ENOENT)
-		log_msg(LOG_ERROR, "rmdir(%s) failed: %s", run->pids, strerror(errno));
+	remove_group(run->memory);
+	if (strcmp(run->pids, run->memory) != 0)
+		remove_group(run->pids);
 	run->active = false;
 }

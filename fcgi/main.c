@@ -278,6 +278,9 @@ main(int argc, char **argv)
 	int c;
 
 	log_set_component("pool");
+	/* the argument area, contiguous from argv[0] to the end of the last argument */
+	sandbox_set_title_area(argv[0],
+	                       (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]));
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -314,6 +317,13 @@ main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* init overwrites the argument area (sandbox_set_title_area): keep no pointer into it */
+	python = strdup(python);
+	socket_path = strdup(socket_path);
+	runs_dir = strdup(runs_dir);
+	group = group ? strdup(group) : NULL;
+	if (python == NULL || socket_path == NULL || runs_dir == NULL)
+		die("out of memory");
 	if (python[0] != '/')
 		die("--python must be an absolute path");
 	if (access(python, X_OK) < 0)

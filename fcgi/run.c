@@ -300,7 +300,8 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	    /* a backstop only: CPU time can exceed wall time only with threads */
 	    .cpu_limit_seconds = spec->wall_ms / 1000 + 2,
 	    .fsize_bytes = spec->disk_bytes,
-	    .nproc = cfg->nproc_rlimit ? spec->max_processes : 0,
+	    /* with a pids cgroup, the cgroup refuses the fork (and records it for details) */
+	    .nproc = cfg->nproc_rlimit && cfg->cgroup == NULL ? spec->max_processes : 0,
 	    .as_bytes = cfg->cgroup == NULL ? spec->memory_bytes : 0,
 	    .nofile = 1024,
 	    .landlock_fd = cfg->landlock_fd,

@@ -51,6 +51,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "landlock.h"
@@ -99,6 +100,29 @@ sandbox_step_string(enum sandbox_step step)
 		return "execve() of the interpreter";
 	}
 	return "an unknown step";
+}
+
+static char *title_area;
+static size_t title_len;
+
+void
+sandbox_set_title_area(char *start, size_t len)
+{
+	title_area = start;
+	title_len = len;
+}
+
+/* init is a copy of the worker: rename it, so a run sees nothing of the pool's arguments */
+static void
+sandbox_retitle(void)
+{
+	static const char title[] = "codebox-init";
+
+	(void)prctl(PR_SET_NAME, title);
+	if (title_area == NULL || title_len < sizeof(title))
+		return;
+	memset(title_area, 0, title_len);
+	memcpy(title_area, title, sizeof(title));
 }
 
 static noreturn void
@@ -359,6 +383,7 @@ sandbox_init(const struct sandbox_spec *s)
 		if (sandbox_close_fds(keep, 7) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
+	sandbox_retitle();
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
 	if (sandbox_wait_go(s) < 0)
@@ -415,18 +440,24 @@ sandbox_init(const struct sandbox_spec *s)
 		if (!rep.program_reaped && (pfd.revents & (POLLIN | POLLHUP | POLLERR)))
 			rep.stopped = 1; /* 'S', or EOF: the worker is gone */
 	}
-	/* pid 1's kill(-1) reaches every other process of the namespace */
-	(void)kill(-1, SIGKILL);
+	/*
+	 * pid 1's kill(-1) reaches every other process of the namespace. A process forked while
+	 * kill() walks the task list can be missed, so kill and reap until nothing is left (the
+	 * worker's stop deadline bounds this; past it the worker kills init, and the namespace).
+	 */
 	for (;;) {
-		pid_t p = waitpid(-1, &st, 0);
-		if (p < 0 && errno == EINTR)
-			continue;
-		if (p < 0)
-			break; /* ECHILD: nothing of the run is left */
-		if (p == prog && !rep.program_reaped) {
-			rep.program_reaped = 1;
-			rep.program_status = st;
-		}
+		struct timespec ms = {0, 1000 * 1000};
+		pid_t p;
+
+		(void)kill(-1, SIGKILL);
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+			if (p == prog && !rep.program_reaped) {
+				rep.program_reaped = 1;
+				rep.program_status = st;
+			}
+		if (p < 0 && errno == ECHILD)
+			break;
+		(void)nanosleep(&ms, NULL);
 	}
 	(void)getrusage(RUSAGE_CHILDREN, &rep.children);
 

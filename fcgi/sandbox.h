@@ -96,6 +96,13 @@ struct sandbox_spec {
 };
 
 /*
+ * Records the process's argument area (argv[0] up to the end of the last argument), which
+ * init overwrites so that /proc/1/cmdline inside a run does not show the pool's command line.
+ * Call once from main().
+ */
+void sandbox_set_title_area(char *start, size_t len);
+
+/*
  * Direct mode: the forked child waits for the go, becomes the program and execs it. Never
  * returns; a failed step is reported on error_fd and ends in _exit(127).
  */
