@@ -5,6 +5,7 @@
 #   median/p95 of print(1) and of the café program through the service
 #   median/p95 of /usr/bin/python3 -I -c pass and -c 'import numpy' started directly
 #   throughput of print(1) with wrk at concurrency 4 and 20 (10 s each)
+#   print(1) with the isolation layers added one group at a time (CODEBOX_DISABLE)
 set -euo pipefail
 
 usage() {
@@ -45,25 +46,37 @@ PY=/usr/bin/python3
 
 work=$(mktemp -d /tmp/codebox-bench.XXXXXX)
 chmod 0711 "$work" # runs execute as other uids and must reach their directory
-port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/stack" --pool "$pool" --quiet \
-	>"$work/run.out" 2>&1 &
-stack=$!
+stack=""
 cleanup() {
-	kill -TERM "$stack" 2>/dev/null || true
-	wait "$stack" 2>/dev/null || true
+	stack_stop
 	rm -rf "$work"
 }
 trap cleanup EXIT
-base="http://127.0.0.1:$port"
-for ((i = 0; i < 1200; i++)); do
-	[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] && break
-	kill -0 "$stack" 2>/dev/null || {
-		cat "$work/run.out" >&2
-		exit 1
-	}
-	sleep 0.1
-done
+
+# stack_start NAME [CODEBOX_DISABLE]: a private stack on a random loopback port
+stack_start() {
+	local port i
+	port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	CODEBOX_DISABLE=${2:-} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
+		--pool "$pool" --quiet >"$work/$1.out" 2>&1 &
+	stack=$!
+	base="http://127.0.0.1:$port"
+	for ((i = 0; i < 1200; i++)); do
+		[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] && return 0
+		kill -0 "$stack" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$work/$1.out" >&2
+	exit 1
+}
+
+stack_stop() {
+	if [[ -n $stack ]]; then
+		kill -TERM "$stack" 2>/dev/null || true
+		wait "$stack" 2>/dev/null || true
+		stack=""
+	fi
+}
 
 # stats FILE: median and p95 of one number (ms) per line
 stats() {
@@ -97,6 +110,7 @@ time_http() {
 }
 
 cd "$work"
+stack_start full
 cafe=$(jq -cn --rawfile code "$here/tests/programs/cafe.py" '{code: $code}')
 time_http print1.ms '{"code":"print(1)"}'
 time_cmd bare-pass.ms "$PY" -I -c pass
@@ -104,11 +118,12 @@ time_http cafe.ms "$cafe"
 time_cmd bare-numpy.ms "$PY" -I -c 'import numpy'
 
 echo "# codebox bench: $runs sequential runs each; milliseconds"
-printf "%-44s %8s %8s\n" "what" "median" "p95"
-printf "%-44s %s\n" "service: print(1)" "$(stats print1.ms)"
-printf "%-44s %s\n" "bare: python3 -I -c pass" "$(stats bare-pass.ms)"
-printf "%-44s %s\n" "service: café program (numpy)" "$(stats cafe.ms)"
-printf "%-44s %s\n" "bare: python3 -I -c 'import numpy'" "$(stats bare-numpy.ms)"
+echo "# isolation: $(curl -s "$base/isolation" | jq -c .layers)"
+printf "%-52s %8s %8s\n" "what" "median" "p95"
+printf "%-52s %s\n" "service, every layer: print(1)" "$(stats print1.ms)"
+printf "%-52s %s\n" "bare: python3 -I -c pass" "$(stats bare-pass.ms)"
+printf "%-52s %s\n" "service, every layer: café program (numpy)" "$(stats cafe.ms)"
+printf "%-52s %s\n" "bare: python3 -I -c 'import numpy'" "$(stats bare-numpy.ms)"
 m1=$(stats print1.ms | awk '{print $1}')
 m0=$(stats bare-pass.ms | awk '{print $1}')
 echo "added by the service at the median (print(1) - bare pass): $(awk -v a="$m1" -v b="$m0" 'BEGIN { printf "%.2f", a - b }') ms"
@@ -128,3 +143,21 @@ LUA
 else
 	echo "wrk is not installed: no throughput numbers (scripts/install-deps.sh installs it)"
 fi
+stack_stop
+
+# Layer by layer: the same print(1) with layers switched off, next to bare start-up again.
+echo "# print(1) layer by layer (CODEBOX_DISABLE), median and p95 in ms"
+all=userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup
+for variant in "none:$all" "seccomp only:userns,pidns,netns,mountns,ipcns,utsns,landlock,cgroup" \
+	"seccomp+landlock:userns,pidns,netns,mountns,ipcns,utsns,cgroup" \
+	"seccomp+landlock+cgroup (direct mode):userns,pidns,netns,mountns,ipcns,utsns" \
+	"+ user/pid namespaces:netns,mountns,ipcns,utsns" "+ net/ipc/uts namespaces:mountns" \
+	"every layer:"; do
+	name=${variant%%:*}
+	stack_start "v$RANDOM" "${variant#*:}"
+	time_http variant.ms '{"code":"print(1)"}'
+	stack_stop
+	printf "%-52s %s\n" "$name" "$(stats variant.ms)"
+done
+time_cmd bare-pass.ms "$PY" -I -c pass
+printf "%-52s %s\n" "bare: python3 -I -c pass" "$(stats bare-pass.ms)"

@@ -47,6 +47,8 @@ stack_stop() {
 	[[ -n ${STACK_PID:-} ]] || return 0
 	kill -TERM "$STACK_PID" 2>/dev/null || true
 	wait "$STACK_PID" 2>/dev/null || true
+	# bounded: the drain lets in-flight runs finish, slower under the sanitizers
+	wait_for "the stack to stop" 600 marker_gone "$STACK_DIR" || true
 	local left
 	left=$(pgrep -f -- "$STACK_DIR" || true)
 	if [[ -n $left ]]; then
