@@ -13,8 +13,11 @@
 #include "cgroup.h"
 
 #include "log.h"
+#include "proc.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -326,4 +329,62 @@ cgroup_run_remove(struct cgroup_run *run)
 	if (strcmp(run->pids, run->memory) != 0)
 		remove_group(run->pids);
 	run->active = false;
+}
+
+static void
+sweep_dir(const char *parent, const char *prefix)
+{
+	DIR *d = opendir(parent);
+	struct dirent *e;
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char dir[700], procs[800], buf[4096];
+		int fd;
+		ssize_t n;
+
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(dir, sizeof(dir), "%.600s/%.80s", parent, e->d_name);
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+		/* a bounded number of rounds: processes may fork while being killed */
+		for (int round = 0; round < 50; round++) {
+			fd = open(procs, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				break;
+			n = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+			if (n <= 0)
+				break;
+			buf[n] = '\0';
+			for (char *p = buf; *p;) {
+				char *end;
+				long pid = strtol(p, &end, 10);
+				if (end == p)
+					break;
+				if (pid > 0)
+					proc_kill((pid_t)pid, SIGKILL,
+					          "a process left in a dead worker's cgroup");
+				p = end;
+				while (*p == '\n')
+					p++;
+			}
+			struct timespec ms = {0, 5 * 1000 * 1000};
+			nanosleep(&ms, NULL);
+		}
+		log_msg(LOG_WARN, "removing %s, left by a worker that died mid-run", dir);
+		remove_group(dir);
+	}
+	closedir(d);
+}
+
+void
+cgroup_sweep(const struct cgroup_ctx *ctx, const char *prefix)
+{
+	if (ctx->version == 0)
+		return;
+	sweep_dir(ctx->memory, prefix);
+	if (ctx->version == 1)
+		sweep_dir(ctx->pids, prefix);
 }

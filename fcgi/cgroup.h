@@ -44,6 +44,12 @@ void cgroup_run_events(const struct cgroup_run *run, bool *oom_killed, bool *pid
 /* Peak memory of the run's group, or 0. */
 unsigned long long cgroup_run_peak_bytes(const struct cgroup_run *run);
 
+/*
+ * Removes groups whose names start with prefix, left by a worker that died mid-run: kills
+ * whatever is still in them first. Call it when a worker starts.
+ */
+void cgroup_sweep(const struct cgroup_ctx *ctx, const char *prefix);
+
 /* Removes the run's group; every process in it must be dead. */
 void cgroup_run_remove(struct cgroup_run *run);
 

@@ -13,12 +13,15 @@
  */
 #include "worker.h"
 
+#include "cgroup.h"
 #include "landlock.h"
 #include "limits.h"
 #include "log.h"
 #include "reply.h"
 #include "request.h"
+#include "workdir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcgiapp.h>
 #include <fcntl.h>
@@ -255,6 +258,37 @@ out:
 	log_set_request_id(NULL);
 }
 
+/* What a predecessor that died mid-run left: its run's directory and cgroup. */
+static void
+worker_sweep(const struct worker_config *wc, int parent_fd, const char *parent)
+{
+	char prefix[32];
+	int dfd = fcntl(parent_fd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *e;
+
+	if (wc->run.cgroup != NULL) {
+		snprintf(prefix, sizeof(prefix), "w%d-run-", wc->index);
+		cgroup_sweep(wc->run.cgroup, prefix);
+	}
+	if (d == NULL) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, "run-", 4) != 0)
+			continue;
+		log_msg(LOG_WARN, "removing %s/%s, left by a worker that died mid-run", parent,
+		        e->d_name);
+		if (workdir_remove_tree(parent_fd, e->d_name) < 0)
+			log_msg(LOG_ERROR, "removing %s/%s failed: %s", parent, e->d_name,
+			        strerror(errno));
+		rewinddir(d);
+	}
+	closedir(d);
+}
+
 int
 worker_prepare_run(const struct worker_config *wc, struct run_config *run)
 {
@@ -279,6 +313,7 @@ worker_prepare_run(const struct worker_config *wc, struct run_config *run)
 		log_msg(LOG_ERROR, "open(%s) failed: %s", parent, strerror(errno));
 		return -1;
 	}
+	worker_sweep(wc, run->work_parent_fd, parent);
 	run->landlock_fd = -1;
 	if (wc->iso->on[ISO_LANDLOCK]) {
 		run->landlock_fd = landlock_build(wc->iso->landlock_abi, parent, run->python,

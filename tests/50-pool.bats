@@ -92,6 +92,9 @@ two_in_flight() {
 	# the run got SIGKILL with its worker (PR_SET_PDEATHSIG)
 	wait_for "the orphaned run to die" 50 marker_gone "$m"
 	wait_for "the respawn" 50 full_pool
+	# the respawned worker sweeps what its predecessor left: the run's directory and cgroup
+	wait_for "the sweep" 50 bash -c "[[ -z \$(find '$STACK_DIR/runs' -name 'run-*') ]]"
+	run -0 grep -c "left by a worker that died mid-run" "$STACK_DIR/logs/pool.log"
 	post '{"code":"print(1)"}'
 	assert_equal "$code" 200
 }
@@ -112,10 +115,12 @@ two_in_flight() {
 }
 
 @test "pool: SIGTERM drains: the run in flight is answered, then everything stops" {
-	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/drain" -w '%{http_code}' --data-binary \
-		'{"code":"import time; time.sleep(2); print(\"finished\")"}' "$BASE/execute" \
-		>"$BATS_TEST_TMPDIR/drain_code" 3>&- &
-	wait_for "the run to start" 100 bash -c "[[ \$(find '$STACK_DIR/runs' -name 'run-*' | wc -l) -ge 1 ]]"
+	local m="codebox-drain-$RANDOM$RANDOM"
+	jq -cn --arg m "$m" '{code: "import os, sys\nos.execv(sys.executable, [sys.executable, \"-c\", \"import time; time.sleep(2); print(\\\"finished\\\")\", sys.stdin.read()])", stdin: $m}' \
+		>"$BATS_TEST_TMPDIR/req"
+	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/drain" -w '%{http_code}' \
+		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/drain_code" 3>&- &
+	wait_for "the run to start" 100 pgrep -f -- "$m"
 	kill -TERM "$STACK_PID"
 	wait
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/drain_code")" 200
