@@ -74,7 +74,7 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_
 	    .disk_bytes = 16ULL << 20,
 	};
 	memset(fault, 0, sizeof(*fault));
-	if (run_execute(cfg, &spec, &o, run_why, sizeof(run_why)) < 0) {
+	if (run_execute(cfg, &spec, NULL, &o, run_why, sizeof(run_why)) < 0) {
 		snprintf(why, why_len, "the interpreter %s could not be run: %s", cfg->python,
 		         run_why);
 		fault->fault = o.fault;

@@ -84,31 +84,6 @@ close_fd(int *fd)
 	}
 }
 
-static int
-stdin_memfd(const char *data, size_t len)
-{
-	int fd = memfd_create("codebox-stdin", MFD_CLOEXEC);
-
-	if (fd < 0)
-		return -1;
-	while (len > 0) {
-		ssize_t w = write(fd, data, len);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			close(fd);
-			return -1;
-		}
-		data += w;
-		len -= (size_t)w;
-	}
-	if (lseek(fd, 0, SEEK_SET) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* Drains what is available on *fd into c; closes it at EOF. */
 static void
 drain(int *fd, struct capture *c)
@@ -194,72 +169,99 @@ static void
 set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
           const char *what)
 {
-	out->fault = fault;
+	if (out != NULL)
+		out->fault = fault;
 	snprintf(why, why_len, "%s: %s", what, strerror(errno));
 }
 
-int
-run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_outcome *out,
-            char *why, size_t why_len)
+bool
+run_box_fits(const struct run_box *box, const struct run_spec *spec)
 {
-	struct workdir wd = {.fd = -1};
-	struct cgroup_run cg = {0};
-	struct report_buf rb = {0};
-	struct sandbox_failure failure = {0};
-	struct mounts_spec ms;
-	int in_fd = -1, out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, fail_p[2] = {-1, -1};
-	int ctl_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
-	int pidfd = -1, main_status = 0, rc = -1;
-	pid_t pid = -1;
-	bool ns_mode = cfg->clone_flags != 0;
-	bool main_reaped = false, timed_out = false, setup_failed = false, stop_sent = false;
-	bool oom = false, pids_max = false, disk_full = false;
-	struct rusage ru = {0};
-	long long t0, deadline, drain_deadline = 0, stop_deadline = 0;
-	char home[4200], tmpdir[4200], cg_name[80];
+	return box->active && box->memory_bytes == spec->memory_bytes &&
+	       box->max_processes == spec->max_processes && box->disk_bytes == spec->disk_bytes;
+}
 
-	memset(out, 0, sizeof(*out));
-	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
-	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
-		out->fault = RUN_FAULT_OTHER;
-		snprintf(why, why_len, "out of memory for the output buffers");
+static void
+box_close_fds(struct run_box *box)
+{
+	close_fd(&box->pidfd);
+	close_fd(&box->out_r);
+	close_fd(&box->err_r);
+	close_fd(&box->fail_r);
+	close_fd(&box->ctl_w);
+	close_fd(&box->rep_r);
+}
+
+/* Kills what is left of the box's processes and removes its directory and cgroup. */
+static void
+box_teardown(const struct run_config *cfg, struct run_box *box, bool *main_reaped, int *main_status,
+             struct rusage *ru)
+{
+	if (box->pid > 0)
+		proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, main_reaped,
+		                       main_status, ru, proc_now_ms() + RUN_KILL_MS);
+	box_close_fds(box);
+	cgroup_run_remove(&box->cg);
+	(void)workdir_remove(&box->wd, cfg->work_parent_fd); /* a leftover is logged there */
+	box->active = false;
+	box->pid = -1;
+}
+
+void
+run_box_discard(const struct run_config *cfg, struct run_box *box)
+{
+	bool reaped = false;
+	int st;
+	struct rusage ru;
+
+	if (box->active)
+		box_teardown(cfg, box, &reaped, &st, &ru);
+}
+
+int
+run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
+              unsigned long max_processes, unsigned long long disk_bytes, struct run_box *box,
+              struct run_outcome *fault, char *why, size_t why_len)
+{
+	int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, fail_p[2] = {-1, -1};
+	int ctl_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
+	bool ns_mode = cfg->clone_flags != 0;
+	char home[4200], tmpdir[4200], cg_name[80];
+	struct mounts_spec ms;
+
+	memset(box, 0, sizeof(*box));
+	box->pid = -1;
+	box->wd.fd = -1;
+	box->pidfd = box->out_r = box->err_r = box->fail_r = box->ctl_w = box->rep_r = -1;
+	box->ns_mode = ns_mode;
+	box->memory_bytes = memory_bytes;
+	box->max_processes = max_processes;
+	box->disk_bytes = disk_bytes;
+	if (workdir_create(&box->wd, cfg->work_parent_fd, cfg->work_parent, cfg->drop_privileges,
+	                   cfg->run_uid, cfg->run_gid, NULL, 0) < 0) {
+		set_fault(fault, RUN_FAULT_OTHER, why, why_len,
+		          "could not create the run's working directory");
 		return -1;
 	}
-	t0 = proc_now_ms();
-	if (workdir_create(&wd, cfg->work_parent_fd, cfg->work_parent, cfg->drop_privileges,
-	                   cfg->run_uid, cfg->run_gid, spec->code, spec->code_len) < 0) {
-		out->fault = RUN_FAULT_OTHER;
-		snprintf(why, why_len, "could not create the run's working directory");
-		return -1;
-	}
+	box->active = true;
 	if (cfg->cgroup != NULL) {
-		snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index, wd.name);
-		if (cgroup_run_create(cfg->cgroup, &cg, cg_name, spec->memory_bytes,
-		                      spec->max_processes) < 0) {
-			set_fault(out, RUN_FAULT_CGROUP, why, why_len,
+		snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index, box->wd.name);
+		if (cgroup_run_create(cfg->cgroup, &box->cg, cg_name, memory_bytes, max_processes) <
+		    0) {
+			set_fault(fault, RUN_FAULT_CGROUP, why, why_len,
 			          "could not create the run's cgroup");
-			goto out;
+			goto fail;
 		}
 	}
-	if (ns_mode) {
-		rb.cap = sizeof(struct sandbox_report) + spec->max_result_bytes + 1;
-		rb.buf = malloc(rb.cap);
-		if (rb.buf == NULL) {
-			out->fault = RUN_FAULT_OTHER;
-			snprintf(why, why_len, "out of memory for the report");
-			goto out;
-		}
-	}
-	in_fd = stdin_memfd(spec->stdin_data, spec->stdin_len);
-	if (in_fd < 0 || pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
+	if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
 	    pipe2(fail_p, O_CLOEXEC) < 0 || pipe2(ctl_p, O_CLOEXEC) < 0 ||
 	    (ns_mode && pipe2(rep_p, O_CLOEXEC) < 0)) {
-		set_fault(out, RUN_FAULT_OTHER, why, why_len, "could not create the run's pipes");
-		goto out;
+		set_fault(fault, RUN_FAULT_OTHER, why, why_len, "could not create the run's pipes");
+		goto fail;
 	}
 
-	snprintf(home, sizeof(home), "HOME=%s", wd.path);
-	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", wd.path);
+	snprintf(home, sizeof(home), "HOME=%s", box->wd.path);
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", box->wd.path);
 	char *const envp[] = {
 	    "PATH=/usr/local/bin:/usr/bin:/bin",
 	    home,
@@ -272,23 +274,23 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	};
 	char *const argv[] = {(char *)cfg->python, "-I", "-u", "main.py", NULL};
 	ms = (struct mounts_spec){
-	    .workdir = wd.path,
+	    .workdir = box->wd.path,
 	    .parent_dir = cfg->work_parent,
 	    .etc_dir = cfg->etc_dir,
 	    .python = cfg->python,
-	    .disk_bytes = spec->disk_bytes,
+	    .disk_bytes = disk_bytes,
 	    .owner_uid = cfg->userns ? RUN_INNER_ID : cfg->run_uid,
 	    .owner_gid = cfg->userns ? RUN_INNER_ID : cfg->run_gid,
 	    .mount_proc = cfg->mount_proc,
 	};
 	struct sandbox_spec sb = {
-	    .stdin_fd = in_fd,
+	    .stdin_fd = -1,
 	    .stdout_fd = out_p[1],
 	    .stderr_fd = err_p[1],
 	    .error_fd = fail_p[1],
 	    .ctl_fd = ctl_p[0],
 	    .report_fd = rep_p[1],
-	    .workdir = wd.path,
+	    .workdir = box->wd.path,
 	    .python = cfg->python,
 	    .argv = argv,
 	    .envp = envp,
@@ -297,85 +299,194 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	    .uid = ns_mode && cfg->userns ? RUN_INNER_ID : cfg->run_uid,
 	    .gid = ns_mode && cfg->userns ? RUN_INNER_ID : cfg->run_gid,
 	    .parent_pid = ns_mode ? 1 : getpid(),
-	    /* a backstop only: CPU time can exceed wall time only with threads */
-	    .cpu_limit_seconds = spec->wall_ms / 1000 + 2,
-	    .fsize_bytes = spec->disk_bytes,
-	    /* with a pids cgroup, the cgroup refuses the fork (and records it for details) */
-	    .nproc = cfg->nproc_rlimit && cfg->cgroup == NULL ? spec->max_processes : 0,
-	    .as_bytes = cfg->cgroup == NULL ? spec->memory_bytes : 0,
 	    .nofile = 1024,
 	    .landlock_fd = cfg->landlock_fd,
 	    .seccomp = cfg->seccomp,
 	    .mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS) ? &ms : NULL,
 	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
 	    .ids_before_mounts = cfg->userns,
-	    .code = spec->code,
-	    .code_len = spec->code_len,
-	    .max_result_bytes = spec->max_result_bytes,
 	};
 
 	if (ns_mode)
-		pid = (pid_t)syscall(SYS_clone, cfg->clone_flags | SIGCHLD, 0, 0, 0, 0);
+		box->pid = (pid_t)syscall(SYS_clone, cfg->clone_flags | SIGCHLD, 0, 0, 0, 0);
 	else
-		pid = fork();
-	if (pid < 0) {
-		set_fault(out, ns_mode ? RUN_FAULT_CLONE : RUN_FAULT_OTHER, why, why_len,
+		box->pid = fork();
+	if (box->pid < 0) {
+		set_fault(fault, ns_mode ? RUN_FAULT_CLONE : RUN_FAULT_OTHER, why, why_len,
 		          ns_mode ? "clone() of the run's namespaces failed" : "fork() failed");
-		goto out;
+		goto fail;
 	}
-	if (pid == 0) {
+	if (box->pid == 0) {
 		if (ns_mode)
 			sandbox_init(&sb);
 		sandbox_run_program(&sb);
 	}
 
-	close_fd(&in_fd);
 	close_fd(&out_p[1]);
 	close_fd(&err_p[1]);
 	close_fd(&fail_p[1]);
 	close_fd(&ctl_p[0]);
 	close_fd(&rep_p[1]);
-	(void)fcntl(out_p[0], F_SETFL, O_NONBLOCK);
-	(void)fcntl(err_p[0], F_SETFL, O_NONBLOCK);
-	if (rep_p[0] >= 0)
-		(void)fcntl(rep_p[0], F_SETFL, O_NONBLOCK);
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec by definition */
+	box->out_r = out_p[0];
+	box->err_r = err_p[0];
+	box->fail_r = fail_p[0];
+	box->ctl_w = ctl_p[1];
+	box->rep_r = rep_p[0];
+	out_p[0] = err_p[0] = fail_p[0] = ctl_p[1] = rep_p[0] = -1;
+	(void)fcntl(box->out_r, F_SETFL, O_NONBLOCK);
+	(void)fcntl(box->err_r, F_SETFL, O_NONBLOCK);
+	(void)fcntl(box->fail_r, F_SETFL, O_NONBLOCK);
+	if (box->rep_r >= 0)
+		(void)fcntl(box->rep_r, F_SETFL, O_NONBLOCK);
+	box->pidfd = (int)syscall(SYS_pidfd_open, box->pid, 0); /* close-on-exec by definition */
 
-	if (cfg->userns && write_id_maps(cfg, pid) < 0) {
-		set_fault(out, RUN_FAULT_UID_MAP, why, why_len,
+	if (cfg->userns && write_id_maps(cfg, box->pid) < 0) {
+		set_fault(fault, RUN_FAULT_UID_MAP, why, why_len,
 		          "writing the run's uid and gid maps failed");
-		goto out;
+		goto fail;
 	}
-	if (cg.active && cgroup_run_attach(&cg, pid) < 0) {
-		set_fault(out, RUN_FAULT_CGROUP, why, why_len,
+	if (box->cg.active && cgroup_run_attach(&box->cg, box->pid) < 0) {
+		set_fault(fault, RUN_FAULT_CGROUP, why, why_len,
 		          "moving the run into its cgroup failed");
+		goto fail;
+	}
+	if (write(box->ctl_w, "G", 1) != 1) {
+		set_fault(fault, RUN_FAULT_OTHER, why, why_len, "starting the sandbox failed");
+		goto fail;
+	}
+	return 0;
+fail:
+	for (int i = 0; i < 2; i++) {
+		close_fd(&out_p[i]);
+		close_fd(&err_p[i]);
+		close_fd(&fail_p[i]);
+		close_fd(&ctl_p[i]);
+		close_fd(&rep_p[i]);
+	}
+	run_box_discard(cfg, box);
+	return -1;
+}
+
+/* Sends the request to the box's child, bounded in time (the child is reading it). */
+static int
+send_request(struct run_box *box, const struct run_spec *spec, const struct run_config *cfg)
+{
+	struct sandbox_request req = {
+	    .magic = SANDBOX_REQUEST_MAGIC,
+	    .code_len = (uint32_t)spec->code_len,
+	    .stdin_len = (uint32_t)spec->stdin_len,
+	    .max_result_bytes = (uint32_t)spec->max_result_bytes,
+	    /* with a pids cgroup, the cgroup refuses the fork (and records it for details) */
+	    .nproc = cfg->nproc_rlimit && cfg->cgroup == NULL ? spec->max_processes : 0,
+	    .fsize_bytes = spec->disk_bytes,
+	    .as_bytes = cfg->cgroup == NULL ? spec->memory_bytes : 0,
+	    /* a backstop only: CPU time can exceed wall time only with threads */
+	    .cpu_limit_seconds = spec->wall_ms / 1000 + 2,
+	};
+	const struct {
+		const void *p;
+		size_t n;
+	} parts[] = {
+	    {&req, sizeof(req)}, {spec->code, spec->code_len}, {spec->stdin_data, spec->stdin_len}};
+	long long deadline = proc_now_ms() + RUN_STOP_MS;
+
+	(void)fcntl(box->ctl_w, F_SETFL, O_NONBLOCK);
+	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		const char *p = parts[i].p;
+		size_t n = parts[i].n;
+		while (n > 0) {
+			ssize_t w = write(box->ctl_w, p, n);
+			if (w > 0) {
+				p += w;
+				n -= (size_t)w;
+				continue;
+			}
+			if (w < 0 && errno != EAGAIN && errno != EINTR)
+				return -1;
+			long long left = deadline - proc_now_ms();
+			struct pollfd pfd = {.fd = box->ctl_w, .events = POLLOUT};
+			if (left <= 0) {
+				errno = ETIMEDOUT;
+				return -1;
+			}
+			(void)poll(&pfd, 1, (int)left);
+		}
+	}
+	return 0;
+}
+
+int
+run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_box *given,
+            struct run_outcome *out, char *why, size_t why_len)
+{
+	struct run_box local, *box = &local;
+	struct report_buf rb = {0};
+	struct sandbox_failure failure = {0};
+	int main_status = 0, rc = -1;
+	bool main_reaped = false, timed_out = false, setup_failed = false, stop_sent = false;
+	bool oom = false, pids_max = false, disk_full = false;
+	struct rusage ru = {0};
+	long long t0, deadline, drain_deadline = 0, stop_deadline = 0;
+
+	memset(out, 0, sizeof(*out));
+	t0 = proc_now_ms();
+	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
+	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
+		out->fault = RUN_FAULT_OTHER;
+		snprintf(why, why_len, "out of memory for the output buffers");
+		if (given != NULL)
+			run_box_discard(cfg, given);
+		return -1;
+	}
+	if (given != NULL && run_box_fits(given, spec)) {
+		box = given; /* built ahead: the namespaces and mounts cost nothing now */
+	} else {
+		if (given != NULL)
+			run_box_discard(cfg, given);
+		if (run_box_build(cfg, spec->memory_bytes, spec->max_processes, spec->disk_bytes,
+		                  &local, out, why, why_len) < 0)
+			return -1;
+	}
+	if (box->ns_mode) {
+		rb.cap = sizeof(struct sandbox_report) + spec->max_result_bytes + 1;
+		rb.buf = malloc(rb.cap);
+		if (rb.buf == NULL) {
+			out->fault = RUN_FAULT_OTHER;
+			snprintf(why, why_len, "out of memory for the report");
+			goto out;
+		}
+	}
+	if (send_request(box, spec, cfg) < 0) {
+		/* the child died or failed a step: its error pipe says which */
+		set_fault(out, RUN_FAULT_OTHER, why, why_len,
+		          "handing the program to the sandbox failed");
+		if (read(box->fail_r, &failure, sizeof(failure)) == (ssize_t)sizeof(failure))
+			setup_failed = true;
+		/* a failed set-up step is reported below with its name; else the fault stands */
+		rc = setup_failed ? 0 : -1;
 		goto out;
 	}
-	if (write(ctl_p[1], "G", 1) != 1) {
-		set_fault(out, RUN_FAULT_OTHER, why, why_len, "starting the run failed");
-		goto out;
-	}
-	deadline = t0 + spec->wall_ms;
+	deadline = proc_now_ms() + spec->wall_ms;
 
 	for (;;) {
 		struct pollfd pfd[5];
 		int n = 0, i_out = -1, i_err = -1, i_fail = -1, i_rep = -1, i_pid = -1;
 		long long now = proc_now_ms(), until;
 
-		if (main_reaped && out_p[0] < 0 && err_p[0] < 0 && rep_p[0] < 0)
+		if (main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
 			break;
 		if (!main_reaped && !stop_sent && now >= deadline) {
 			timed_out = true;
-			if (ns_mode) {
+			if (box->ns_mode) {
 				/* init stops the run and still reports the result */
 				stop_sent = true;
-				if (write(ctl_p[1], "S", 1) != 1)
+				if (write(box->ctl_w, "S", 1) != 1)
 					stop_deadline = now; /* init is gone already */
 				else
 					stop_deadline = now + RUN_STOP_MS;
 			} else {
-				proc_kill_all_children(pid, pid, &main_reaped, &main_status, &ru,
-				                       now + RUN_KILL_MS);
+				proc_kill_all_children(box->pid, box->pid, &main_reaped,
+				                       &main_status, &ru, now + RUN_KILL_MS);
 				drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 			}
 			continue;
@@ -383,59 +494,59 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		if (!main_reaped && stop_sent && now >= stop_deadline) {
 			log_msg(LOG_WARN, "init did not stop the run within %d ms; killing it",
 			        RUN_STOP_MS);
-			proc_kill(pid, SIGKILL, "a run's init");
+			proc_kill(box->pid, SIGKILL, "a run's init");
 			stop_deadline = now + RUN_KILL_MS;
 		}
 		if (main_reaped && now >= drain_deadline)
 			break;
 		until = main_reaped ? drain_deadline : stop_sent ? stop_deadline : deadline;
-		if (out_p[0] >= 0) {
+		if (box->out_r >= 0) {
 			i_out = n;
-			pfd[n++] = (struct pollfd){.fd = out_p[0], .events = POLLIN};
+			pfd[n++] = (struct pollfd){.fd = box->out_r, .events = POLLIN};
 		}
-		if (err_p[0] >= 0) {
+		if (box->err_r >= 0) {
 			i_err = n;
-			pfd[n++] = (struct pollfd){.fd = err_p[0], .events = POLLIN};
+			pfd[n++] = (struct pollfd){.fd = box->err_r, .events = POLLIN};
 		}
-		if (fail_p[0] >= 0) {
+		if (box->fail_r >= 0) {
 			i_fail = n;
-			pfd[n++] = (struct pollfd){.fd = fail_p[0], .events = POLLIN};
+			pfd[n++] = (struct pollfd){.fd = box->fail_r, .events = POLLIN};
 		}
-		if (rep_p[0] >= 0) {
+		if (box->rep_r >= 0) {
 			i_rep = n;
-			pfd[n++] = (struct pollfd){.fd = rep_p[0], .events = POLLIN};
+			pfd[n++] = (struct pollfd){.fd = box->rep_r, .events = POLLIN};
 		}
-		if (!main_reaped && pidfd >= 0) {
+		if (!main_reaped && box->pidfd >= 0) {
 			i_pid = n;
-			pfd[n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
+			pfd[n++] = (struct pollfd){.fd = box->pidfd, .events = POLLIN};
 		}
 		long long wait_ms = until - now;
 		if (wait_ms < 0)
 			wait_ms = 0;
-		if (pidfd < 0 && !main_reaped && wait_ms > 10)
+		if (box->pidfd < 0 && !main_reaped && wait_ms > 10)
 			wait_ms = 10; /* no pidfd (kernel < 5.3): check the child every 10 ms */
 		if (poll(pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) {
 			set_fault(out, RUN_FAULT_OTHER, why, why_len, "poll() failed");
 			goto out;
 		}
 		if (i_out >= 0 && pfd[i_out].revents)
-			drain(&out_p[0], &out->out);
+			drain(&box->out_r, &out->out);
 		if (i_err >= 0 && pfd[i_err].revents)
-			drain(&err_p[0], &out->err);
+			drain(&box->err_r, &out->err);
 		if (i_rep >= 0 && pfd[i_rep].revents)
-			drain_report(&rep_p[0], &rb);
+			drain_report(&box->rep_r, &rb);
 		if (i_fail >= 0 && pfd[i_fail].revents) {
-			ssize_t r = read(fail_p[0], &failure, sizeof(failure));
+			ssize_t r = read(box->fail_r, &failure, sizeof(failure));
 			if (r == (ssize_t)sizeof(failure))
 				setup_failed = true;
 			if (r != -1 || errno != EINTR)
-				close_fd(&fail_p[0]);
+				close_fd(&box->fail_r);
 		}
-		if (!main_reaped && (pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
+		if (!main_reaped && (box->pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
 			int st;
 			struct rusage r1;
-			pid_t p = wait4(pid, &st, WNOHANG | __WALL, &r1);
-			if (p == pid) {
+			pid_t p = wait4(box->pid, &st, WNOHANG | __WALL, &r1);
+			if (p == box->pid) {
 				main_reaped = true;
 				main_status = st;
 				ru = r1;
@@ -444,26 +555,17 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		if (main_reaped && drain_deadline == 0) {
 			/* the program (or init) ended: nothing it started may keep the pipes open
 			 */
-			proc_kill_all_children(ns_mode ? 0 : pid, pid, &main_reaped, &main_status,
-			                       &ru, proc_now_ms() + RUN_KILL_MS);
+			proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, &main_reaped,
+			                       &main_status, &ru, proc_now_ms() + RUN_KILL_MS);
 			drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 		}
 	}
 	rc = 0;
 out:
 	/* every exit path: nothing of the run may outlive this function */
-	if (pid > 0)
-		proc_kill_all_children(ns_mode ? 0 : pid, pid, &main_reaped, &main_status, &ru,
-		                       proc_now_ms() + RUN_KILL_MS);
-	close_fd(&pidfd);
-	close_fd(&in_fd);
-	for (int i = 0; i < 2; i++) {
-		close_fd(&out_p[i]);
-		close_fd(&err_p[i]);
-		close_fd(&fail_p[i]);
-		close_fd(&ctl_p[i]);
-		close_fd(&rep_p[i]);
-	}
+	if (box->pid > 0)
+		proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, &main_reaped,
+		                       &main_status, &ru, proc_now_ms() + RUN_KILL_MS);
 	if (rc == 0 && setup_failed) {
 		out->fault = RUN_FAULT_STEP;
 		out->fault_step = failure.step;
@@ -479,8 +581,8 @@ out:
 			         strerror(failure.err));
 		rc = -1;
 	}
-	if (cg.active)
-		cgroup_run_events(&cg, &oom, &pids_max);
+	if (box->cg.active)
+		cgroup_run_events(&box->cg, &oom, &pids_max);
 	if (rc == 0) {
 		int status = main_status;
 		bool have_status = true;
@@ -488,7 +590,7 @@ out:
 		out->cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
 		              (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 		out->max_rss_bytes = (long long)ru.ru_maxrss * 1024;
-		if (ns_mode) {
+		if (box->ns_mode) {
 			struct sandbox_report rep;
 			bool complete = false;
 
@@ -526,7 +628,7 @@ out:
 				out->result_status = RESULT_NONE;
 			}
 		} else {
-			out->result_status = result_read(wd.fd, spec->max_result_bytes,
+			out->result_status = result_read(box->wd.fd, spec->max_result_bytes,
 			                                 &out->result_json, &out->result_len);
 		}
 		if (timed_out) {
@@ -552,15 +654,14 @@ out:
 			out->limit_exceeded = RUN_LIMIT_PROCESSES;
 		else if (disk_full || out->term_signal == SIGXFSZ)
 			out->limit_exceeded = RUN_LIMIT_DISK;
-		if (cg.active) {
-			unsigned long long peak = cgroup_run_peak_bytes(&cg);
+		if (box->cg.active) {
+			unsigned long long peak = cgroup_run_peak_bytes(&box->cg);
 			if (peak > 0)
 				out->max_rss_bytes = (long long)peak;
 		}
 		out->duration_ms = proc_now_ms() - t0;
 	}
 	free(rb.buf);
-	cgroup_run_remove(&cg);
-	(void)workdir_remove(&wd, cfg->work_parent_fd); /* a leftover is logged there */
+	box_teardown(cfg, box, &main_reaped, &main_status, &ru);
 	return rc;
 }

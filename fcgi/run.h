@@ -9,7 +9,9 @@
 #include <sys/types.h>
 
 #include "capture.h"
+#include "cgroup.h"
 #include "result.h"
+#include "workdir.h"
 
 enum run_status {
 	RUN_SUCCEEDED, /* exit code 0 */
@@ -28,7 +30,6 @@ enum run_limit {
 const char *run_status_string(enum run_status s);
 const char *run_limit_string(enum run_limit l); /* NULL for RUN_LIMIT_NONE */
 
-struct cgroup_ctx;
 struct seccomp_filter;
 
 /* Where, as whom and behind which layers runs happen; fixed for the life of a worker. */
@@ -98,12 +99,45 @@ struct run_outcome {
 };
 
 /*
- * Runs spec under cfg and fills out. Returns 0 whatever the program did (its outcome is a
+ * A sandbox built ahead of its request: namespaces, mounts, cgroup and the run's directory
+ * exist, and the child waits for the code. Only the run's caps that are fixed at build time
+ * (memory, processes, disk) must match the request that uses it.
+ */
+struct run_box {
+	bool active;
+	bool ns_mode;
+	struct workdir wd;
+	struct cgroup_run cg;
+	pid_t pid;
+	int pidfd, out_r, err_r, fail_r, ctl_w, rep_r;
+	unsigned long long memory_bytes;
+	unsigned long max_processes;
+	unsigned long long disk_bytes;
+};
+
+/*
+ * Builds a sandbox for a later run_execute(). Returns 0, or -1 with the reason in why and, in
+ * fault (may be NULL), which layer failed.
+ */
+int run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
+                  unsigned long max_processes, unsigned long long disk_bytes, struct run_box *box,
+                  struct run_outcome *fault, char *why, size_t why_len);
+
+/* Whether box was built with the caps spec asks for. */
+bool run_box_fits(const struct run_box *box, const struct run_spec *spec);
+
+/* Kills a box that will not be used, and removes its directory and cgroup. */
+void run_box_discard(const struct run_config *cfg, struct run_box *box);
+
+/*
+ * Runs spec under cfg and fills out. box, if not NULL and active, is a sandbox built ahead
+ * that fits spec; it is used up either way (a box that does not fit is discarded and a new
+ * one built). Returns 0 whatever the program did (its outcome is a
  * 200), or -1 when the sandbox itself failed (a 500), with the reason in why. Either way,
  * when it returns nothing the run started is alive and its directory is gone.
  */
-int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_outcome *out,
-                char *why, size_t why_len);
+int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_box *box,
+                struct run_outcome *out, char *why, size_t why_len);
 
 void run_outcome_free(struct run_outcome *out);
 

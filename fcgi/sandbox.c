@@ -46,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
@@ -150,6 +151,86 @@ write_all(int fd, const void *buf, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+static int
+read_full(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+
+	while (n > 0) {
+		ssize_t r = read(fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0)
+				errno = EPIPE;
+			return -1;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * Reads the request that follows 'G' and applies its limits to s. *code and *input are
+ * allocated here (the worker is single-threaded, so its malloc is consistent in the copy).
+ */
+static int
+sandbox_read_request(int fd, struct sandbox_spec *s, char **code, size_t *code_len, char **input,
+                     size_t *input_len)
+{
+	struct sandbox_request req;
+
+	if (read_full(fd, &req, sizeof(req)) < 0)
+		return -1;
+	if (req.magic != SANDBOX_REQUEST_MAGIC || req.code_len > SANDBOX_MAX_INPUT_BYTES ||
+	    req.stdin_len > SANDBOX_MAX_INPUT_BYTES) {
+		errno = EPROTO;
+		return -1;
+	}
+	*code = malloc((size_t)req.code_len + 1);
+	*input = malloc((size_t)req.stdin_len + 1);
+	if (*code == NULL || *input == NULL || read_full(fd, *code, req.code_len) < 0 ||
+	    read_full(fd, *input, req.stdin_len) < 0)
+		return -1;
+	*code_len = req.code_len;
+	*input_len = req.stdin_len;
+	s->nproc = (unsigned long)req.nproc;
+	s->fsize_bytes = req.fsize_bytes;
+	s->as_bytes = req.as_bytes;
+	s->cpu_limit_seconds = (long)req.cpu_limit_seconds;
+	s->max_result_bytes = req.max_result_bytes;
+	return 0;
+}
+
+/* stdin: a memfd holding the request's data, rewound */
+static int
+sandbox_make_stdin(const char *data, size_t len)
+{
+	int fd = memfd_create("codebox-stdin", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (write_all(fd, data, len) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int
+sandbox_write_code(const char *code, size_t len)
+{
+	int fd = open("main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int rc;
+
+	if (fd < 0)
+		return -1;
+	rc = write_all(fd, code, len);
+	close(fd);
+	return rc;
 }
 
 /* Blocks for the worker's go. */
@@ -295,8 +376,6 @@ sandbox_program(const struct sandbox_spec *s)
 	}
 	if (chdir(s->workdir) < 0)
 		sandbox_fail(s, SANDBOX_CHDIR, 0);
-	if (s->mounts == NULL && s->parent_pid != 1 && sandbox_ids(s) < 0)
-		sandbox_fail(s, SANDBOX_IDS, 0);
 	if (sandbox_parent_death(s) < 0)
 		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
 	if (sandbox_rlimits(s) < 0)
@@ -317,11 +396,26 @@ sandbox_program(const struct sandbox_spec *s)
 }
 
 noreturn void
-sandbox_run_program(const struct sandbox_spec *s)
+sandbox_run_program(const struct sandbox_spec *spec)
 {
-	if (sandbox_wait_go(s) < 0)
-		sandbox_fail(s, SANDBOX_WAIT, 0);
-	sandbox_program(s);
+	struct sandbox_spec s = *spec;
+	char *code, *input;
+	size_t code_len, input_len;
+
+	if (sandbox_wait_go(&s) < 0)
+		sandbox_fail(&s, SANDBOX_WAIT, 0);
+	if (sandbox_read_request(s.ctl_fd, &s, &code, &code_len, &input, &input_len) < 0)
+		_exit(0); /* the worker gave this sandbox up */
+	s.stdin_fd = sandbox_make_stdin(input, input_len);
+	if (s.stdin_fd < 0)
+		sandbox_fail(&s, SANDBOX_STDIO, 0);
+	if (chdir(s.workdir) < 0)
+		sandbox_fail(&s, SANDBOX_CHDIR, 0);
+	if (sandbox_ids(&s) < 0)
+		sandbox_fail(&s, SANDBOX_IDS, 0);
+	if (sandbox_write_code(code, code_len) < 0)
+		sandbox_fail(&s, SANDBOX_CODE, 0);
+	sandbox_program(&s);
 }
 
 static int
@@ -334,19 +428,6 @@ sandbox_drop_caps(void)
 	return (int)syscall(SYS_capset, &hdr, data);
 }
 
-static int
-sandbox_write_code(const struct sandbox_spec *s)
-{
-	int fd = open("main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int rc;
-
-	if (fd < 0)
-		return -1;
-	rc = write_all(fd, s->code, s->code_len);
-	close(fd);
-	return rc;
-}
-
 static void
 sandbox_on_chld(int sig)
 {
@@ -354,9 +435,12 @@ sandbox_on_chld(int sig)
 }
 
 noreturn void
-sandbox_init(const struct sandbox_spec *s)
+sandbox_init(const struct sandbox_spec *spec)
 {
+	struct sandbox_spec spec_copy = *spec, *s = &spec_copy;
 	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
+	char *code, *input;
+	size_t code_len, input_len;
 	sigset_t chld, waitmask;
 	enum mounts_step mstep = 0;
 	char *json = NULL;
@@ -411,8 +495,17 @@ sandbox_init(const struct sandbox_spec *s)
 		sandbox_fail(s, SANDBOX_CAPS, 1);
 	if (chdir(s->workdir) < 0)
 		sandbox_fail(s, SANDBOX_CHDIR, 0);
-	if (s->mounts != NULL && sandbox_write_code(s) < 0)
+
+	/* the sandbox is ready: from here on, it waits for its request */
+	if (sandbox_read_request(s->ctl_fd, s, &code, &code_len, &input, &input_len) < 0)
+		_exit(0); /* the worker gave this sandbox up */
+	s->stdin_fd = sandbox_make_stdin(input, input_len);
+	if (s->stdin_fd < 0)
+		sandbox_fail(s, SANDBOX_STDIO, 0);
+	if (sandbox_write_code(code, code_len) < 0)
 		sandbox_fail(s, SANDBOX_CODE, 0);
+	free(code);
+	free(input);
 
 	prog = fork();
 	if (prog < 0)

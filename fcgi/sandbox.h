@@ -47,6 +47,25 @@ struct sandbox_failure {
 	int err;    /* errno */
 };
 
+/*
+ * What the worker sends once the request is known, after 'G': followed by code_len bytes of
+ * code and stdin_len bytes of stdin. The sandbox was built before the request arrived.
+ */
+#define SANDBOX_REQUEST_MAGIC 0x63627232u
+struct sandbox_request {
+	uint32_t magic;
+	uint32_t code_len;
+	uint32_t stdin_len;
+	uint32_t max_result_bytes;
+	uint64_t nproc; /* RLIMIT_NPROC, 0: not set */
+	uint64_t fsize_bytes;
+	uint64_t as_bytes; /* RLIMIT_AS, 0: not set */
+	int64_t cpu_limit_seconds;
+};
+
+/* Upper bounds a child accepts for code and stdin (limits.c allows at most 16 MiB each). */
+#define SANDBOX_MAX_INPUT_BYTES (64U << 20)
+
 /* What init sends the worker when the run is over, followed by result_len bytes. */
 #define SANDBOX_REPORT_MAGIC 0x63627831u
 struct sandbox_report {
@@ -61,11 +80,11 @@ struct sandbox_report {
 };
 
 struct sandbox_spec {
-	int stdin_fd;
+	int stdin_fd; /* set by the child from the request */
 	int stdout_fd;
 	int stderr_fd;
 	int error_fd;  /* close-on-exec; a struct sandbox_failure when a step fails */
-	int ctl_fd;    /* read: 'G' to start, then (init) 'S' or EOF to stop */
+	int ctl_fd;    /* read: 'G', then the request, then (init) 'S' or EOF to stop */
 	int report_fd; /* init: write end for the struct sandbox_report */
 	const char *workdir;
 	const char *python;
@@ -89,10 +108,8 @@ struct sandbox_spec {
 	/* namespace mode only */
 	const struct mounts_spec *mounts; /* NULL: no mount namespace */
 	bool uts;
-	bool ids_before_mounts; /* inside a user namespace */
-	const char *code;
-	size_t code_len;
-	size_t max_result_bytes;
+	bool ids_before_mounts;  /* inside a user namespace */
+	size_t max_result_bytes; /* from the request */
 };
 
 /*
@@ -103,15 +120,17 @@ struct sandbox_spec {
 void sandbox_set_title_area(char *start, size_t len);
 
 /*
- * Direct mode: the forked child waits for the go, becomes the program and execs it. Never
- * returns; a failed step is reported on error_fd and ends in _exit(127).
+ * Direct mode: the forked child waits for the go and the request, writes main.py, becomes the
+ * program and execs it. Never returns; a failed step is reported on error_fd and ends in
+ * _exit(127); a worker that goes away before the request ends it quietly.
  */
 noreturn void sandbox_run_program(const struct sandbox_spec *s);
 
 /*
  * Namespace mode: the clone()d child is pid 1 of the run's pid namespace. It builds the
- * run's view of the system, forks the program, reaps everything, and when the program ends or
- * the worker says stop, kills whatever is left, reads result.json from the working tmpfs
+ * run's view of the system (before the request exists: sandboxes are built ahead), then
+ * waits for the request, writes main.py, forks the program, reaps everything, and when the program
+ * ends or the worker says stop, kills whatever is left, reads result.json from the working tmpfs
  * (which dies with the namespace) and sends a struct sandbox_report. Never returns.
  */
 noreturn void sandbox_init(const struct sandbox_spec *s);

@@ -70,16 +70,22 @@ workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_
 		log_msg(LOG_ERROR, "open(%s) failed: %s", w->path, strerror(errno));
 		goto fail;
 	}
-	fd = openat(w->fd, "main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0 || write_all(fd, code, code_len) < 0) {
-		log_msg(LOG_ERROR, "writing %s/main.py failed: %s", w->path, strerror(errno));
-		goto fail;
+	if (code != NULL) {
+		fd = openat(w->fd, "main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		            0600);
+		if (fd < 0 || write_all(fd, code, code_len) < 0 ||
+		    (chown_to && fchown(fd, uid, gid) < 0)) {
+			log_msg(LOG_ERROR, "writing %s/main.py failed: %s", w->path,
+			        strerror(errno));
+			goto fail;
+		}
+		close(fd);
+		fd = -1;
 	}
-	if (chown_to && (fchown(fd, uid, gid) < 0 || fchown(w->fd, uid, gid) < 0)) {
+	if (chown_to && fchown(w->fd, uid, gid) < 0) {
 		log_msg(LOG_ERROR, "chown of %s failed: %s", w->path, strerror(errno));
 		goto fail;
 	}
-	close(fd);
 	return 0;
 fail:
 	if (fd >= 0)

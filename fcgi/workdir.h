@@ -16,8 +16,8 @@ struct workdir {
 
 /*
  * Creates a directory with a fresh random name under runs_fd (whose path is runs_dir),
- * mode 0700, owned by uid/gid when chown is set, and writes main.py into it. Returns 0 or -1
- * (logged, errno set).
+ * mode 0700, owned by uid/gid when chown is set, and writes code as main.py into it unless
+ * code is NULL (then the run writes it). Returns 0 or -1 (logged, errno set).
  */
 int workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_to, uid_t uid,
                    gid_t gid, const char *code, size_t code_len);

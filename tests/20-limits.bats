@@ -61,13 +61,14 @@ marker() {
 	execute_file daemon.py "{stdin: \"$m\"}"
 	execute 'import os; [os.fork() == 0 and os._exit(0) for _ in range(20)]; print("forked")'
 	assert_equal "$(field .stdout)" forked
-	# every process under the pool is a live worker: no zombies (state Z)
-	local pool_pid
-	pool_pid=$(pgrep -o -f -- "--runs-dir $STACK_DIR/runs")
-	run -0 ps --ppid "$pool_pid" -o stat=
+	# no zombies (state Z) under the pool, and nothing of the runs
+	local pool
+	pool=$(pool_pid)
+	run -0 ps --ppid "$pool" -o stat=
 	refute_line --regexp '^Z'
 	run -0 ps -e -o stat=,cmd=
 	refute_line --partial "$m"
+	no_run_leftovers
 }
 
 @test "limits: the working directory is gone when the reply is sent" {
@@ -76,14 +77,12 @@ marker() {
 	dir=$(field .stdout)
 	[[ $dir == "$STACK_DIR/runs/w"*"/run-"* ]]
 	assert [ ! -e "$dir" ]
-	# and runs leave no directory at all behind
-	run -0 find "$STACK_DIR/runs" -name 'run-*'
-	assert_output ""
+	# and runs leave nothing behind
+	no_run_leftovers
 }
 
 @test "limits: a run that fills its directory with a deep tree is cleaned up" {
 	execute $'import os\nfor i in range(2000):\n    os.mkdir("d"); os.chdir("d")\n    open("f", "w").write("x")\nos.chmod(".", 0o500)\nprint("deep")'
 	assert_equal "$(field .stdout)" deep
-	run -0 find "$STACK_DIR/runs" -name 'run-*'
-	assert_output ""
+	no_run_leftovers
 }

@@ -28,18 +28,9 @@ healthy_and_clean() {
 	execute 'print(6 * 7)'
 	assert_equal "$(field .stdout)" 42
 	reply=$saved
-	run -0 find "$STACK_DIR/runs" -name 'run-*'
-	assert_output ""
-	run -0 find /sys/fs/cgroup/memory /sys/fs/cgroup/pids /sys/fs/cgroup/unified -maxdepth 6 \
-		-path "*/codebox-$(pool_pid)/w*-run-*" 2>/dev/null
-	assert_output ""
 	run grep -c -e codebox-work -e codebox-root /proc/self/mountinfo
 	assert_output 0
-	# no process of a run: every descendant of the pool is a worker
-	local pool
-	pool=$(pool_pid)
-	run -0 bash -c "ps -e -o ppid=,pid= | awk -v p=$pool '\$1 == p { print \$2 }' | xargs -r -n1 ps -o ppid= -p | sort -u"
-	assert_output "$(printf '%5d' "$pool")"
+	no_run_leftovers
 }
 
 @test "attacks: a fork bomb is capped by the process limit and ends with the run" {

@@ -69,7 +69,7 @@ two_in_flight() {
 
 @test "pool: a worker that crashes mid-request gives 502 sandbox_unavailable, and its run dies too" {
 	local m="codebox-crash-$RANDOM$RANDOM"
-	jq -cn --arg m "$m" '{code: "import sys, os, time\nprint(os.getpid(), flush=True)\nos.execv(sys.executable, [sys.executable, \"-c\", \"import time; time.sleep(60)\", sys.stdin.read()])", stdin: $m}' \
+	jq -cn --arg m "$m" '{code: "import sys, os, time\nprint(os.getcwd(), flush=True)\nos.execv(sys.executable, [sys.executable, \"-c\", \"import time; time.sleep(60)\", sys.stdin.read()])", stdin: $m}' \
 		>"$BATS_TEST_TMPDIR/req"
 	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/crash" -w '%{http_code}' \
 		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/crash_code" 3>&- &
@@ -93,7 +93,7 @@ two_in_flight() {
 	wait_for "the orphaned run to die" 50 marker_gone "$m"
 	wait_for "the respawn" 50 full_pool
 	# the respawned worker sweeps what its predecessor left: the run's directory and cgroup
-	wait_for "the sweep" 50 bash -c "[[ -z \$(find '$STACK_DIR/runs' -name 'run-*') ]]"
+	wait_for "the sweep" 50 no_run_leftovers
 	run -0 grep -c "left by a worker that died mid-run" "$STACK_DIR/logs/pool.log"
 	post '{"code":"print(1)"}'
 	assert_equal "$code" 200

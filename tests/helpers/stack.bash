@@ -156,3 +156,38 @@ worker_pids() {
 marker_gone() {
 	! pgrep -f -- "$1" >/dev/null
 }
+
+# no_run_leftovers: nothing of any finished run remains. Each worker may hold one sandbox
+# built ahead for its next request: an empty directory, a cgroup holding only that box's
+# idle init, and that init (named codebox-init) without children.
+no_run_leftovers() {
+	local pool worker child workers
+	pool=$(pool_pid)
+	workers=$(worker_pids | wc -l)
+	if [[ -n $(find "$STACK_DIR/runs" -mindepth 3 -path '*/w*/run-*/*' -print -quit) ]]; then
+		echo "a run directory is not empty:" >&2
+		find "$STACK_DIR/runs" -mindepth 3 -path '*/w*/run-*/*' >&2
+		return 1
+	fi
+	if (($(find "$STACK_DIR/runs" -mindepth 2 -maxdepth 2 -name 'run-*' | wc -l) > workers)); then
+		echo "more run directories than workers" >&2
+		return 1
+	fi
+	local cg
+	for cg in $(find /sys/fs/cgroup/memory /sys/fs/cgroup/pids /sys/fs/cgroup/unified -maxdepth 6 \
+		-path "*/codebox-$pool/w*-run-*" 2>/dev/null); do
+		if (($(wc -l <"$cg/cgroup.procs") > 1)); then
+			echo "the cgroup $cg holds more than a waiting init" >&2
+			return 1
+		fi
+	done
+	for worker in $(worker_pids); do
+		for child in $(pgrep -P "$worker"); do
+			if [[ $(cat "/proc/$child/comm") != codebox-init || -n $(pgrep -P "$child") ]]; then
+				echo "worker $worker has a child that is not an idle sandbox: $child" >&2
+				ps -o pid,ppid,comm,args -p "$child" >&2
+				return 1
+			fi
+		done
+	done
+}
