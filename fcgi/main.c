@@ -407,6 +407,7 @@ main(int argc, char **argv)
 		if (worker_prepare_run(&pc.worker, &run) < 0)
 			die("cannot prepare the probe's run directory");
 		rc = probe_measure(&run, &probe, &fault, why, sizeof(why));
+		run_finish_deferred();
 		if (run.landlock_fd >= 0)
 			close(run.landlock_fd);
 		close(run.work_parent_fd);

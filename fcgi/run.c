@@ -192,15 +192,34 @@ box_close_fds(struct run_box *box)
 	close_fd(&box->rep_r);
 }
 
-/* Kills what is left of the box's processes and removes its directory and cgroup. */
+/*
+ * A finished run's empty cgroup, removed after the reply: rmdir of a v1 memory group takes
+ * milliseconds (the kernel offlines it), and the contract only needs the processes dead and
+ * the directory gone before the reply.
+ */
+static struct cgroup_run run_deferred_cg;
+
+void
+run_finish_deferred(void)
+{
+	cgroup_run_remove(&run_deferred_cg);
+}
+
+/* Kills what is left of the box's processes and removes its directory (and its cgroup, or
+ * leaves that to run_finish_deferred()). */
 static void
 box_teardown(const struct run_config *cfg, struct run_box *box, bool *main_reaped, int *main_status,
-             struct rusage *ru)
+             struct rusage *ru, bool defer_cgroup)
 {
 	if (box->pid > 0)
 		proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, main_reaped,
 		                       main_status, ru, proc_now_ms() + RUN_KILL_MS);
 	box_close_fds(box);
+	if (defer_cgroup && box->cg.active) {
+		run_finish_deferred();
+		run_deferred_cg = box->cg;
+		box->cg.active = false;
+	}
 	cgroup_run_remove(&box->cg);
 	(void)workdir_remove(&box->wd, cfg->work_parent_fd); /* a leftover is logged there */
 	box->active = false;
@@ -215,7 +234,7 @@ run_box_discard(const struct run_config *cfg, struct run_box *box)
 	struct rusage ru;
 
 	if (box->active)
-		box_teardown(cfg, box, &reaped, &st, &ru);
+		box_teardown(cfg, box, &reaped, &st, &ru, false);
 }
 
 int
@@ -662,6 +681,6 @@ out:
 		out->duration_ms = proc_now_ms() - t0;
 	}
 	free(rb.buf);
-	box_teardown(cfg, box, &main_reaped, &main_status, &ru);
+	box_teardown(cfg, box, &main_reaped, &main_status, &ru, true);
 	return rc;
 }

@@ -141,6 +141,9 @@ int run_execute(const struct run_config *cfg, const struct run_spec *spec, struc
 
 void run_outcome_free(struct run_outcome *out);
 
+/* Removes the last run's (empty) cgroup; call it after the reply is sent. */
+void run_finish_deferred(void);
+
 /*
  * Makes this process the reaper of every orphan its runs leave (PR_SET_CHILD_SUBREAPER), so
  * that run_execute() can find and kill them. Call once per worker. Returns 0 or -1.

@@ -1,11 +1,12 @@
 /*
  * worker.c - the accept loop and the dispatch of one request.
  *
- * Shutdown without lost wake-ups: SIGTERM stays blocked except inside ppoll(), which unblocks
- * it atomically while the worker waits for a connection. A SIGTERM that arrives mid-request
+ * Shutdown without lost wake-ups: SIGTERM stays blocked except inside epoll_pwait(), which
+ * unblocks it atomically while the worker waits for a connection (EPOLLEXCLUSIVE, so one
+ * connection wakes one idle worker). A SIGTERM that arrives mid-request
  * stays pending until the request is answered. The listen socket is non-blocking, so when
  * several workers wake for one connection the losers get EAGAIN from libfcgi's accept() and
- * go back to ppoll() instead of sleeping in accept() where SIGTERM cannot reach them.
+ * go back to waiting instead of sleeping in accept() where SIGTERM cannot reach them.
  *
  * Status codes: 200 for any outcome of the program; 400/405/404/413 for the client's
  * mistakes; 500 misconfigured when nginx's limits are missing or malformed, 500 sandbox_error
@@ -27,6 +28,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +56,7 @@ worker_build_ahead(const struct run_config *run)
 {
 	char why[512];
 
-	if (run->clone_flags == 0 || !worker_last.known || worker_box.active)
+	if (!worker_last.known || worker_box.active)
 		return;
 	if (run_box_build(run, worker_last.memory_bytes, worker_last.max_processes,
 	                  worker_last.disk_bytes, &worker_box, NULL, why, sizeof(why)) < 0)
@@ -366,6 +368,7 @@ worker_main(const struct worker_config *wc)
 	struct sigaction sa = {.sa_handler = worker_on_term};
 	sigset_t waitmask;
 	FCGX_Request req;
+	int epfd;
 
 	log_set_component("worker");
 	sigemptyset(&sa.sa_mask);
@@ -382,14 +385,22 @@ worker_main(const struct worker_config *wc)
 		log_msg(LOG_ERROR, "worker %d could not initialise FastCGI", wc->index);
 		_exit(1);
 	}
+	/* EPOLLEXCLUSIVE: a connection wakes one idle worker, not all of them */
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, wc->listen_fd,
+	                          &(struct epoll_event){.events = EPOLLIN | EPOLLEXCLUSIVE}) < 0) {
+		log_msg(LOG_ERROR, "worker %d: epoll on the listen socket failed: %s", wc->index,
+		        strerror(errno));
+		_exit(1);
+	}
 	log_msg(LOG_INFO, "worker %d ready", wc->index);
 	while (!worker_stopping) {
-		struct pollfd pfd = {.fd = wc->listen_fd, .events = POLLIN};
-		int r = ppoll(&pfd, 1, NULL, &waitmask);
+		struct epoll_event ev;
+		int r = epoll_pwait(epfd, &ev, 1, -1, &waitmask);
 
 		if (r < 0) {
 			if (errno != EINTR) {
-				log_msg(LOG_ERROR, "ppoll() on the listen socket failed: %s",
+				log_msg(LOG_ERROR, "epoll_pwait() on the listen socket failed: %s",
 				        strerror(errno));
 				_exit(1);
 			}
@@ -401,10 +412,12 @@ worker_main(const struct worker_config *wc)
 		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
 		worker_handle(wc, &run, &req);
 		FCGX_Finish_r(&req);
-		/* the reply is out: build the next sandbox while nobody waits */
+		/* the reply is out: clean up and build the next sandbox while nobody waits */
+		run_finish_deferred();
 		worker_build_ahead(&run);
 	}
 	run_box_discard(&run, &worker_box);
+	run_finish_deferred();
 	log_msg(LOG_INFO, "worker %d stopping", wc->index);
 	_exit(0);
 }

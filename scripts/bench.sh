@@ -109,6 +109,23 @@ time_http() {
 	done
 }
 
+# paired FILE BODY: alternates one bare `python3 -I -c pass` and one request, $runs times,
+# and records the difference (request - bare) in ms per line, so that drift in the machine's
+# speed cancels out.
+paired() {
+	local out=$1 body=$2 i t0 t1 bare svc
+	: >"$out"
+	for ((i = 0; i < runs; i++)); do
+		t0=${EPOCHREALTIME/./}
+		"$PY" -I -c pass
+		t1=${EPOCHREALTIME/./}
+		bare=$((t1 - t0))
+		svc=$(curl -s -o /dev/null --max-time 60 -w '%{time_total}' -H 'Content-Type: application/json' \
+			--data-binary "$body" "$base/execute" | awk '{ printf "%d", $1 * 1000000 }')
+		awk -v a="$svc" -v b="$bare" 'BEGIN { printf "%.2f\n", (a - b) / 1000 }' >>"$out"
+	done
+}
+
 cd "$work"
 stack_start full
 cafe=$(jq -cn --rawfile code "$here/tests/programs/cafe.py" '{code: $code}')
@@ -127,6 +144,8 @@ printf "%-52s %s\n" "bare: python3 -I -c 'import numpy'" "$(stats bare-numpy.ms)
 m1=$(stats print1.ms | awk '{print $1}')
 m0=$(stats bare-pass.ms | awk '{print $1}')
 echo "added by the service at the median (print(1) - bare pass): $(awk -v a="$m1" -v b="$m0" 'BEGIN { printf "%.2f", a - b }') ms"
+paired added.ms '{"code":"print(1)"}'
+echo "added by the service, paired (median and p95 of request - bare, alternating): $(stats added.ms) ms"
 
 if command -v wrk >/dev/null; then
 	cat >post.lua <<'LUA'
@@ -145,19 +164,18 @@ else
 fi
 stack_stop
 
-# Layer by layer: the same print(1) with layers switched off, next to bare start-up again.
-echo "# print(1) layer by layer (CODEBOX_DISABLE), median and p95 in ms"
+# Layer by layer: the same print(1) with layers switched off, each paired with bare start-up.
+echo "# print(1) layer by layer (CODEBOX_DISABLE): added over bare start-up, paired, in ms"
+printf "%-52s %8s %8s\n" "layers on" "median" "p95"
 all=userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup
-for variant in "none:$all" "seccomp only:userns,pidns,netns,mountns,ipcns,utsns,landlock,cgroup" \
+for variant in "none:$all" "seccomp:userns,pidns,netns,mountns,ipcns,utsns,landlock,cgroup" \
 	"seccomp+landlock:userns,pidns,netns,mountns,ipcns,utsns,cgroup" \
 	"seccomp+landlock+cgroup (direct mode):userns,pidns,netns,mountns,ipcns,utsns" \
-	"+ user/pid namespaces:netns,mountns,ipcns,utsns" "+ net/ipc/uts namespaces:mountns" \
-	"every layer:"; do
+	"+ user and pid namespaces (init):netns,mountns,ipcns,utsns" \
+	"+ net, ipc and uts namespaces:mountns" "every layer (+ mount namespace):"; do
 	name=${variant%%:*}
 	stack_start "v$RANDOM" "${variant#*:}"
-	time_http variant.ms '{"code":"print(1)"}'
+	paired variant.ms '{"code":"print(1)"}'
 	stack_stop
 	printf "%-52s %s\n" "$name" "$(stats variant.ms)"
 done
-time_cmd bare-pass.ms "$PY" -I -c pass
-printf "%-52s %s\n" "bare: python3 -I -c pass" "$(stats bare-pass.ms)"

@@ -174,13 +174,14 @@ no_run_leftovers() {
 		return 1
 	fi
 	local cg
-	for cg in $(find /sys/fs/cgroup/memory /sys/fs/cgroup/pids /sys/fs/cgroup/unified -maxdepth 6 \
-		-path "*/codebox-$pool/w*-run-*" 2>/dev/null); do
+	while read -r cg; do
+		[[ -n $cg ]] || continue
 		if (($(wc -l <"$cg/cgroup.procs") > 1)); then
 			echo "the cgroup $cg holds more than a waiting init" >&2
 			return 1
 		fi
-	done
+	done < <(find /sys/fs/cgroup/memory /sys/fs/cgroup/pids /sys/fs/cgroup/unified -maxdepth 6 \
+		-path "*/codebox-$pool/w*-run-*" 2>/dev/null)
 	for worker in $(worker_pids); do
 		for child in $(pgrep -P "$worker"); do
 			if [[ $(cat "/proc/$child/comm") != codebox-init || -n $(pgrep -P "$child") ]]; then
