@@ -83,13 +83,13 @@ check: build
 	scripts/check-config.sh nginx/nginx.conf
 
 lint:
-	shellcheck scripts/*.sh .ci/run tests/helpers/*.bash
+	shellcheck scripts/*.sh .ci/run tests/helpers/*.bash image/codebox-nginx image/codebox-pool-start
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
 
 format:
 	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
 
-test: deps lint unit check bats asan
+test: deps lint unit check deploy-check bats asan
 
 bench: build
 	scripts/bench.sh
@@ -97,3 +97,30 @@ bench: build
 clean:
 	rm -rf build build-asan
 .SECONDARY:
+
+# ---- image and deployment (issue: one image, one hardened pod) ----
+IMAGE      ?= localhost/codebox:dev
+BASE_IMAGE ?= localhost/codebox-base:bookworm
+export CONTAINERS_CONF := $(CURDIR)/image/containers.conf
+
+.PHONY: image image-test deploy-check kind-up kind-down kind-test
+
+deploy-check: deps
+	scripts/check-deploy.sh
+
+kind-up kind-down kind-test:
+	scripts/kind.sh $(@:kind-%=%)
+
+# the image, as the podman overlay's pod, with the contract suite against it
+image-test: image
+	scripts/image-test.sh
+
+# docker where an engine answers; otherwise podman on a debootstrap base (no registry here)
+image:
+	@if docker info >/dev/null 2>&1; then \
+	    docker build -f image/Dockerfile -t $(IMAGE) . ; \
+	else \
+	    scripts/install-deps.sh --image && scripts/build-base.sh --tag $(BASE_IMAGE) && \
+	    podman build --isolation chroot --build-arg BASE=$(BASE_IMAGE) \
+	        -f image/Dockerfile -t $(IMAGE) . ; \
+	fi

@@ -350,7 +350,8 @@ main(int argc, char **argv)
 	if (chmod(runs_real, 0311) < 0)
 		die("chmod(%s) failed: %s", runs_real, strerror(errno));
 	pc.worker.runs_dir = runs_real;
-	pc.worker.runs_dir_fd = open(runs_real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* O_PATH: a non-root owner has no read permission on 0311 either */
+	pc.worker.runs_dir_fd = open(runs_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (pc.worker.runs_dir_fd < 0)
 		die("open(%s) failed: %s", runs_real, strerror(errno));
 	etc_prepare(pc.worker.runs_dir_fd, runs_real, etc, sizeof(etc));

@@ -293,33 +293,41 @@ out:
 
 /* What a predecessor that died mid-run left: its run's directory and cgroup. */
 static void
-worker_sweep(const struct worker_config *wc, int parent_fd, const char *parent)
+worker_sweep(const struct worker_config *wc, const char *name, const char *parent)
 {
 	char prefix[32];
-	int dfd = fcntl(parent_fd, F_DUPFD_CLOEXEC, 0);
-	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	int dfd;
+	DIR *d;
 	struct dirent *e;
 
 	if (wc->run.cgroup != NULL) {
 		snprintf(prefix, sizeof(prefix), "w%d-run-", wc->index);
 		cgroup_sweep(wc->run.cgroup, prefix);
 	}
+	/* listing needs read permission, which 0311 withholds from a non-root owner: grant it
+	 * while no run exists, then take it back */
+	if (fchmodat(wc->runs_dir_fd, name, 0711, 0) < 0)
+		return;
+	dfd = openat(wc->runs_dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	if (d == NULL) {
 		if (dfd >= 0)
 			close(dfd);
-		return;
+	} else {
+		while ((e = readdir(d)) != NULL) {
+			if (strncmp(e->d_name, "run-", 4) != 0)
+				continue;
+			log_msg(LOG_WARN, "removing %s/%s, left by a worker that died mid-run", parent,
+				e->d_name);
+			if (workdir_remove_tree(dfd, e->d_name) < 0)
+				log_msg(LOG_ERROR, "removing %s/%s failed: %s", parent, e->d_name,
+					strerror(errno));
+			rewinddir(d);
+		}
+		closedir(d);
 	}
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, "run-", 4) != 0)
-			continue;
-		log_msg(LOG_WARN, "removing %s/%s, left by a worker that died mid-run", parent,
-		        e->d_name);
-		if (workdir_remove_tree(parent_fd, e->d_name) < 0)
-			log_msg(LOG_ERROR, "removing %s/%s failed: %s", parent, e->d_name,
-			        strerror(errno));
-		rewinddir(d);
-	}
-	closedir(d);
+	if (fchmodat(wc->runs_dir_fd, name, 0311, 0) < 0)
+		log_msg(LOG_ERROR, "chmod(%s) failed: %s", parent, strerror(errno));
 }
 
 int
@@ -341,12 +349,13 @@ worker_prepare_run(const struct worker_config *wc, struct run_config *run)
 		return -1;
 	}
 	run->work_parent = parent;
-	run->work_parent_fd = openat(wc->runs_dir_fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* O_PATH: the directory is 0311, unreadable even to its (non-root) owner */
+	run->work_parent_fd = openat(wc->runs_dir_fd, name, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (run->work_parent_fd < 0) {
 		log_msg(LOG_ERROR, "open(%s) failed: %s", parent, strerror(errno));
 		return -1;
 	}
-	worker_sweep(wc, run->work_parent_fd, parent);
+	worker_sweep(wc, name, parent);
 	run->landlock_fd = -1;
 	if (wc->iso->on[ISO_LANDLOCK]) {
 		run->landlock_fd = landlock_build(wc->iso->landlock_abi, parent, run->python,

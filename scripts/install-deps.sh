@@ -4,13 +4,19 @@
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 [--help]"
-	echo "Installs codebox's build, runtime and test dependencies from Debian's archive."
+	echo "usage: $0 [--image] [--help]"
+	echo "Installs codebox's build, runtime and test dependencies from Debian's archive, and"
+	echo "the npm packages of the offline deploy checks. --image adds what building and"
+	echo "running the container image without a Docker engine takes (podman, buildah, ...)."
 }
-if [[ ${1:-} == --help || ${1:-} == -h ]]; then
+image=0
+case ${1:-} in
+--help | -h)
 	usage
 	exit 0
-fi
+	;;
+--image) image=1 ;;
+esac
 
 packages=(
 	# build
@@ -21,7 +27,17 @@ packages=(
 	bats bats-assert bats-support curl jq shellcheck clang-format
 	# benchmarks
 	wrk
+	# offline deploy checks: yamllint; the runtime default seccomp profile codebox extends
+	yamllint golang-github-containers-common
 )
+# node and npm for the deploy checks, where the machine has none of its own
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
+# kubectl (for kustomize), where the machine has none of its own
+command -v kubectl >/dev/null || packages+=(kubernetes-client)
+if ((image)); then
+	packages+=(podman buildah runc debootstrap uidmap)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -29,7 +45,16 @@ for p in "${packages[@]}"; do
 	[[ $status == "install ok installed" ]] || missing+=("$p")
 done
 
+npm_checks() {
+	local dir
+	dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deploy/checks"
+	if [[ ! -d $dir/node_modules ]]; then
+		(cd "$dir" && npm ci --no-audit --no-fund --silent)
+	fi
+}
+
 if ((${#missing[@]} == 0)); then
+	npm_checks
 	exit 0
 fi
 
@@ -43,3 +68,4 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+npm_checks

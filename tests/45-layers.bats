@@ -168,3 +168,26 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 	isolation
 	run -0 jq -e '.layers | to_entries | all(.value == true)' <<<"$iso"
 }
+
+@test "layers: a pool that is not root builds the same namespaces, unprivileged" {
+	[[ $EUID -eq 0 ]] || skip "needs root to switch to an unprivileged uid"
+	host_can userns || skip "no unprivileged user namespaces here"
+	local dir pid
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	mkdir "$dir/runs"
+	chown -R 65534:65534 "$dir"
+	chmod 0711 "$dir"
+	setpriv --reuid 65534 --regid 65534 --clear-groups \
+		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
+		--workers 2 2>"$dir/pool.log" 3>&- &
+	pid=$!
+	wait_for "the pool's socket" 600 test -S "$dir/s.sock"
+	kill -TERM "$pid"
+	wait "$pid"
+	# the start-up probe ran Python through the whole sandbox as uid 65534
+	run -0 grep -o '"msg":"isolation: [^"]*"' "$dir/pool.log"
+	assert_output --partial "userns=on pidns=on netns=on mountns=on"
+	assert_output --partial "cgroup=off"
+	run -0 grep -c "runs as the pool's uid" "$dir/pool.log"
+	rm -rf "$dir"
+}
