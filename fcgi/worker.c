@@ -317,11 +317,11 @@ worker_sweep(const struct worker_config *wc, const char *name, const char *paren
 		while ((e = readdir(d)) != NULL) {
 			if (strncmp(e->d_name, "run-", 4) != 0)
 				continue;
-			log_msg(LOG_WARN, "removing %s/%s, left by a worker that died mid-run", parent,
-				e->d_name);
+			log_msg(LOG_WARN, "removing %s/%s, left by a worker that died mid-run",
+			        parent, e->d_name);
 			if (workdir_remove_tree(dfd, e->d_name) < 0)
 				log_msg(LOG_ERROR, "removing %s/%s failed: %s", parent, e->d_name,
-					strerror(errno));
+				        strerror(errno));
 			rewinddir(d);
 		}
 		closedir(d);
