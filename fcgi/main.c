@@ -434,5 +434,9 @@ main(int argc, char **argv)
 	if (iso.on[ISO_CGROUP])
 		cgroup_teardown(&cg);
 	seccomp_free(&filter);
+	free((char *)python);
+	free((char *)socket_path);
+	free((char *)runs_dir);
+	free((char *)group);
 	return c < 0 ? 1 : 0;
 }

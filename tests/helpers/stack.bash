@@ -75,6 +75,13 @@ stack_stop() {
 		kill -KILL $left 2>/dev/null || true
 		return 1
 	fi
+	# the sanitizer build reports into the pool's log: any report fails the suite
+	if grep -q -e 'ERROR: AddressSanitizer' -e 'ERROR: LeakSanitizer' -e 'runtime error:' \
+		"$STACK_DIR/logs/pool.log" 2>/dev/null; then
+		echo "the sanitizers reported:" >&2
+		grep -A 20 -e 'Sanitizer' -e 'runtime error:' "$STACK_DIR/logs/pool.log" | head -n 60 >&2
+		return 1
+	fi
 	rm -rf "$STACK_DIR"
 }
 
