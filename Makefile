@@ -89,7 +89,7 @@ lint:
 format:
 	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
 
-test: deps lint unit check deploy-check bats asan
+test: deps lint unit check bats asan
 
 bench: build
 	scripts/bench.sh
