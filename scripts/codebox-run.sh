@@ -119,6 +119,11 @@ stop() {
 		kill "$tail_pid" 2>/dev/null || true
 		wait "$tail_pid" 2>/dev/null || true
 	fi
+	# the runs are over and nginx's temp files are of no use; the logs stay for reading
+	rm -rf "$rundir/runs" "$rundir/tmp"
+	if ((!quiet)); then
+		echo "codebox: stopped; logs are in $rundir/logs" >&2
+	fi
 }
 trap 'stop; exit 0' INT TERM
 
