@@ -36,7 +36,7 @@ UNIT_DEPS_request = request limits
 UNIT_DEPS_limits  = limits
 UNIT_DEPS_reply   = reply jsonw capture result outcome isolation
 UNIT_DEPS_jsonw   = jsonw
-UNIT_DEPS_workdir = workdir log jsonw
+UNIT_DEPS_workdir = workdir log jsonw util
 
 .PHONY: all deps build run test unit bats asan check lint format clean bench
 

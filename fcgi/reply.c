@@ -156,13 +156,27 @@ reply_error(const char *error, const char *message, size_t *len)
 	return jsonw_take(&w, len);
 }
 
+/* Dumps doc compactly and releases it (the caller's reference is stolen). */
+static char *
+dump_doc(json_t *doc, size_t *len)
+{
+	char *out;
+
+	if (doc == NULL)
+		return NULL;
+	out = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (out != NULL && len != NULL)
+		*len = strlen(out);
+	return out;
+}
+
 char *
 reply_capabilities(const struct probe_info *info, const struct limits *l, bool files_contained,
                    size_t *len)
 {
 	json_t *doc, *modules;
 	char sentence[512];
-	char *out;
 
 	modules = json_array();
 	for (size_t i = 0; i < info->n_modules; i++)
@@ -195,20 +209,13 @@ reply_capabilities(const struct probe_info *info, const struct limits *l, bool f
 	          "between executions, but files written outside the working directory "
 	          "may.",
 	    "structuredResult", sentence);
-	if (doc == NULL)
-		return NULL;
-	out = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	if (out != NULL && len != NULL)
-		*len = strlen(out);
-	return out;
+	return dump_doc(doc, len);
 }
 
 char *
 reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len)
 {
 	json_t *doc, *layers = json_object(), *off = json_object();
-	char *out;
 	bool nproc_rlimit = iso->on[ISO_USERNS] || iso->root_pool;
 
 	for (int i = 0; i < ISO_LAYER_COUNT; i++) {
@@ -235,11 +242,5 @@ reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len
 	    iso->root_pool, "limits", "memoryBytes", (json_int_t)l->memory_bytes, "maxProcesses",
 	    (json_int_t)l->max_processes, "diskBytes", (json_int_t)l->disk_bytes, "maxStdinBytes",
 	    (json_int_t)l->max_stdin_bytes);
-	if (doc == NULL)
-		return NULL;
-	out = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	if (out != NULL && len != NULL)
-		*len = strlen(out);
-	return out;
+	return dump_doc(doc, len);
 }

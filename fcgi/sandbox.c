@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "landlock.h"
+#include "util.h"
 
 const char *
 sandbox_step_string(enum sandbox_step step)
@@ -137,23 +138,6 @@ sandbox_fail(const struct sandbox_spec *s, enum sandbox_step step, int detail)
 }
 
 static int
-write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int
 read_full(int fd, void *buf, size_t n)
 {
 	char *p = buf;
@@ -213,7 +197,7 @@ sandbox_make_stdin(const char *data, size_t len)
 
 	if (fd < 0)
 		return -1;
-	if (write_all(fd, data, len) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+	if (util_write_all(fd, data, len) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -228,7 +212,7 @@ sandbox_write_code(const char *code, size_t len)
 
 	if (fd < 0)
 		return -1;
-	rc = write_all(fd, code, len);
+	rc = util_write_all(fd, code, len);
 	close(fd);
 	return rc;
 }
@@ -353,7 +337,7 @@ sandbox_oom_score(void)
 
 	if (fd < 0)
 		return errno == ENOENT || errno == EACCES ? 0 : -1; /* no /proc: nothing to do */
-	rc = write_all(fd, "1000", 4);
+	rc = util_write_all(fd, "1000", 4);
 	close(fd);
 	return rc;
 }
@@ -566,7 +550,7 @@ sandbox_init(const struct sandbox_spec *spec)
 		rep.result_status = RESULT_OPEN_FAILED;
 	}
 	rep.result_len = (uint32_t)json_len;
-	if (write_all(s->report_fd, &rep, sizeof(rep)) == 0 && json_len > 0)
-		(void)write_all(s->report_fd, json, json_len);
+	if (util_write_all(s->report_fd, &rep, sizeof(rep)) == 0 && json_len > 0)
+		(void)util_write_all(s->report_fd, json, json_len);
 	_exit(0);
 }

@@ -10,6 +10,7 @@
 #include "workdir.h"
 
 #include "log.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,21 +24,6 @@
 /* Steps of the removal walk: entries unlinked plus directories entered; far beyond what a
  * run can create within its limits. */
 #define WORKDIR_MAX_STEPS (50L * 1000 * 1000)
-
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 int
 workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_to, uid_t uid,
@@ -73,7 +59,7 @@ workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_
 	if (code != NULL) {
 		fd = openat(w->fd, "main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		            0600);
-		if (fd < 0 || write_all(fd, code, code_len) < 0 ||
+		if (fd < 0 || util_write_all(fd, code, code_len) < 0 ||
 		    (chown_to && fchown(fd, uid, gid) < 0)) {
 			log_msg(LOG_ERROR, "writing %s/main.py failed: %s", w->path,
 			        strerror(errno));
