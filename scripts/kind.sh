@@ -31,11 +31,19 @@ up)
 		echo "kind is not installed (see README: prerequisites)" >&2
 		exit 1
 	}
+	mkdir -p "$here/.run"
 	if ! kind get clusters 2>/dev/null | grep -qx "$cluster"; then
 		(cd "$here" && kind create cluster --name "$cluster" --config deploy/kind/kind-config.yaml)
 	fi
 	make -C "$here" image
-	kind load docker-image --name "$cluster" localhost/codebox:dev
+	if docker info >/dev/null 2>&1; then
+		kind load docker-image --name "$cluster" localhost/codebox:dev
+	else
+		# podman (KIND_EXPERIMENTAL_PROVIDER=podman): through an archive
+		podman save -o "$here/.run/codebox-image.tar" localhost/codebox:dev
+		kind load image-archive --name "$cluster" "$here/.run/codebox-image.tar"
+		rm -f "$here/.run/codebox-image.tar"
+	fi
 	k apply -k "$here/deploy/overlays/kind"
 	k rollout status deployment/codebox --timeout=300s
 	mkdir -p "$here/.run"
