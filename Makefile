@@ -28,7 +28,7 @@ OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
 
 # unit tests: one TAP program per pure module, linking only what it tests
-UNITS    = capture result request limits reply jsonw workdir
+UNITS    = capture result request limits reply jsonw workdir isolation
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture
 UNIT_DEPS_result  = result jsonw
@@ -37,6 +37,7 @@ UNIT_DEPS_limits  = limits
 UNIT_DEPS_reply   = reply jsonw capture result outcome isolation
 UNIT_DEPS_jsonw   = jsonw
 UNIT_DEPS_workdir = workdir log jsonw util
+UNIT_DEPS_isolation = isolation
 
 .PHONY: all deps build run test unit bats asan check lint format clean bench
 
