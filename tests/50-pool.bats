@@ -6,8 +6,10 @@ load helpers/stack
 
 setup_file() {
 	local conf
+	# /capabilities gets a short upstream timeout here, to see nginx's own 504
 	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 2;/' \
-		's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  2;/')
+		's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  2;/' \
+		's/fastcgi_param CODEBOX_ENDPOINT capabilities;/&\n            fastcgi_read_timeout 2s;/')
 	stack_start --conf-dir "$conf"
 }
 
@@ -99,18 +101,24 @@ two_in_flight() {
 	assert_equal "$code" 200
 }
 
-@test "pool: /readyz is 503 when no worker answers, 200 again when they do" {
+@test "pool: /readyz is 503 and a timed-out upstream 504 (JSON) when no worker answers" {
 	local pids
 	wait_for "a full pool" 50 full_pool
 	pids=$(worker_pids)
 	# shellcheck disable=SC2086
 	kill -STOP $pids
 	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --max-time 20 "$BASE/readyz")
+	# and nginx's own upstream timeout is a JSON 504
+	local code504
+	code504=$(curl -s -o "$BATS_TEST_TMPDIR/body504" -w '%{http_code}' --max-time 20 "$BASE/capabilities")
 	# shellcheck disable=SC2086
 	kill -CONT $pids
 	reply=$(cat "$BATS_TEST_TMPDIR/body")
 	assert_equal "$code" 503
 	assert_equal "$(field .error)" sandbox_unavailable
+	assert_equal "$code504" 504
+	reply=$(cat "$BATS_TEST_TMPDIR/body504")
+	assert_equal "$(field .error)" sandbox_timeout
 	wait_for "readiness" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' '$BASE/readyz') == 200 ]]"
 }
 
