@@ -441,7 +441,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	struct run_box local, *box = &local;
 	struct report_buf rb = {0};
 	struct sandbox_failure failure = {0};
-	int main_status = 0, rc = -1;
+	int main_status = 0, rc = -1, sent;
 	bool main_reaped = false, timed_out = false, setup_failed = false, stop_sent = false;
 	bool oom = false, pids_max = false, disk_full = false;
 	struct rusage ru = {0};
@@ -475,7 +475,22 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			goto out;
 		}
 	}
-	if (send_request(box, spec, cfg) < 0) {
+	sent = send_request(box, spec, cfg);
+	if (sent < 0 && box == given) {
+		/* a box built ahead may have died while it waited (the OOM killer prefers it):
+		 * build a fresh one and try once more */
+		log_msg(LOG_WARN, "the sandbox built ahead is gone (%s); building a new one",
+		        strerror(errno));
+		run_box_discard(cfg, given);
+		box = &local;
+		if (run_box_build(cfg, spec->memory_bytes, spec->max_processes, spec->disk_bytes,
+		                  &local, out, why, why_len) < 0) {
+			free(rb.buf);
+			return -1;
+		}
+		sent = send_request(box, spec, cfg);
+	}
+	if (sent < 0) {
 		/* the child died or failed a step: its error pipe says which */
 		set_fault(out, RUN_FAULT_OTHER, why, why_len,
 		          "handing the program to the sandbox failed");

@@ -122,6 +122,26 @@ two_in_flight() {
 	wait_for "readiness" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' '$BASE/readyz') == 200 ]]"
 }
 
+@test "pool: a sandbox built ahead that died while waiting is replaced, and the run succeeds" {
+	local w child killed=0 i
+	for i in 1 2 3; do
+		post '{"code":"print(1)"}'
+	done
+	# every worker that served has built its next sandbox: kill those idle inits
+	for w in $(worker_pids); do
+		for child in $(pgrep -P "$w"); do
+			kill -KILL "$child" && killed=$((killed + 1))
+		done
+	done
+	((killed > 0))
+	for i in $(seq 1 8); do
+		post '{"code":"print(6 * 7)"}'
+		assert_equal "$code" 200
+		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	done
+	run -0 grep -c "the sandbox built ahead is gone" "$STACK_DIR/logs/pool.log"
+}
+
 @test "pool: SIGTERM drains: the run in flight is answered, then everything stops" {
 	local m="codebox-drain-$RANDOM$RANDOM"
 	jq -cn --arg m "$m" '{code: "import os, sys\nos.execv(sys.executable, [sys.executable, \"-c\", \"import time; time.sleep(2); print(\\\"finished\\\")\", sys.stdin.read()])", stdin: $m}' \
