@@ -17,11 +17,15 @@ usage: $0 [--workers N] [--print-workers] NGINX_CONF
 Checks the invariants between nginx's limits, its timeouts and the pool size.
   --workers N      the pool size to check (default: the smallest size that passes)
   --print-workers  print the pool size the config needs, after checking
+  --print-drain-seconds
+                   print how long a draining pool must wait for in-flight runs (the
+                   execution timeout plus the kill and clean-up grace plus 5 s)
 USAGE
 }
 
 workers=""
 print_workers=0
+print_drain=0
 conf=""
 while (($#)); do
 	case $1 in
@@ -35,6 +39,10 @@ while (($#)); do
 		;;
 	--print-workers)
 		print_workers=1
+		shift
+		;;
+	--print-drain-seconds)
+		print_drain=1
 		shift
 		;;
 	-*)
@@ -159,4 +167,7 @@ fi
 
 if ((print_workers)); then
 	echo "${workers:-$need}"
+fi
+if ((print_drain)); then
+	echo $((timeout_s + GRACE_SECONDS + 5))
 fi

@@ -98,8 +98,10 @@ sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+;|\1127.0.0.1:$port;|" \
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
 
 workers=$("$here/scripts/check-config.sh" --print-workers "$rundir/conf/nginx.conf")
+drain=$("$here/scripts/check-config.sh" --print-drain-seconds "$rundir/conf/nginx.conf")
 
-pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python")
+pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
+	--drain-seconds "$drain")
 if ((EUID == 0)); then
 	# nginx's workers run as nobody:nogroup; the socket is theirs and root's only
 	pool_args+=(--socket-group nogroup)

@@ -14,6 +14,16 @@ check() {
 	assert_output 24
 }
 
+@test "config: the drain time follows the execution timeout" {
+	check --print-drain-seconds "$ROOT/nginx/nginx.conf"
+	assert_success
+	assert_output 40
+	local conf
+	conf=$(conf_variant 's/CODEBOX_EXECUTION_TIMEOUT_SECONDS  30;/CODEBOX_EXECUTION_TIMEOUT_SECONDS  10;/')
+	check --print-drain-seconds "$conf/nginx.conf"
+	assert_output 20
+}
+
 @test "config: fastcgi_read_timeout not longer than the execution timeout + grace is refused" {
 	local conf
 	conf=$(conf_variant 's/fastcgi_read_timeout     45s;/fastcgi_read_timeout     35s;/')

@@ -71,8 +71,7 @@ two_in_flight() {
 
 @test "pool: a worker that crashes mid-request gives 502 sandbox_unavailable, and its run dies too" {
 	local m="codebox-crash-$RANDOM$RANDOM"
-	jq -cn --arg m "$m" '{code: "import sys, os, time\nprint(os.getcwd(), flush=True)\nos.execv(sys.executable, [sys.executable, \"-c\", \"import time; time.sleep(60)\", sys.stdin.read()])", stdin: $m}' \
-		>"$BATS_TEST_TMPDIR/req"
+	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
 	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/crash" -w '%{http_code}' \
 		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/crash_code" 3>&- &
 	wait_for "the run to start" 100 pgrep -f -- "$m"
@@ -144,8 +143,7 @@ two_in_flight() {
 
 @test "pool: SIGTERM drains: the run in flight is answered, then everything stops" {
 	local m="codebox-drain-$RANDOM$RANDOM"
-	jq -cn --arg m "$m" '{code: "import os, sys\nos.execv(sys.executable, [sys.executable, \"-c\", \"import time; time.sleep(2); print(\\\"finished\\\")\", sys.stdin.read()])", stdin: $m}' \
-		>"$BATS_TEST_TMPDIR/req"
+	marker_body "$m" 'import time; time.sleep(2); print("finished")' >"$BATS_TEST_TMPDIR/req"
 	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/drain" -w '%{http_code}' \
 		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/drain_code" 3>&- &
 	wait_for "the run to start" 100 pgrep -f -- "$m"

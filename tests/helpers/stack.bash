@@ -217,3 +217,9 @@ no_run_leftovers() {
 		done
 	done
 }
+
+# marker_body MARKER PYCODE: a request body whose program becomes `python3 -c PYCODE MARKER`,
+# so that the test can find it by its marker on the command line.
+marker_body() {
+	jq -cn --arg m "$1" --arg py "$2" '{code: ("import os, sys\nos.execv(sys.executable, [sys.executable, \"-c\", " + ($py | tojson) + ", sys.stdin.read()])"), stdin: $m}'
+}
