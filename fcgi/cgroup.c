@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "proc.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,22 +27,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static int
-write_file(const char *dir, const char *file, const char *value)
-{
-	char path[700];
-	int fd;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = write(fd, value, strlen(value));
-	close(fd);
-	return n == (ssize_t)strlen(value) ? 0 : -1;
-}
 
 /* Reads "key N" from a flat-keyed file such as memory.events. Returns N, or 0. */
 static unsigned long long
@@ -176,18 +161,18 @@ setup_v2(struct cgroup_ctx *ctx, char *why, size_t why_len)
 	/* leave the group so that it may have controllers for its children */
 	snprintf(pool, sizeof(pool), "%.300s/codebox-pool", base);
 	if ((mkdir(pool, 0755) < 0 && errno != EEXIST) ||
-	    write_file(pool, "cgroup.procs", "0") < 0) {
+	    util_write_file(pool, "cgroup.procs", "0") < 0) {
 		snprintf(why, why_len, "cannot move into %.200s: %s", pool, strerror(errno));
 		return -1;
 	}
-	if (write_file(base, "cgroup.subtree_control", "+memory +pids") < 0) {
+	if (util_write_file(base, "cgroup.subtree_control", "+memory +pids") < 0) {
 		snprintf(why, why_len, "cannot enable memory and pids under %.200s: %s", base,
 		         strerror(errno));
 		return -1;
 	}
 	snprintf(ctx->memory, sizeof(ctx->memory), "%.300s/codebox-runs", base);
 	if ((mkdir(ctx->memory, 0755) < 0 && errno != EEXIST) ||
-	    write_file(ctx->memory, "cgroup.subtree_control", "+memory +pids") < 0) {
+	    util_write_file(ctx->memory, "cgroup.subtree_control", "+memory +pids") < 0) {
 		snprintf(why, why_len, "cannot prepare %.200s: %s", ctx->memory, strerror(errno));
 		return -1;
 	}
@@ -243,18 +228,18 @@ cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const ch
 	if (ctx->version == 1) {
 		if (mkdir(run->pids, 0755) < 0)
 			goto fail;
-		if (write_file(run->memory, "memory.limit_in_bytes", mem) < 0)
+		if (util_write_file(run->memory, "memory.limit_in_bytes", mem) < 0)
 			goto fail;
 		/* with swap accounting, swap counts too; without it the file is absent */
-		(void)write_file(run->memory, "memory.memsw.limit_in_bytes", mem);
-		if (write_file(run->pids, "pids.max", pids) < 0)
+		(void)util_write_file(run->memory, "memory.memsw.limit_in_bytes", mem);
+		if (util_write_file(run->pids, "pids.max", pids) < 0)
 			goto fail;
 	} else {
-		if (write_file(run->memory, "memory.max", mem) < 0 ||
-		    write_file(run->memory, "pids.max", pids) < 0)
+		if (util_write_file(run->memory, "memory.max", mem) < 0 ||
+		    util_write_file(run->memory, "pids.max", pids) < 0)
 			goto fail;
-		(void)write_file(run->memory, "memory.swap.max", "0");
-		(void)write_file(run->memory, "memory.oom.group", "1");
+		(void)util_write_file(run->memory, "memory.swap.max", "0");
+		(void)util_write_file(run->memory, "memory.oom.group", "1");
 	}
 	return 0;
 fail:
@@ -270,8 +255,9 @@ cgroup_run_attach(const struct cgroup_run *run, pid_t pid)
 	char p[32];
 
 	snprintf(p, sizeof(p), "%d", (int)pid);
-	if (write_file(run->memory, "cgroup.procs", p) < 0 ||
-	    (strcmp(run->pids, run->memory) != 0 && write_file(run->pids, "cgroup.procs", p) < 0)) {
+	if (util_write_file(run->memory, "cgroup.procs", p) < 0 ||
+	    (strcmp(run->pids, run->memory) != 0 &&
+	     util_write_file(run->pids, "cgroup.procs", p) < 0)) {
 		log_msg(LOG_ERROR, "moving pid %d into %s failed: %s", (int)pid, run->memory,
 		        strerror(errno));
 		return -1;

@@ -167,6 +167,14 @@ iso_clone_flags(const struct isolation *iso)
 	return f;
 }
 
+const char *
+iso_process_limit(const struct isolation *iso)
+{
+	if (iso->on[ISO_CGROUP])
+		return "cgroup";
+	return iso->on[ISO_USERNS] || iso->root_pool ? "rlimit-nproc" : "none";
+}
+
 void
 iso_summary(const struct isolation *iso, char *buf, size_t len)
 {

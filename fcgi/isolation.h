@@ -30,7 +30,6 @@ struct isolation {
 	bool root_pool;  /* runs get per-worker host uids */
 	uid_t uid_first; /* host uids runs execute as */
 	uid_t uid_last;
-	uid_t inner_uid; /* the uid a run sees, with a user namespace */
 };
 
 /* "userns", "pidns", ... ; NULL for an unknown value. */
@@ -54,6 +53,10 @@ void iso_turn_off(struct isolation *iso, enum iso_layer layer, const char *why);
 
 /* clone() flags for the layers in force; 0 means direct mode (no pid namespace). */
 int iso_clone_flags(const struct isolation *iso);
+
+/* How a run's processes are capped: "cgroup", "rlimit-nproc" (RLIMIT_NPROC counts the run
+ * alone: in its own user namespace, or under its own host uid with a root pool) or "none". */
+const char *iso_process_limit(const struct isolation *iso);
 
 /* Writes one line listing the layers in force into buf. */
 void iso_summary(const struct isolation *iso, char *buf, size_t len);

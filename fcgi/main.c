@@ -148,6 +148,10 @@ write_small(int dirfd, const char *name, const char *text)
 	return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+#define INNER STRINGIFY(SANDBOX_INNER_ID)
+
 /* The sandbox's /etc: who the run is, and what the dynamic loader and time zones need. */
 static void
 etc_prepare(int runs_fd, const char *runs_dir, char *etc, size_t etc_len)
@@ -162,9 +166,9 @@ etc_prepare(int runs_fd, const char *runs_dir, char *etc, size_t etc_len)
 		die("open(%s) failed: %s", etc, strerror(errno));
 	if (write_small(fd, "passwd",
 	                "root:x:0:0:root:/nonexistent:/usr/sbin/nologin\n"
-	                "sandbox:x:1000:1000:codebox run:/nonexistent:/usr/sbin/nologin\n"
+	                "sandbox:x:" INNER ":" INNER ":codebox run:/nonexistent:/usr/sbin/nologin\n"
 	                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n") < 0 ||
-	    write_small(fd, "group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n") < 0 ||
+	    write_small(fd, "group", "root:x:0:\nsandbox:x:" INNER ":\nnogroup:x:65534:\n") < 0 ||
 	    write_small(fd, "hostname", "codebox\n") < 0 ||
 	    copy_file("/etc/ld.so.cache", fd, "ld.so.cache") < 0 ||
 	    copy_file("/etc/localtime", fd, "localtime") < 0 ||
@@ -180,11 +184,11 @@ config_from_isolation(struct run_config *run, const struct isolation *iso,
 {
 	run->clone_flags = iso_clone_flags(iso);
 	run->userns = (run->clone_flags & CLONE_NEWUSER) != 0;
-	run->inner_uid = iso->inner_uid;
 	run->mount_proc = iso->proc;
 	run->seccomp = iso->on[ISO_SECCOMP] ? filter : NULL;
 	run->cgroup = iso->on[ISO_CGROUP] ? cg : NULL;
-	run->nproc_rlimit = run->userns || run->drop_privileges;
+	/* a pids cgroup refuses the fork itself (and records it for details) */
+	run->nproc_rlimit = strcmp(iso_process_limit(iso), "rlimit-nproc") == 0;
 }
 
 /* Turns off the layer whose set-up failed in the probe run; false if none can be blamed. */
@@ -358,7 +362,6 @@ main(int argc, char **argv)
 
 	/* the layers, before the probe run confirms them */
 	iso.root_pool = pc.drop_privileges;
-	iso.inner_uid = 1000;
 	iso.uid_first = pc.drop_privileges ? pc.run_uid_base : geteuid();
 	iso.uid_last = pc.drop_privileges ? pc.run_uid_base + (uid_t)pc.workers : geteuid();
 	iso_probe_namespaces(&iso, disabled);

@@ -8,6 +8,7 @@
 #include "reply.h"
 
 #include "jsonw.h"
+#include "sandbox.h"
 
 #include <jansson.h>
 #include <signal.h>
@@ -216,7 +217,6 @@ char *
 reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len)
 {
 	json_t *doc, *layers = json_object(), *off = json_object();
-	bool nproc_rlimit = iso->on[ISO_USERNS] || iso->root_pool;
 
 	for (int i = 0; i < ISO_LAYER_COUNT; i++) {
 		json_object_set_new(layers, iso_layer_name((enum iso_layer)i),
@@ -231,14 +231,11 @@ reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len
 	    "layers", layers, "off", off, "details", "readOnlySystem", iso->on[ISO_MOUNTNS],
 	    "privateProc", iso->proc, "landlockAbi", iso->landlock_abi, "cgroupVersion",
 	    iso->on[ISO_CGROUP] ? iso->cgroup_version : 0, "memoryLimit",
-	    iso->on[ISO_CGROUP] ? "cgroup" : "rlimit-as", "processLimit",
-	    iso->on[ISO_CGROUP] ? "cgroup"
-	    : nproc_rlimit      ? "rlimit-nproc"
-	                        : "none",
+	    iso->on[ISO_CGROUP] ? "cgroup" : "rlimit-as", "processLimit", iso_process_limit(iso),
 	    "diskLimit", iso->on[ISO_MOUNTNS] ? "tmpfs" : "rlimit-fsize (per file)",
 	    "noNewPrivileges", true, "uid", "hostFirst", (json_int_t)iso->uid_first, "hostLast",
 	    (json_int_t)iso->uid_last, "inner",
-	    iso->on[ISO_USERNS] ? json_integer(iso->inner_uid) : json_null(), "rootPool",
+	    iso->on[ISO_USERNS] ? json_integer(SANDBOX_INNER_ID) : json_null(), "rootPool",
 	    iso->root_pool, "limits", "memoryBytes", (json_int_t)l->memory_bytes, "maxProcesses",
 	    (json_int_t)l->max_processes, "diskBytes", (json_int_t)l->disk_bytes, "maxStdinBytes",
 	    (json_int_t)l->max_stdin_bytes);

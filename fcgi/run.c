@@ -38,6 +38,7 @@
 #include "proc.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "util.h"
 #include "workdir.h"
 
 #include <errno.h>
@@ -48,7 +49,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -62,8 +62,6 @@
 #define RUN_READS_PER_WAKE 16
 /* After 'S', how long init may take to kill the rest, read the result and report. */
 #define RUN_STOP_MS 3000
-/* The inner uid and gid of a run in its user namespace. */
-#define RUN_INNER_ID 1000
 
 int
 run_init_reaper(void)
@@ -132,37 +130,23 @@ drain_report(int *fd, struct report_buf *rb)
 	}
 }
 
-static int
-write_proc_file(pid_t pid, const char *file, const char *text)
-{
-	char path[64];
-	int fd, rc;
-
-	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	rc = write(fd, text, strlen(text)) == (ssize_t)strlen(text) ? 0 : -1;
-	close(fd);
-	return rc;
-}
-
 /* The user namespace's maps: the run's one inner uid and gid onto its host ones. */
 static int
 write_id_maps(const struct run_config *cfg, pid_t pid)
 {
-	char map[64];
+	char map[64], proc[32];
 	uid_t host_uid = cfg->drop_privileges ? cfg->run_uid : geteuid();
 	gid_t host_gid = cfg->drop_privileges ? cfg->run_gid : getegid();
 
+	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
 	/* an unprivileged writer must give up setgroups before it may write gid_map */
-	if (!cfg->drop_privileges && write_proc_file(pid, "setgroups", "deny") < 0)
+	if (!cfg->drop_privileges && util_write_file(proc, "setgroups", "deny") < 0)
 		return -1;
-	snprintf(map, sizeof(map), "%d %u 1\n", RUN_INNER_ID, (unsigned)host_uid);
-	if (write_proc_file(pid, "uid_map", map) < 0)
+	snprintf(map, sizeof(map), "%d %u 1\n", SANDBOX_INNER_ID, (unsigned)host_uid);
+	if (util_write_file(proc, "uid_map", map) < 0)
 		return -1;
-	snprintf(map, sizeof(map), "%d %u 1\n", RUN_INNER_ID, (unsigned)host_gid);
-	return write_proc_file(pid, "gid_map", map);
+	snprintf(map, sizeof(map), "%d %u 1\n", SANDBOX_INNER_ID, (unsigned)host_gid);
+	return util_write_file(proc, "gid_map", map);
 }
 
 static void
@@ -205,15 +189,23 @@ run_finish_deferred(void)
 	cgroup_run_remove(&run_deferred_cg);
 }
 
+/* Kills everything of the box: its process group first in direct mode (in namespace mode,
+ * killing init takes the whole namespace with it). */
+static void
+box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage *ru)
+{
+	if (box->pid > 0)
+		proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, main_reaped,
+		                       main_status, ru, proc_now_ms() + RUN_KILL_MS);
+}
+
 /* Kills what is left of the box's processes and removes its directory (and its cgroup, or
  * leaves that to run_finish_deferred()). */
 static void
 box_teardown(const struct run_config *cfg, struct run_box *box, bool *main_reaped, int *main_status,
              struct rusage *ru, bool defer_cgroup)
 {
-	if (box->pid > 0)
-		proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, main_reaped,
-		                       main_status, ru, proc_now_ms() + RUN_KILL_MS);
+	box_kill(box, main_reaped, main_status, ru);
 	box_close_fds(box);
 	if (defer_cgroup && box->cg.active) {
 		run_finish_deferred();
@@ -298,8 +290,8 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	    .etc_dir = cfg->etc_dir,
 	    .python = cfg->python,
 	    .disk_bytes = disk_bytes,
-	    .owner_uid = cfg->userns ? RUN_INNER_ID : cfg->run_uid,
-	    .owner_gid = cfg->userns ? RUN_INNER_ID : cfg->run_gid,
+	    .owner_uid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
+	    .owner_gid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
 	    .mount_proc = cfg->mount_proc,
 	};
 	struct sandbox_spec sb = {
@@ -315,8 +307,8 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	    .envp = envp,
 	    /* direct mode: the program switches under a root pool; namespace mode: init does */
 	    .set_ids = ns_mode ? (cfg->userns || cfg->drop_privileges) : cfg->drop_privileges,
-	    .uid = ns_mode && cfg->userns ? RUN_INNER_ID : cfg->run_uid,
-	    .gid = ns_mode && cfg->userns ? RUN_INNER_ID : cfg->run_gid,
+	    .uid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
+	    .gid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
 	    .parent_pid = ns_mode ? 1 : getpid(),
 	    .nofile = 1024,
 	    .landlock_fd = cfg->landlock_fd,
@@ -395,8 +387,7 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	    .code_len = (uint32_t)spec->code_len,
 	    .stdin_len = (uint32_t)spec->stdin_len,
 	    .max_result_bytes = (uint32_t)spec->max_result_bytes,
-	    /* with a pids cgroup, the cgroup refuses the fork (and records it for details) */
-	    .nproc = cfg->nproc_rlimit && cfg->cgroup == NULL ? spec->max_processes : 0,
+	    .nproc = cfg->nproc_rlimit ? spec->max_processes : 0,
 	    .fsize_bytes = spec->disk_bytes,
 	    .as_bytes = cfg->cgroup == NULL ? spec->memory_bytes : 0,
 	    /* a backstop only: CPU time can exceed wall time only with threads */
@@ -519,8 +510,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 				else
 					stop_deadline = now + RUN_STOP_MS;
 			} else {
-				proc_kill_all_children(box->pid, box->pid, &main_reaped,
-				                       &main_status, &ru, now + RUN_KILL_MS);
+				box_kill(box, &main_reaped, &main_status, &ru);
 				drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 			}
 			continue;
@@ -589,17 +579,16 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		if (main_reaped && drain_deadline == 0) {
 			/* the program (or init) ended: nothing it started may keep the pipes open
 			 */
-			proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, &main_reaped,
-			                       &main_status, &ru, proc_now_ms() + RUN_KILL_MS);
+			box_kill(box, &main_reaped, &main_status, &ru);
 			drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 		}
 	}
 	rc = 0;
 out:
-	/* every exit path: nothing of the run may outlive this function */
-	if (box->pid > 0)
-		proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, &main_reaped,
-		                       &main_status, &ru, proc_now_ms() + RUN_KILL_MS);
+	/* every exit path: nothing of the run may outlive this function (and box_teardown
+	 * below need not sweep again) */
+	box_kill(box, &main_reaped, &main_status, &ru);
+	box->pid = -1;
 	if (rc == 0 && setup_failed) {
 		out->fault = RUN_FAULT_STEP;
 		out->fault_step = failure.step;

@@ -43,7 +43,6 @@ struct run_config {
 
 	int clone_flags;     /* namespaces of a run; 0 = direct mode (fork, no init) */
 	bool userns;         /* CLONE_NEWUSER is in clone_flags */
-	uid_t inner_uid;     /* the uid a run sees inside its user namespace */
 	bool mount_proc;     /* a private /proc in the mount namespace */
 	const char *etc_dir; /* the sandbox's /etc */
 	int landlock_fd;     /* -1: none */

@@ -17,7 +17,6 @@
  *   setsid        a session and process group of its own (the kill target in direct mode)
  *   stdio         the stdin memfd and the two capture pipes become 0, 1 and 2
  *   close fds     nothing of the worker reaches the program; the error pipe stays, close-on-exec
- *   chdir         into the run's directory
  *   ids           direct mode under a root pool: the worker's unprivileged run uid and gid
  *   parent death  PR_SET_PDEATHSIG after the uid change (which clears it), then a check that the
  *                 parent did not die in between
@@ -358,8 +357,7 @@ sandbox_program(const struct sandbox_spec *s)
 		if (sandbox_close_fds(keep, 2) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
-	if (chdir(s->workdir) < 0)
-		sandbox_fail(s, SANDBOX_CHDIR, 0);
+	/* the working directory is inherited: the caller entered it (and wrote main.py there) */
 	if (sandbox_parent_death(s) < 0)
 		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
 	if (sandbox_rlimits(s) < 0)

@@ -15,6 +15,9 @@
 #include "result.h"
 #include "seccomp.h"
 
+/* The uid and gid a run has inside its user namespace (/etc/passwd's "sandbox"). */
+#define SANDBOX_INNER_ID 1000
+
 /* The steps, in the order they are taken (init's first, then the program's). */
 enum sandbox_step {
 	SANDBOX_WAIT = 1, /* waiting for the worker's go (uid maps, cgroup) */

@@ -4,6 +4,9 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 int
@@ -21,4 +24,23 @@ util_write_all(int fd, const void *buf, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+int
+util_write_file(const char *dir, const char *file, const char *text)
+{
+	char path[700];
+	size_t n = strlen(text);
+	int fd, rc;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	rc = write(fd, text, n) == (ssize_t)n ? 0 : -1;
+	close(fd);
+	return rc;
 }

@@ -97,8 +97,12 @@ cp "$confdir"/*.conf "$rundir/conf/"
 sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+;|\1127.0.0.1:$port;|" \
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
 
-workers=$("$here/scripts/check-config.sh" --print-workers "$rundir/conf/nginx.conf")
-drain=$("$here/scripts/check-config.sh" --print-drain-seconds "$rundir/conf/nginx.conf")
+# one check gives both numbers: the pool size, then how long a drain may take
+{
+	read -r workers
+	read -r drain
+} < <("$here/scripts/check-config.sh" --print-workers --print-drain-seconds "$rundir/conf/nginx.conf")
+[[ -n ${drain:-} ]] || exit 1 # the check refused the config, and said why
 
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
 	--drain-seconds "$drain")
