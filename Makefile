@@ -28,7 +28,7 @@ OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
 
 # unit tests: one TAP program per pure module, linking only what it tests
-UNITS    = capture result request limits reply jsonw workdir isolation
+UNITS    = capture result request limits reply jsonw workdir isolation multipart
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture
 UNIT_DEPS_result  = result jsonw
@@ -38,6 +38,7 @@ UNIT_DEPS_reply   = reply jsonw capture result outcome isolation
 UNIT_DEPS_jsonw   = jsonw
 UNIT_DEPS_workdir = workdir log jsonw util
 UNIT_DEPS_isolation = isolation
+UNIT_DEPS_multipart = multipart workspace util
 
 .PHONY: all deps build run test unit bats asan check lint format clean bench
 

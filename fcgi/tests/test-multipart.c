@@ -1,0 +1,169 @@
+/* Unit tests for multipart.c, and a bounded fuzz: random and mutated bodies, each parsed from
+ * an exactly sized heap copy so that ASan catches any read past the end. */
+#include "multipart.h"
+#include "workspace.h"
+#include "tap.h"
+
+#include <stdlib.h>
+
+static int
+parse(const char *body, size_t len, const char *boundary, struct multipart_file *f,
+      const char **why)
+{
+	char *copy = malloc(len ? len : 1);
+	int rc;
+
+	memcpy(copy, body, len);
+	rc = multipart_find_file(copy, len, boundary, "file", f, why);
+	if (rc == 0) /* the data must point into the copy; read it before it is freed */
+		f->data = f->data - copy + body;
+	free(copy);
+	return rc;
+}
+
+/* what requests (urllib3) sends for files={'file': (name, data)} */
+#define REQ(b, name, data)                                                                         \
+	"--" b "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" name "\"\r\n\r\n" data \
+	"\r\n--" b "--\r\n"
+
+static void
+test_boundary(void)
+{
+	char b[MULTIPART_MAX_BOUNDARY + 1];
+	char longb[200];
+
+	ok(multipart_boundary("multipart/form-data; boundary=abc123", b) == 0 && !strcmp(b, "abc123"),
+	   "boundary: plain token");
+	ok(multipart_boundary("Multipart/Form-Data;boundary=\"a b;c\"", b) == 0 && !strcmp(b, "a b;c"),
+	   "boundary: quoted, case-insensitive type");
+	ok(multipart_boundary("multipart/form-data; charset=utf-8; boundary=x", b) == 0 &&
+	       !strcmp(b, "x"),
+	   "boundary: after another parameter");
+	ok(multipart_boundary("application/json", b) < 0, "boundary: another type is refused");
+	ok(multipart_boundary("multipart/form-data", b) < 0, "boundary: missing");
+	ok(multipart_boundary("multipart/form-data; boundary=", b) < 0, "boundary: empty");
+	ok(multipart_boundary(NULL, b) < 0, "boundary: no header");
+	memset(longb, 'a', sizeof(longb));
+	memcpy(longb, "multipart/form-data; boundary=", 30);
+	longb[30 + 71] = '\0';
+	ok(multipart_boundary(longb, b) < 0, "boundary: 71 characters is too long");
+	longb[30 + 70] = '\0';
+	ok(multipart_boundary(longb, b) == 0 && strlen(b) == 70, "boundary: 70 characters is fine");
+}
+
+static void
+test_parts(void)
+{
+	struct multipart_file f;
+	const char *why;
+	static const char simple[] = REQ("xyz", "test.txt", "Hello Sandbox!");
+	static const char binary[] = REQ("xyz", "d/bin", "a\r\n--xy\0z\r\n-xyzq");
+	static const char second[] =
+	    "preamble\r\n--B\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nv\r\n"
+	    "--B\r\ncontent-disposition: form-data; filename=\"q\\\"x;y\"; name=file\r\n"
+	    "Content-Type: application/octet-stream\r\n\r\n\r\n--B--";
+	static const char empty[] = REQ("xyz", "e", "");
+
+	ok(parse(simple, sizeof(simple) - 1, "xyz", &f, &why) == 0 && !strcmp(f.filename, "test.txt") &&
+	       f.len == 14 && !memcmp(f.data, "Hello Sandbox!", 14),
+	   "parts: what requests sends");
+	ok(parse(binary, sizeof(binary) - 1, "xyz", &f, &why) == 0 && f.len == 16 &&
+	       !memcmp(f.data, "a\r\n--xy\0z\r\n-xyzq", 16),
+	   "parts: data that holds CRLF, dashes and NUL but not the delimiter");
+	ok(parse(second, sizeof(second) - 1, "B", &f, &why) == 0 && !strcmp(f.filename, "q\"x;y") &&
+	       f.len == 0,
+	   "parts: the second part, quoted escapes, a ';' inside quotes, another header");
+	ok(parse(empty, sizeof(empty) - 1, "xyz", &f, &why) == 0 && f.len == 0, "parts: empty file");
+	ok(parse(simple, sizeof(simple) - 1, "xy", &f, &why) < 0, "parts: wrong boundary");
+	ok(parse(simple, sizeof(simple) - 8, "xyz", &f, &why) < 0 && strstr(why, "not closed"),
+	   "parts: a body cut short: %s", why);
+	{
+		static const char nofile[] =
+		    "--B\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nv\r\n--B--";
+		ok(parse(nofile, sizeof(nofile) - 1, "B", &f, &why) < 0,
+		   "parts: a field without a filename is not a file: %s", why);
+	}
+	{
+		static const char noend[] =
+		    "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a";
+		ok(parse(noend, sizeof(noend) - 1, "B", &f, &why) < 0, "parts: headers that never end");
+	}
+	ok(parse("", 0, "B", &f, &why) < 0, "parts: empty body");
+}
+
+static void
+test_paths(void)
+{
+	ok(workspace_path_ok("a", 1), "path: a plain name");
+	ok(workspace_path_ok("dir/sub/file.txt", 16), "path: nested");
+	ok(workspace_path_ok("..a/b..", 7), "path: dots inside names are fine");
+	ok(!workspace_path_ok("", 0), "path: empty");
+	ok(!workspace_path_ok("/etc/passwd", 11), "path: absolute");
+	ok(!workspace_path_ok("../x", 4), "path: ..");
+	ok(!workspace_path_ok("a/../../x", 9), "path: .. inside");
+	ok(!workspace_path_ok("a/..", 4), "path: .. at the end");
+	ok(!workspace_path_ok("./a", 3), "path: .");
+	ok(!workspace_path_ok("a//b", 4), "path: an empty component");
+	ok(!workspace_path_ok("a/", 2), "path: a trailing slash");
+	ok(!workspace_path_ok("a\0b", 3), "path: NUL");
+	ok(!workspace_path_ok("a\nb", 3), "path: newline");
+	ok(!workspace_path_ok("a\x7f", 2), "path: DEL");
+}
+
+/* Bounded fuzz: random bytes around real delimiters, and mutations of a valid body. Each
+ * parse must end (linear), and a success must point inside the body. */
+static void
+test_fuzz(void)
+{
+	static const char base[] = REQ("bnd", "f.txt", "payload\r\n--bn");
+	static const char pieces[][32] = {"--bnd", "\r\n", "\r\n\r\n", "--", "\"", ";", "name=file",
+	                                  "filename=\"", "Content-Disposition: form-data",
+	                                  "\\", "bnd", "x"};
+	char buf[512];
+	struct multipart_file f;
+	const char *why;
+	unsigned long seed = 12345;
+	int bad = 0, found = 0;
+
+	for (int i = 0; i < 20000; i++) {
+		size_t n = 0;
+		seed = seed * 6364136223846793005UL + 1442695040888963407UL;
+		if (i % 2) {
+			/* a mutation: flip, cut or duplicate bytes of the valid body */
+			n = sizeof(base) - 1;
+			memcpy(buf, base, n);
+			for (int k = (int)(seed >> 60) + 1; k > 0; k--) {
+				seed = seed * 6364136223846793005UL + 1;
+				size_t at = (seed >> 33) % n;
+				buf[at] = (char)(seed >> 20);
+			}
+			n = (seed >> 40) % (n + 1);
+		} else {
+			while (n < 400) {
+				seed = seed * 6364136223846793005UL + 1;
+				const char *p = pieces[(seed >> 33) % (sizeof(pieces) / sizeof(pieces[0]))];
+				size_t pl = strlen(p);
+				if ((seed >> 50) % 7 == 0)
+					break;
+				memcpy(buf + n, p, pl);
+				n += pl;
+			}
+		}
+		if (parse(buf, n, "bnd", &f, &why) == 0) {
+			found++;
+			if (f.data < buf || f.data + f.len > buf + n || f.filename_len > MULTIPART_MAX_FILENAME)
+				bad++;
+		}
+	}
+	ok(bad == 0, "fuzz: 20000 random and mutated bodies, %d parsed, none out of bounds", found);
+}
+
+int
+main(void)
+{
+	test_boundary();
+	test_parts();
+	test_paths();
+	test_fuzz();
+	return tap_done();
+}

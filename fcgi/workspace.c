@@ -1,0 +1,284 @@
+/*
+ * workspace.c - the agent protocol's persistent workspace.
+ *
+ * An agent-sandbox pod keeps its files in /app between commands; codebox runs each command
+ * in a fresh sandbox, so the files must live outside every run yet be bounded in size and
+ * reachable only by the runs of port 8888. They live in a tmpfs that is mounted nowhere on
+ * the host: fsopen() + fsmount() give a detached mount, held by an fd the supervisor opens
+ * before it forks the workers. Who holds what:
+ *
+ *   supervisor   creates the workspace once (a child in a user namespace of its own does
+ *                the mounting, since mounting needs CAP_SYS_ADMIN) and keeps its fd;
+ *   worker       serves /upload, /download, /list and /exists through openat2() beneath
+ *                that fd, never following a symlink;
+ *   run's init   in its own new mount namespace, clones the detached mount (open_tree with
+ *                OPEN_TREE_CLONE) and moves the clone onto /app, before it drops its
+ *                capabilities; the program never holds the fd.
+ *
+ * The tmpfs's size option is the bound: a command that fills it gets ENOSPC. The workspace
+ * lives as long as the pool, like a pod's own filesystem.
+ */
+#include "workspace.h"
+
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int
+fs_config(int fs, const char *key, const char *value)
+{
+	return (int)syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, key, value, 0);
+}
+
+/* The detached tmpfs, owned by uid/gid as this process's user namespace sees them. */
+static int
+workspace_mount(unsigned long long size_bytes, unsigned uid, unsigned gid)
+{
+	char size[32], id[16];
+	int fs, m;
+
+	fs = (int)syscall(SYS_fsopen, "tmpfs", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -1;
+	snprintf(size, sizeof(size), "%llu", size_bytes);
+	if (fs_config(fs, "size", size) < 0 || fs_config(fs, "mode", "0700") < 0)
+		goto fail;
+	snprintf(id, sizeof(id), "%u", uid);
+	if (fs_config(fs, "uid", id) < 0)
+		goto fail;
+	snprintf(id, sizeof(id), "%u", gid);
+	if (fs_config(fs, "gid", id) < 0 ||
+	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		goto fail;
+	m = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	close(fs);
+	return m;
+fail:
+	close(fs);
+	return -1;
+}
+
+static int
+send_fd(int sock, int fd)
+{
+	char byte = 'w', ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+	                    .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+
+	memset(ctl, 0, sizeof(ctl));
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+static int
+recv_fd(int sock)
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+	                    .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *c;
+	int fd;
+
+	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	c = CMSG_FIRSTHDR(&mh);
+	if (c == NULL || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int))) {
+		errno = EPROTO;
+		return -1;
+	}
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+int
+workspace_create(unsigned long long size_bytes, uid_t host_uid, gid_t host_gid, char *why,
+                 size_t why_len)
+{
+	int sv[2], ready[2] = {-1, -1}, go[2] = {-1, -1}, fd = -1, st;
+	char proc[32], map[64];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(why, why_len, "socketpair() failed: %s", strerror(errno));
+		return -1;
+	}
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
+		snprintf(why, why_len, "pipe2() failed: %s", strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		snprintf(why, why_len, "fork() failed: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		/* 'u': in a user namespace, waiting for the maps; 'r': root, no namespace */
+		char c = unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 'u' : 'r';
+		int m;
+
+		if (c == 'r' && geteuid() != 0)
+			_exit(2);
+		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(3);
+		m = c == 'u' ? workspace_mount(size_bytes, WORKSPACE_INNER_ID, WORKSPACE_INNER_ID)
+		             : workspace_mount(size_bytes, host_uid, host_gid);
+		_exit(m >= 0 && send_fd(sv[1], m) == 0 ? 0 : 4);
+	}
+	close(ready[1]);
+	ready[1] = -1;
+	{
+		char c = 0;
+		if (read(ready[0], &c, 1) != 1) {
+			snprintf(why, why_len, "no user namespace and not root: cannot mount a tmpfs");
+			goto reap;
+		}
+		if (c == 'u') {
+			snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
+			/* an unprivileged writer must give up setgroups before it may map gids */
+			if (geteuid() != 0 && util_write_file(proc, "setgroups", "deny") < 0)
+				goto maps_failed;
+			snprintf(map, sizeof(map), "%d %u 1\n", WORKSPACE_INNER_ID, (unsigned)host_uid);
+			if (util_write_file(proc, "uid_map", map) < 0)
+				goto maps_failed;
+			snprintf(map, sizeof(map), "%d %u 1\n", WORKSPACE_INNER_ID, (unsigned)host_gid);
+			if (util_write_file(proc, "gid_map", map) < 0)
+				goto maps_failed;
+		}
+		if (write(go[1], "g", 1) != 1) {
+			snprintf(why, why_len, "the workspace's helper died: %s", strerror(errno));
+			goto reap;
+		}
+		fd = recv_fd(sv[0]);
+		if (fd < 0)
+			snprintf(why, why_len, "mounting the workspace tmpfs failed (fsopen/fsmount)");
+		goto reap;
+	maps_failed:
+		snprintf(why, why_len, "writing the workspace's user namespace maps failed: %s",
+		         strerror(errno));
+	}
+reap:
+	close(go[1]);
+	go[1] = -1;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+out:
+	close(sv[0]);
+	close(sv[1]);
+	for (int i = 0; i < 2; i++) {
+		if (ready[i] >= 0)
+			close(ready[i]);
+		if (go[i] >= 0)
+			close(go[i]);
+	}
+	return fd;
+}
+
+int
+workspace_attach(int workspace_fd, const char *target)
+{
+	int clone = (int)syscall(SYS_open_tree, workspace_fd, "",
+	                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	int rc;
+
+	if (clone < 0)
+		return -1;
+	rc = (int)syscall(SYS_move_mount, clone, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+	close(clone);
+	return rc;
+}
+
+bool
+workspace_path_ok(const char *path, size_t len)
+{
+	size_t start = 0;
+
+	if (len == 0 || path[0] == '/')
+		return false;
+	for (size_t i = 0; i <= len; i++) {
+		if (i < len && ((unsigned char)path[i] < 0x20 || path[i] == 0x7f))
+			return false;
+		if (i < len && path[i] != '/')
+			continue;
+		/* a component is path[start..i) */
+		if (i == start || (i - start == 1 && path[start] == '.') ||
+		    (i - start == 2 && path[start] == '.' && path[start + 1] == '.'))
+			return false;
+		start = i + 1;
+	}
+	return true;
+}
+
+static int
+open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {
+	    .flags = (unsigned long long)(flags | O_CLOEXEC | O_NOFOLLOW),
+	    .mode = (flags & O_CREAT) ? mode : 0,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+	               RESOLVE_NO_XDEV,
+	};
+
+	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+int
+workspace_open(int workspace_fd, const char *path, int flags, mode_t mode)
+{
+	char buf[4096];
+	size_t len = strlen(path);
+	char *name = buf, *slash;
+	int parent, fd, saved;
+
+	if (!(flags & O_CREAT))
+		return open_beneath(workspace_fd, path, flags, mode);
+	if (len >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, len + 1);
+	/* the parents one component at a time, each made and then opened beneath the last one
+	 * without following a symlink: mkdirat() on a single name never follows one either */
+	parent = open_beneath(workspace_fd, ".", O_PATH | O_DIRECTORY, 0);
+	if (parent < 0)
+		return -1;
+	while ((slash = strchr(name, '/')) != NULL) {
+		int d;
+		*slash = '\0';
+		if (mkdirat(parent, name, 0755) < 0 && errno != EEXIST)
+			goto fail;
+		d = open_beneath(parent, name, O_PATH | O_DIRECTORY, 0);
+		if (d < 0)
+			goto fail;
+		close(parent);
+		parent = d;
+		name = slash + 1;
+	}
+	fd = open_beneath(parent, name, flags, mode);
+	saved = errno;
+	close(parent);
+	errno = saved;
+	return fd;
+fail:
+	saved = errno;
+	close(parent);
+	errno = saved;
+	return -1;
+}

@@ -1,0 +1,42 @@
+/*
+ * workspace.h - the agent protocol's persistent, size-bounded workspace (/app on port 8888).
+ */
+#ifndef CODEBOX_WORKSPACE_H
+#define CODEBOX_WORKSPACE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* The uid and gid that own the workspace inside its user namespace (as runs see them). */
+#define WORKSPACE_INNER_ID 1000
+
+/*
+ * Creates a tmpfs of size_bytes that is mounted nowhere: a detached mount (fsopen/fsmount)
+ * whose files belong to host_uid/host_gid. Unprivileged, a short-lived child creates it in a
+ * user namespace of its own that maps WORKSPACE_INNER_ID onto host_uid; a root caller
+ * without user namespaces creates it directly. Returns the mount's fd (close-on-exec), which
+ * keeps the file system alive and which every worker inherits, or -1 with a reason in why.
+ */
+int workspace_create(unsigned long long size_bytes, uid_t host_uid, gid_t host_gid, char *why,
+                     size_t why_len);
+
+/*
+ * Inside a run's fresh mount namespace (with CAP_SYS_ADMIN there): attaches a clone of the
+ * workspace at target (an existing directory). Async-signal-safe. Returns 0 or -1 (errno).
+ */
+int workspace_attach(int workspace_fd, const char *target);
+
+/* Whether path (relative to the workspace) is acceptable: not empty, not absolute, no empty,
+ * "." or ".." component, no control character. */
+bool workspace_path_ok(const char *path, size_t len);
+
+/*
+ * Opens path beneath the workspace without following any symlink (openat2 with
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV). With
+ * O_CREAT in flags, missing parent directories are created (mode 0755). Returns an fd
+ * (close-on-exec) or -1 with errno (ELOOP for a symlink on the way, EXDEV for an escape).
+ */
+int workspace_open(int workspace_fd, const char *path, int flags, mode_t mode);
+
+#endif
