@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -184,4 +185,18 @@ int
 landlock_apply(int ruleset_fd)
 {
 	return (int)syscall(SYS_landlock_restrict_self, ruleset_fd, 0);
+}
+
+int
+landlock_allow_dir_fd(int abi, bool restrict_reads, int ruleset_fd, int dir_fd)
+{
+	char path[64];
+	uint64_t fs = landlock_fs_rights(abi);
+
+	if (!restrict_reads)
+		fs &= ~(LL_FS_READ_FILE | LL_FS_READ_DIR | LL_FS_EXECUTE);
+	/* reopening through /proc keeps the same inode, which is what a rule is tied to */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", dir_fd);
+	return landlock_allow(ruleset_fd, path, fs & ~(LL_FS_MAKE_CHAR | LL_FS_MAKE_BLOCK), fs,
+	                      false);
 }

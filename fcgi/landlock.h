@@ -23,4 +23,9 @@ int landlock_build(int abi, const char *rw_dir, const char *python, bool restric
 /* Enforces the ruleset on the calling thread; requires no_new_privs. Async-signal-safe. */
 int landlock_apply(int ruleset_fd);
 
+/* Adds to a ruleset from landlock_build() the same rights as its rw_dir on the directory that
+ * dir_fd refers to (an agent run's workspace); abi and restrict_reads as given to landlock_build().
+ * Returns 0 or -1 (logged). */
+int landlock_allow_dir_fd(int abi, bool restrict_reads, int ruleset_fd, int dir_fd);
+
 #endif

@@ -18,6 +18,7 @@
 #include "probe.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,10 +55,16 @@ die(const char *fmt, ...)
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: codebox-pool --socket PATH --runs-dir DIR --workers N\n"
-	           "                    [--python PATH] [--socket-group GROUP]\n"
-	           "                    [--run-uid-base UID] [--drain-seconds S]\n"
-	           "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n");
+	fprintf(f,
+	        "usage: codebox-pool --socket PATH --runs-dir DIR --workers N\n"
+	        "                    [--python PATH] [--socket-group GROUP]\n"
+	        "                    [--run-uid-base UID] [--drain-seconds S]\n"
+	        "                    [--agent-workspace-bytes N]\n"
+	        "       codebox-pool --print-agent-timeout-ms\n"
+	        "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n"
+	        "--agent-workspace-bytes turns on port 8888's agent protocol with a workspace\n"
+	        "of N bytes; SANDBOX_EXEC_TIMEOUT_SECONDS is its command timeout (default 300).\n"
+	        "--print-agent-timeout-ms prints that timeout as validated, and exits.\n");
 }
 
 static long
@@ -254,6 +261,48 @@ blame_layer(struct isolation *iso, const struct run_outcome *f, const char *why)
 	return false;
 }
 
+/*
+ * Port 8888's agent protocol: its command timeout, and its workspace, created once here so
+ * that every worker inherits it. Off (workers answer 503, saying why) without a mount
+ * namespace for runs or when the kernel cannot give a detached tmpfs.
+ */
+static void
+agent_setup(struct pool_config *pc, const struct isolation *iso, unsigned long long bytes)
+{
+	static char off[300];
+	struct agent_config *ac = &pc->worker.agent;
+	char why[256];
+
+	ac->workspace_fd = -1;
+	ac->iso = iso;
+	ac->workspace_bytes = bytes;
+	ac->timeout_ms = agent_timeout_ms(getenv("SANDBOX_EXEC_TIMEOUT_SECONDS"), why, sizeof(why));
+	if (why[0])
+		log_msg(LOG_WARN, "%s", why);
+	/* its own uid under a root pool: above every worker's and the probe's */
+	ac->uid = pc->drop_privileges ? pc->run_uid_base + (uid_t)pc->workers + 1 : geteuid();
+	ac->gid = pc->drop_privileges ? (gid_t)ac->uid : getegid();
+	if (bytes == 0) {
+		ac->off_reason = "the pool was started without --agent-workspace-bytes";
+		return;
+	}
+	if (!iso->on[ISO_MOUNTNS]) {
+		ac->off_reason = "runs have no mount namespace to attach the workspace at /app in";
+		log_msg(LOG_WARN, "the agent protocol is off: %s", ac->off_reason);
+		return;
+	}
+	ac->workspace_fd = workspace_create(bytes, ac->uid, ac->gid, why, sizeof(why));
+	if (ac->workspace_fd < 0) {
+		snprintf(off, sizeof(off), "the workspace could not be created: %s", why);
+		ac->off_reason = off;
+		log_msg(LOG_WARN, "the agent protocol is off: %s", off);
+		return;
+	}
+	log_msg(LOG_INFO,
+	        "agent protocol: a %llu-byte workspace at /app, commands time out after %ld ms",
+	        bytes, ac->timeout_ms);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -265,6 +314,8 @@ main(int argc, char **argv)
 	    {"socket-group", required_argument, NULL, 'g'},
 	    {"run-uid-base", required_argument, NULL, 'u'},
 	    {"drain-seconds", required_argument, NULL, 'd'},
+	    {"agent-workspace-bytes", required_argument, NULL, 'a'},
+	    {"print-agent-timeout-ms", no_argument, NULL, 'T'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -280,6 +331,7 @@ main(int argc, char **argv)
 	char why[1024], runs_real[4096], summary[512];
 	sigset_t blocked;
 	int c;
+	unsigned long long agent_bytes = 0;
 
 	log_set_component("pool");
 	/* the argument area, contiguous from argv[0] to the end of the last argument */
@@ -309,6 +361,18 @@ main(int argc, char **argv)
 		case 'd':
 			pc.drain_seconds = (int)parse_long(optarg, "--drain-seconds", 1, 3600);
 			break;
+		case 'a':
+			agent_bytes = (unsigned long long)parse_long(
+			    optarg, "--agent-workspace-bytes", 0, 1L << 40);
+			break;
+		case 'T': {
+			long ms = agent_timeout_ms(getenv("SANDBOX_EXEC_TIMEOUT_SECONDS"), why,
+			                           sizeof(why));
+			if (why[0])
+				log_msg(LOG_WARN, "%s", why);
+			printf("%ld\n", ms);
+			return 0;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -431,11 +495,15 @@ main(int argc, char **argv)
 	        probe.modules[0].version,
 	        pc.drop_privileges ? "per-worker uids" : "the pool's uid");
 
+	agent_setup(&pc, &iso, agent_bytes);
+
 	pc.worker.listen_fd = listen_unix(socket_path, group);
 	c = pool_run(&pc);
 	unlink(socket_path);
 	if (iso.on[ISO_CGROUP])
 		cgroup_teardown(&cg);
+	if (pc.worker.agent.workspace_fd >= 0)
+		close(pc.worker.agent.workspace_fd);
 	seccomp_free(&filter);
 	free((char *)python);
 	free((char *)socket_path);

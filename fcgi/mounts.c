@@ -11,12 +11,16 @@
  *   6. a fresh /proc, which shows only the run's own pid namespace;
  *   7. bind the worker's directory of runs read-only at its host path (Landlock's rule is on
  *      its inode) and mount the size-limited working tmpfs on the run's directory in it;
+ *      an agent run (port 8888) also gets a clone of the persistent workspace at /app and
+ *      /opt/codebox/bin/python, a link to the interpreter;
  *   8. pivot_root into the skeleton and detach the old root;
  *   9. remount the skeleton read-only.
  * Read-only remounts of binds must keep the flags the kernel locked on the source mount
  * (nosuid, nodev, noexec, atime flags), so they are read with statvfs() and passed back.
  */
 #include "mounts.h"
+
+#include "workspace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +52,8 @@ mounts_step_string(enum mounts_step step)
 		return "mounting /proc";
 	case MOUNTS_WORK:
 		return "mounting the working tmpfs";
+	case MOUNTS_WORKSPACE:
+		return "attaching the agent workspace at /app";
 	case MOUNTS_PIVOT:
 		return "pivoting into the new root";
 	case MOUNTS_READONLY:
@@ -258,6 +264,18 @@ mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 	         (unsigned)m->owner_uid, (unsigned)m->owner_gid);
 	if (mount("codebox-work", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return -1;
+
+	/* an agent run: the persistent workspace at /app, and `python` as agents type it */
+	if (m->workspace_fd >= 0) {
+		*failed_step = MOUNTS_WORKSPACE;
+		if (mkdirs(root, "/app") < 0 || join(dst, sizeof(dst), root, "/app") < 0 ||
+		    workspace_attach(m->workspace_fd, dst) < 0)
+			return -1;
+		if (mkdirs(root, "/opt/codebox/bin") < 0 ||
+		    join(dst, sizeof(dst), root, "/opt/codebox/bin/python") < 0 ||
+		    symlink(m->python, dst) < 0)
+			return -1;
+	}
 
 	*failed_step = MOUNTS_PIVOT;
 	if (chdir(root) < 0 || mkdir(".oldroot", 0700) < 0 ||

@@ -16,6 +16,7 @@ struct mounts_spec {
 	uid_t owner_uid; /* owner of the working tmpfs, as seen inside */
 	gid_t owner_gid;
 	bool mount_proc;
+	int workspace_fd; /* -1, or the agent workspace: attached at /app (workspace.h) */
 };
 
 /* Which step failed, for the error report. */
@@ -27,6 +28,7 @@ enum mounts_step {
 	MOUNTS_DEV,
 	MOUNTS_PROC,
 	MOUNTS_WORK,
+	MOUNTS_WORKSPACE,
 	MOUNTS_PIVOT,
 	MOUNTS_READONLY,
 };

@@ -91,7 +91,8 @@ header_param(const char *p, const char *end, const char *name, char *out, size_t
 			p += nlen + 1;
 			if (p < end && *p == '"') {
 				for (p++; p < end && *p != '"'; p++) {
-					if (*p == '\\' && p + 1 < end && (p[1] == '"' || p[1] == '\\'))
+					if (*p == '\\' && p + 1 < end &&
+					    (p[1] == '"' || p[1] == '\\'))
 						p++;
 					if (n >= out_max) {
 						*too_long = true;
@@ -190,8 +191,8 @@ multipart_find_file(const char *body, size_t len, const char *boundary, const ch
 				while (v < eol && (*v == ' ' || *v == '\t'))
 					v++;
 				if ((size_t)(eol - v) >= 9 && strncasecmp(v, "form-data", 9) == 0) {
-					if (header_param(v, eol, "name", name, sizeof(name), &name_len,
-					                 &too_long) &&
+					if (header_param(v, eol, "name", name, sizeof(name),
+					                 &name_len, &too_long) &&
 					    !too_long && name_len == strlen(field) &&
 					    memcmp(name, field, name_len) == 0)
 						is_field = true;

@@ -284,6 +284,18 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	    NULL,
 	};
 	char *const argv[] = {(char *)cfg->python, "-I", "-u", "main.py", NULL};
+	bool agent = cfg->workspace_fd >= 0;
+	/* an agent's shell: its home is the workspace, and `python` is the sandbox's python3 */
+	char *const agent_envp[] = {
+	    "PATH=/opt/codebox/bin:/usr/local/bin:/usr/bin:/bin",
+	    "HOME=/app",
+	    tmpdir,
+	    "LANG=C.UTF-8",
+	    "OPENBLAS_NUM_THREADS=1",
+	    "OMP_NUM_THREADS=1",
+	    "MKL_NUM_THREADS=1",
+	    NULL,
+	};
 	ms = (struct mounts_spec){
 	    .workdir = box->wd.path,
 	    .parent_dir = cfg->work_parent,
@@ -293,6 +305,7 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	    .owner_uid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
 	    .owner_gid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
 	    .mount_proc = cfg->mount_proc,
+	    .workspace_fd = cfg->workspace_fd,
 	};
 	struct sandbox_spec sb = {
 	    .stdin_fd = -1,
@@ -304,7 +317,7 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	    .workdir = box->wd.path,
 	    .python = cfg->python,
 	    .argv = argv,
-	    .envp = envp,
+	    .envp = agent ? agent_envp : envp,
 	    /* direct mode: the program switches under a root pool; namespace mode: init does */
 	    .set_ids = ns_mode ? (cfg->userns || cfg->drop_privileges) : cfg->drop_privileges,
 	    .uid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
@@ -316,6 +329,8 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	    .mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS) ? &ms : NULL,
 	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
 	    .ids_before_mounts = cfg->userns,
+	    .agent = agent,
+	    .workspace_fd = agent ? cfg->workspace_fd : -1,
 	};
 
 	if (ns_mode)

@@ -178,6 +178,7 @@ sandbox_read_request(int fd, struct sandbox_spec *s, char **code, size_t *code_l
 	if (*code == NULL || *input == NULL || read_full(fd, *code, req.code_len) < 0 ||
 	    read_full(fd, *input, req.stdin_len) < 0)
 		return -1;
+	(*code)[req.code_len] = '\0'; /* an agent's command is a C string */
 	*code_len = req.code_len;
 	*input_len = req.stdin_len;
 	s->nproc = (unsigned long)req.nproc;
@@ -444,9 +445,9 @@ sandbox_init(const struct sandbox_spec *spec)
 	{
 		/* nothing of the worker (its FastCGI connection, the listen socket) stays in init
 		 */
-		int keep[] = {s->stdin_fd, s->stdout_fd, s->stderr_fd,  s->error_fd,
-		              s->ctl_fd,   s->report_fd, s->landlock_fd};
-		if (sandbox_close_fds(keep, 7) < 0)
+		int keep[] = {s->stdin_fd, s->stdout_fd, s->stderr_fd,   s->error_fd,
+		              s->ctl_fd,   s->report_fd, s->landlock_fd, s->workspace_fd};
+		if (sandbox_close_fds(keep, 8) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
 	sandbox_retitle();
@@ -469,6 +470,11 @@ sandbox_init(const struct sandbox_spec *spec)
 		sandbox_fail(s, SANDBOX_IDS, 0);
 	if (s->mounts != NULL && mounts_build(s->mounts, &mstep) < 0)
 		sandbox_fail(s, SANDBOX_MOUNTS, (int)mstep);
+	if (s->workspace_fd >= 0) {
+		/* attached (or not): the program must never hold it */
+		close(s->workspace_fd);
+		s->workspace_fd = -1;
+	}
 	if (!s->ids_before_mounts && sandbox_ids(s) < 0)
 		sandbox_fail(s, SANDBOX_IDS, 0);
 	if (sandbox_drop_caps() < 0)
@@ -484,9 +490,19 @@ sandbox_init(const struct sandbox_spec *spec)
 	s->stdin_fd = sandbox_make_stdin(input, input_len);
 	if (s->stdin_fd < 0)
 		sandbox_fail(s, SANDBOX_STDIO, 0);
-	if (sandbox_write_code(code, code_len) < 0)
-		sandbox_fail(s, SANDBOX_CODE, 0);
-	free(code);
+	if (s->agent) {
+		/* the command runs in the workspace; init keeps no file of its own there */
+		static char *agent_argv[4] = {"/bin/sh", "-c", NULL, NULL};
+		agent_argv[2] = code;
+		s->argv = agent_argv;
+		s->python = "/bin/sh";
+		if (chdir("/app") < 0)
+			sandbox_fail(s, SANDBOX_CHDIR, 0);
+	} else {
+		if (sandbox_write_code(code, code_len) < 0)
+			sandbox_fail(s, SANDBOX_CODE, 0);
+		free(code);
+	}
 	free(input);
 
 	prog = fork();
@@ -536,8 +552,10 @@ sandbox_init(const struct sandbox_spec *spec)
 	}
 	(void)getrusage(RUSAGE_CHILDREN, &rep.children);
 
-	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd >= 0) {
+	dirfd = s->agent ? -1 : open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s->agent) {
+		rep.result_status = RESULT_NONE; /* agents have no result.json */
+	} else if (dirfd >= 0) {
 		struct statvfs sv;
 		if (s->mounts != NULL && fstatvfs(dirfd, &sv) == 0 && sv.f_bavail == 0)
 			rep.disk_full = 1;

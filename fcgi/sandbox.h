@@ -111,7 +111,10 @@ struct sandbox_spec {
 	/* namespace mode only */
 	const struct mounts_spec *mounts; /* NULL: no mount namespace */
 	bool uts;
-	bool ids_before_mounts;  /* inside a user namespace */
+	bool ids_before_mounts; /* inside a user namespace */
+	/* an agent run: the request's code is a shell command, run as /bin/sh -c in /app */
+	bool agent;
+	int workspace_fd;        /* -1, or the workspace init attaches; closed before the program */
 	size_t max_result_bytes; /* from the request */
 };
 

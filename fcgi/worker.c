@@ -14,6 +14,7 @@
  */
 #include "worker.h"
 
+#include "agent.h"
 #include "cgroup.h"
 #include "landlock.h"
 #include "limits.h"
@@ -36,6 +37,8 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t worker_stopping;
+/* this worker's own open file description of the agent workspace's lock (flock) */
+static int worker_agent_lock = -1;
 
 /*
  * The sandbox for the next request, built while the worker waits, so that creating the
@@ -275,6 +278,8 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 			worker_send(req, 200, NULL, doc, len);
 			free(doc);
 		}
+	} else if (strncmp(endpoint, "agent_", 6) == 0) {
+		agent_handle(&wc->agent, run, worker_agent_lock, req, endpoint, &l);
 	} else if (strcmp(endpoint, "capabilities") == 0) {
 		size_t len;
 		char *doc = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
@@ -357,6 +362,7 @@ worker_prepare_run(const struct worker_config *wc, struct run_config *run)
 	}
 	worker_sweep(wc, name, parent);
 	run->landlock_fd = -1;
+	run->workspace_fd = -1; /* port 8080's runs never see the agent workspace */
 	if (wc->iso->on[ISO_LANDLOCK]) {
 		run->landlock_fd = landlock_build(wc->iso->landlock_abi, parent, run->python,
 		                                  !wc->iso->on[ISO_MOUNTNS]);
@@ -389,6 +395,13 @@ worker_main(const struct worker_config *wc)
 
 	if (worker_prepare_run(wc, &run) < 0)
 		_exit(1);
+	if (wc->agent.workspace_fd >= 0) {
+		worker_agent_lock = openat(wc->runs_dir_fd, "agent.lock",
+		                           O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (worker_agent_lock < 0)
+			log_msg(LOG_ERROR, "opening the agent workspace's lock failed: %s",
+			        strerror(errno));
+	}
 	if (run_init_reaper() < 0 || FCGX_Init() != 0 ||
 	    FCGX_InitRequest(&req, wc->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
 		log_msg(LOG_ERROR, "worker %d could not initialise FastCGI", wc->index);

@@ -6,6 +6,7 @@
 
 #include <stdnoreturn.h>
 
+#include "agent.h"
 #include "isolation.h"
 #include "probe.h"
 #include "run.h"
@@ -19,6 +20,7 @@ struct worker_config {
 	const struct isolation *iso;    /* the layers in force */
 	const char *runs_dir;           /* holds one directory per worker: w<index> */
 	int runs_dir_fd;
+	struct agent_config agent; /* port 8888 */
 };
 
 /*

@@ -75,8 +75,8 @@ send_fd(int sock, int fd)
 {
 	char byte = 'w', ctl[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = {&byte, 1};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-	                    .msg_controllen = sizeof(ctl)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 
 	memset(ctl, 0, sizeof(ctl));
@@ -87,21 +87,25 @@ send_fd(int sock, int fd)
 	return sendmsg(sock, &mh, MSG_NOSIGNAL) == 1 ? 0 : -1;
 }
 
+/* The helper sends either the fd (one byte with SCM_RIGHTS) or its errno (an int). */
 static int
 recv_fd(int sock)
 {
-	char byte, ctl[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {&byte, 1};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
-	                    .msg_controllen = sizeof(ctl)};
+	int byte = 0;
+	char ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {&byte, sizeof(byte)};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
 	struct cmsghdr *c;
 	int fd;
 
-	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) != 1)
+	ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+
+	if (n < 0)
 		return -1;
 	c = CMSG_FIRSTHDR(&mh);
 	if (c == NULL || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int))) {
-		errno = EPROTO;
+		errno = n == (ssize_t)sizeof(byte) && byte > 0 ? byte : EPIPE;
 		return -1;
 	}
 	memcpy(&fd, CMSG_DATA(c), sizeof(int));
@@ -131,23 +135,35 @@ workspace_create(unsigned long long size_bytes, uid_t host_uid, gid_t host_gid, 
 	}
 	if (pid == 0) {
 		/* 'u': in a user namespace, waiting for the maps; 'r': root, no namespace */
-		char c = unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 'u' : 'r';
+		char mode = unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0 ? 'u' : 'r', c;
 		int m;
 
-		if (c == 'r' && geteuid() != 0)
+		if (mode == 'r' && geteuid() != 0)
 			_exit(2);
-		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+		if (write(ready[1], &mode, 1) != 1 || read(go[0], &c, 1) != 1)
 			_exit(3);
-		m = c == 'u' ? workspace_mount(size_bytes, WORKSPACE_INNER_ID, WORKSPACE_INNER_ID)
-		             : workspace_mount(size_bytes, host_uid, host_gid);
-		_exit(m >= 0 && send_fd(sv[1], m) == 0 ? 0 : 4);
+		m = mode == 'u'
+		        ? workspace_mount(size_bytes, WORKSPACE_INNER_ID, WORKSPACE_INNER_ID)
+		        : workspace_mount(size_bytes, host_uid, host_gid);
+		if (m < 0) {
+			/* the reason, for the supervisor's log */
+			int e = errno;
+			if (write(sv[1], &e, sizeof(e)) < 0)
+				_exit(6);
+			_exit(4);
+		}
+		_exit(send_fd(sv[1], m) == 0 ? 0 : 5);
 	}
+	/* only the child holds its ends: EOF, not a hang, if it dies */
 	close(ready[1]);
 	ready[1] = -1;
+	close(sv[1]);
+	sv[1] = -1;
 	{
 		char c = 0;
 		if (read(ready[0], &c, 1) != 1) {
-			snprintf(why, why_len, "no user namespace and not root: cannot mount a tmpfs");
+			snprintf(why, why_len,
+			         "no user namespace and not root: cannot mount a tmpfs");
 			goto reap;
 		}
 		if (c == 'u') {
@@ -155,10 +171,12 @@ workspace_create(unsigned long long size_bytes, uid_t host_uid, gid_t host_gid, 
 			/* an unprivileged writer must give up setgroups before it may map gids */
 			if (geteuid() != 0 && util_write_file(proc, "setgroups", "deny") < 0)
 				goto maps_failed;
-			snprintf(map, sizeof(map), "%d %u 1\n", WORKSPACE_INNER_ID, (unsigned)host_uid);
+			snprintf(map, sizeof(map), "%d %u 1\n", WORKSPACE_INNER_ID,
+			         (unsigned)host_uid);
 			if (util_write_file(proc, "uid_map", map) < 0)
 				goto maps_failed;
-			snprintf(map, sizeof(map), "%d %u 1\n", WORKSPACE_INNER_ID, (unsigned)host_gid);
+			snprintf(map, sizeof(map), "%d %u 1\n", WORKSPACE_INNER_ID,
+			         (unsigned)host_gid);
 			if (util_write_file(proc, "gid_map", map) < 0)
 				goto maps_failed;
 		}
@@ -168,7 +186,9 @@ workspace_create(unsigned long long size_bytes, uid_t host_uid, gid_t host_gid, 
 		}
 		fd = recv_fd(sv[0]);
 		if (fd < 0)
-			snprintf(why, why_len, "mounting the workspace tmpfs failed (fsopen/fsmount)");
+			snprintf(why, why_len,
+			         "mounting the workspace tmpfs failed (fsopen/fsmount): %s",
+			         strerror(errno));
 		goto reap;
 	maps_failed:
 		snprintf(why, why_len, "writing the workspace's user namespace maps failed: %s",
@@ -181,7 +201,8 @@ reap:
 		;
 out:
 	close(sv[0]);
-	close(sv[1]);
+	if (sv[1] >= 0)
+		close(sv[1]);
 	for (int i = 0; i < 2; i++) {
 		if (ready[i] >= 0)
 			close(ready[i]);
@@ -232,8 +253,8 @@ open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	struct open_how how = {
 	    .flags = (unsigned long long)(flags | O_CLOEXEC | O_NOFOLLOW),
 	    .mode = (flags & O_CREAT) ? mode : 0,
-	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-	               RESOLVE_NO_XDEV,
+	    .resolve =
+	        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
 
 	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));

@@ -152,9 +152,12 @@ if ((exec_limits != max_conc)); then
 fi
 meta_limit=$(values_of limit_conn codebox_meta | sort -n | tail -1)
 meta_limit=${meta_limit:-0}
-need=$((exec_limits + meta_limit))
+# port 8888's agent protocol has slots of its own
+agent_limit=$(values_of limit_conn codebox_agent | sort -n | tail -1)
+agent_limit=${agent_limit:-0}
+need=$((exec_limits + meta_limit + agent_limit))
 if [[ -n $workers ]] && ((workers < need)); then
-	fail "the pool's workers ($workers) must be at least limit_conn codebox_execute ($exec_limits) + limit_conn codebox_meta ($meta_limit) = $need"
+	fail "the pool's workers ($workers) must be at least limit_conn codebox_execute ($exec_limits) + limit_conn codebox_meta ($meta_limit) + limit_conn codebox_agent ($agent_limit) = $need"
 fi
 
 # 4. body size

@@ -6,8 +6,13 @@ set -euo pipefail
 
 usage() {
 	cat <<USAGE
-usage: $0 [--port PORT] [--rundir DIR] [--pool BIN] [--python PATH] [--conf-dir DIR] [--quiet]
+usage: $0 [--port PORT] [--agent-port PORT] [--rundir DIR] [--pool BIN] [--python PATH]
+          [--conf-dir DIR] [--agent-workspace-bytes N] [--quiet]
   --port PORT     loopback port nginx listens on (default 8080)
+  --agent-port PORT
+                  loopback port of the agent-sandbox protocol (default 8888)
+  --agent-workspace-bytes N
+                  size of the agent protocol's workspace at /app (default 268435456; 0: off)
   --rundir DIR    runtime directory: config, socket, logs, runs (default: a new temp dir)
   --pool BIN      the codebox-pool binary (default build/codebox-pool)
   --python PATH   the sandbox's interpreter (default /usr/bin/python3)
@@ -18,6 +23,8 @@ USAGE
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 port=8080
+agent_port=8888
+agent_bytes=268435456
 rundir=""
 pool="$here/build/codebox-pool"
 python=/usr/bin/python3
@@ -35,6 +42,14 @@ while (($#)); do
 		;;
 	--rundir)
 		rundir=${2:?}
+		shift 2
+		;;
+	--agent-port)
+		agent_port=${2:?}
+		shift 2
+		;;
+	--agent-workspace-bytes)
+		agent_bytes=${2:?}
 		shift 2
 		;;
 	--pool)
@@ -59,8 +74,8 @@ while (($#)); do
 		;;
 	esac
 done
-[[ $port =~ ^[0-9]+$ ]] || {
-	echo "codebox-run: --port must be a number" >&2
+[[ $port =~ ^[0-9]+$ && $agent_port =~ ^[0-9]+$ && $agent_bytes =~ ^[0-9]+$ ]] || {
+	echo "codebox-run: --port, --agent-port and --agent-workspace-bytes must be numbers" >&2
 	exit 2
 }
 if [[ -z $rundir ]]; then
@@ -94,7 +109,12 @@ socket="$rundir/fcgi.sock"
 
 # Render: the checked-in config with this listen address and socket path; nothing else changes.
 cp "$confdir"/*.conf "$rundir/conf/"
-sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+;|\1127.0.0.1:$port;|" \
+# the agent protocol's read timeout: the command timeout the pool will enforce, + 30 s
+agent_ms=$("$pool" --print-agent-timeout-ms 2>>"$rundir/logs/pool.log")
+agent_read=$(((agent_ms + 999) / 1000 + 30))
+sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\1127.0.0.1:$agent_port; # codebox-agent-listen|" \
+	-e "/codebox-agent-listen/!s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+;|\1127.0.0.1:$port;|" \
+	-e "s|^\(\s*fastcgi_\(read\|send\)_timeout\s\+\)[0-9]\+s; # codebox-agent-read-timeout|\1${agent_read}s; # codebox-agent-read-timeout|" \
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
 
 # one check gives both numbers: the pool size, then how long a drain may take
@@ -105,7 +125,7 @@ sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+;|\1127.0.0.1:$port;|" \
 [[ -n ${drain:-} ]] || exit 1 # the check refused the config, and said why
 
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
-	--drain-seconds "$drain")
+	--drain-seconds "$drain" --agent-workspace-bytes "$agent_bytes")
 if ((EUID == 0)); then
 	# nginx's workers run as nobody:nogroup; the socket is theirs and root's only
 	pool_args+=(--socket-group nogroup)

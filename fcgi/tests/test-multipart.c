@@ -23,8 +23,8 @@ parse(const char *body, size_t len, const char *boundary, struct multipart_file 
 
 /* what requests (urllib3) sends for files={'file': (name, data)} */
 #define REQ(b, name, data)                                                                         \
-	"--" b "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" name "\"\r\n\r\n" data \
-	"\r\n--" b "--\r\n"
+	"--" b "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" name               \
+	"\"\r\n\r\n" data "\r\n--" b "--\r\n"
 
 static void
 test_boundary(void)
@@ -32,9 +32,11 @@ test_boundary(void)
 	char b[MULTIPART_MAX_BOUNDARY + 1];
 	char longb[200];
 
-	ok(multipart_boundary("multipart/form-data; boundary=abc123", b) == 0 && !strcmp(b, "abc123"),
+	ok(multipart_boundary("multipart/form-data; boundary=abc123", b) == 0 &&
+	       !strcmp(b, "abc123"),
 	   "boundary: plain token");
-	ok(multipart_boundary("Multipart/Form-Data;boundary=\"a b;c\"", b) == 0 && !strcmp(b, "a b;c"),
+	ok(multipart_boundary("Multipart/Form-Data;boundary=\"a b;c\"", b) == 0 &&
+	       !strcmp(b, "a b;c"),
 	   "boundary: quoted, case-insensitive type");
 	ok(multipart_boundary("multipart/form-data; charset=utf-8; boundary=x", b) == 0 &&
 	       !strcmp(b, "x"),
@@ -64,8 +66,9 @@ test_parts(void)
 	    "Content-Type: application/octet-stream\r\n\r\n\r\n--B--";
 	static const char empty[] = REQ("xyz", "e", "");
 
-	ok(parse(simple, sizeof(simple) - 1, "xyz", &f, &why) == 0 && !strcmp(f.filename, "test.txt") &&
-	       f.len == 14 && !memcmp(f.data, "Hello Sandbox!", 14),
+	ok(parse(simple, sizeof(simple) - 1, "xyz", &f, &why) == 0 &&
+	       !strcmp(f.filename, "test.txt") && f.len == 14 &&
+	       !memcmp(f.data, "Hello Sandbox!", 14),
 	   "parts: what requests sends");
 	ok(parse(binary, sizeof(binary) - 1, "xyz", &f, &why) == 0 && f.len == 16 &&
 	       !memcmp(f.data, "a\r\n--xy\0z\r\n-xyzq", 16),
@@ -73,7 +76,8 @@ test_parts(void)
 	ok(parse(second, sizeof(second) - 1, "B", &f, &why) == 0 && !strcmp(f.filename, "q\"x;y") &&
 	       f.len == 0,
 	   "parts: the second part, quoted escapes, a ';' inside quotes, another header");
-	ok(parse(empty, sizeof(empty) - 1, "xyz", &f, &why) == 0 && f.len == 0, "parts: empty file");
+	ok(parse(empty, sizeof(empty) - 1, "xyz", &f, &why) == 0 && f.len == 0,
+	   "parts: empty file");
 	ok(parse(simple, sizeof(simple) - 1, "xy", &f, &why) < 0, "parts: wrong boundary");
 	ok(parse(simple, sizeof(simple) - 8, "xyz", &f, &why) < 0 && strstr(why, "not closed"),
 	   "parts: a body cut short: %s", why);
@@ -86,7 +90,8 @@ test_parts(void)
 	{
 		static const char noend[] =
 		    "--B\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a";
-		ok(parse(noend, sizeof(noend) - 1, "B", &f, &why) < 0, "parts: headers that never end");
+		ok(parse(noend, sizeof(noend) - 1, "B", &f, &why) < 0,
+		   "parts: headers that never end");
 	}
 	ok(parse("", 0, "B", &f, &why) < 0, "parts: empty body");
 }
@@ -116,9 +121,11 @@ static void
 test_fuzz(void)
 {
 	static const char base[] = REQ("bnd", "f.txt", "payload\r\n--bn");
-	static const char pieces[][32] = {"--bnd", "\r\n", "\r\n\r\n", "--", "\"", ";", "name=file",
-	                                  "filename=\"", "Content-Disposition: form-data",
-	                                  "\\", "bnd", "x"};
+	static const char pieces[][32] = {
+	    "--bnd",     "\r\n",        "\r\n\r\n",
+	    "--",        "\"",          ";",
+	    "name=file", "filename=\"", "Content-Disposition: form-data",
+	    "\\",        "bnd",         "x"};
 	char buf[512];
 	struct multipart_file f;
 	const char *why;
@@ -141,7 +148,8 @@ test_fuzz(void)
 		} else {
 			while (n < 400) {
 				seed = seed * 6364136223846793005UL + 1;
-				const char *p = pieces[(seed >> 33) % (sizeof(pieces) / sizeof(pieces[0]))];
+				const char *p =
+				    pieces[(seed >> 33) % (sizeof(pieces) / sizeof(pieces[0]))];
 				size_t pl = strlen(p);
 				if ((seed >> 50) % 7 == 0)
 					break;
@@ -151,7 +159,8 @@ test_fuzz(void)
 		}
 		if (parse(buf, n, "bnd", &f, &why) == 0) {
 			found++;
-			if (f.data < buf || f.data + f.len > buf + n || f.filename_len > MULTIPART_MAX_FILENAME)
+			if (f.data < buf || f.data + f.len > buf + n ||
+			    f.filename_len > MULTIPART_MAX_FILENAME)
 				bad++;
 		}
 	}

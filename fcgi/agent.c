@@ -1,0 +1,634 @@
+/*
+ * agent.c - port 8888: what Kubernetes agent-sandbox's python-runtime answers, with every
+ * command in a fresh sandbox.
+ *
+ * The official client (k8s_agent_sandbox) retries a POST on 500, 502, 503 and 504, so a
+ * command that fails, times out or cannot start is still a 200 with an exit_code: a 5xx
+ * would run it again. Commands and uploads on the workspace take its lock (flock on a file
+ * every worker opens for itself): one at a time, and a second one while the first runs is
+ * answered 429 at once, as port 8080 answers when its slots are full. Reads (/download,
+ * /list, /exists) do not wait for it.
+ *
+ * Every path is relative to the workspace and resolved beneath it by workspace_open(), which
+ * never follows a symlink; the worker touches the workspace only through its fd. Under a root
+ * pool, file operations run with the workspace owner's fsuid, so uploads belong to the same
+ * uid as files the commands create.
+ */
+#include "agent.h"
+
+#include "capture.h"
+#include "jsonw.h"
+#include "landlock.h"
+#include "log.h"
+#include "multipart.h"
+#include "workspace.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A command's exit code when the timeout killed it (as coreutils' timeout(1) reports). */
+#define AGENT_TIMED_OUT_EXIT 124
+/* A command the sandbox could not start (as a shell reports "cannot execute"). */
+#define AGENT_NOT_STARTED_EXIT 126
+/* The longest listing returned; more entries are cut (logged). */
+#define AGENT_MAX_LIST_ENTRIES 10000
+/* The largest /execute body read: a command is at most maxCodeBytes, escaped. */
+#define AGENT_MAX_JSON_BODY (4UL << 20)
+
+long
+agent_timeout_ms(const char *value, char *warning, size_t warning_len)
+{
+	char *end;
+	double s;
+
+	warning[0] = '\0';
+	if (value == NULL || *value == '\0')
+		return AGENT_DEFAULT_TIMEOUT_SECONDS * 1000L;
+	errno = 0;
+	s = strtod(value, &end);
+	if (errno != 0 || end == value || *end != '\0' || !isfinite(s) || s <= 0 || s > 86400) {
+		snprintf(warning, warning_len,
+		         "SANDBOX_EXEC_TIMEOUT_SECONDS=%.40s is not a finite number of seconds > 0 "
+		         "(at most 86400); using the default %d",
+		         value, AGENT_DEFAULT_TIMEOUT_SECONDS);
+		return AGENT_DEFAULT_TIMEOUT_SECONDS * 1000L;
+	}
+	return s * 1000 < 1 ? 1 : (long)(s * 1000);
+}
+
+static const char *
+agent_status_text(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Payload Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Internal Server Error";
+	}
+}
+
+static void
+agent_send(FCGX_Request *req, int status, const char *headers, const char *body, size_t len)
+{
+	char head[1024];
+	int n = snprintf(head, sizeof(head), "Status: %d %s\r\n%sContent-Length: %zu\r\n\r\n",
+	                 status, agent_status_text(status),
+	                 headers ? headers : "Content-Type: application/json\r\n", len);
+
+	FCGX_PutStr(head, n, req->out);
+	FCGX_PutStr(body, (int)len, req->out);
+}
+
+/* {"message": message} with status, and for errors also "error" (our own error shape). */
+static void
+agent_send_message(FCGX_Request *req, int status, const char *error, const char *message)
+{
+	struct jsonw w;
+	char *body;
+	size_t len;
+
+	jsonw_init(&w);
+	jsonw_lit(&w, "{");
+	if (error != NULL) {
+		jsonw_lit(&w, "\"error\":");
+		jsonw_cstr(&w, error);
+		jsonw_lit(&w, ",");
+	}
+	jsonw_lit(&w, "\"message\":");
+	jsonw_cstr(&w, message);
+	jsonw_lit(&w, "}");
+	body = jsonw_take(&w, &len);
+	if (body == NULL) {
+		static const char oom[] =
+		    "{\"error\":\"sandbox_error\",\"message\":\"out of memory\"}";
+		agent_send(req, 500, NULL, oom, sizeof(oom) - 1);
+		return;
+	}
+	agent_send(req, status,
+	           status == 429 ? "Content-Type: application/json\r\nRetry-After: 1\r\n" : NULL,
+	           body, len);
+	free(body);
+}
+
+static void
+agent_busy(FCGX_Request *req)
+{
+	agent_send_message(req, 429, "sandbox_busy",
+	                   "another command or upload is using the workspace; retry shortly");
+}
+
+/* Reads the whole body, at most max_bytes. Returns its length, -1 on a read error, -2 when it
+ * is larger than max_bytes. */
+static long
+agent_read_body(FCGX_Request *req, size_t max_bytes, char **body)
+{
+	const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
+	char *end;
+	unsigned long long n = cl && *cl ? strtoull(cl, &end, 10) : 0;
+	size_t got = 0;
+
+	*body = NULL;
+	if (cl && *cl && *end != '\0')
+		return -1;
+	if (n > max_bytes)
+		return -2;
+	*body = malloc(n + 1);
+	if (*body == NULL)
+		return -1;
+	while (got < n) {
+		int r =
+		    FCGX_GetStr(*body + got, (int)(n - got > 1 << 20 ? 1 << 20 : n - got), req->in);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	if (got != n) {
+		free(*body);
+		*body = NULL;
+		return -1;
+	}
+	(*body)[n] = '\0';
+	return (long)n;
+}
+
+/* File operations as the workspace's owner (a root pool creates files for that uid). */
+static void
+agent_as_owner(const struct agent_config *ac, bool on)
+{
+	if (geteuid() != 0)
+		return;
+	(void)setfsgid(on ? ac->gid : 0);
+	(void)setfsuid(on ? ac->uid : 0);
+}
+
+/* The worker's run configuration, turned into an agent run's: the workspace at /app, the
+ * workspace owner's uid, and a Landlock ruleset that also lets it write there. */
+static int
+agent_run_config(const struct agent_config *ac, const struct run_config *run,
+                 struct run_config *out)
+{
+	static int landlock_fd = -2; /* built once per worker */
+
+	*out = *run;
+	out->workspace_fd = ac->workspace_fd;
+	out->run_uid = ac->uid;
+	out->run_gid = ac->gid;
+	if (run->landlock_fd < 0) {
+		out->landlock_fd = -1;
+		return 0;
+	}
+	if (landlock_fd == -2) {
+		bool restrict_reads = !ac->iso->on[ISO_MOUNTNS];
+		landlock_fd = landlock_build(ac->iso->landlock_abi, run->work_parent, run->python,
+		                             restrict_reads);
+		if (landlock_fd >= 0 && landlock_allow_dir_fd(ac->iso->landlock_abi, restrict_reads,
+		                                              landlock_fd, ac->workspace_fd) < 0) {
+			close(landlock_fd);
+			landlock_fd = -1;
+		}
+		if (landlock_fd < 0) {
+			landlock_fd = -2;
+			return -1;
+		}
+	}
+	out->landlock_fd = landlock_fd;
+	return 0;
+}
+
+static void
+agent_reply_run(FCGX_Request *req, const char *out, size_t out_len, const char *err, size_t err_len,
+                int exit_code)
+{
+	struct jsonw w;
+	char *body;
+	size_t len;
+
+	jsonw_init(&w);
+	jsonw_lit(&w, "{\"stdout\":");
+	jsonw_str(&w, out, out_len);
+	jsonw_lit(&w, ",\"stderr\":");
+	jsonw_str(&w, err, err_len);
+	jsonw_lit(&w, ",\"exit_code\":");
+	jsonw_int(&w, exit_code);
+	jsonw_lit(&w, "}");
+	body = jsonw_take(&w, &len);
+	if (body == NULL) {
+		agent_send_message(req, 500, "sandbox_error", "out of memory");
+		return;
+	}
+	agent_send(req, 200, NULL, body, len);
+	free(body);
+}
+
+static void
+agent_execute(const struct agent_config *ac, const struct run_config *run, int lock_fd,
+              FCGX_Request *req, const struct limits *l)
+{
+	struct run_config cfg;
+	struct run_outcome o;
+	json_t *root = NULL, *cmd;
+	json_error_t jerr;
+	char *body = NULL, *out = NULL, *err = NULL, why[512];
+	size_t out_len = 0, err_len = 0;
+	long n;
+	int exit_code;
+
+	n = agent_read_body(req, AGENT_MAX_JSON_BODY, &body);
+	if (n == -2) {
+		agent_send_message(req, 413, "request_too_large", "the request body is too large");
+		return;
+	}
+	if (n >= 0)
+		root = json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+	free(body);
+	cmd = json_is_object(root) ? json_object_get(root, "command") : NULL;
+	if (!json_is_string(cmd) || json_string_length(cmd) == 0 ||
+	    strlen(json_string_value(cmd)) != json_string_length(cmd) ||
+	    json_string_length(cmd) > l->max_code_bytes) {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+		         "body must be {\"command\": \"<non-empty string without NUL, at most %zu "
+		         "bytes>\"}",
+		         l->max_code_bytes);
+		json_decref(root);
+		agent_send_message(req, 400, "invalid_request", msg);
+		return;
+	}
+	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		json_decref(root);
+		agent_busy(req);
+		return;
+	}
+	struct run_spec spec = {
+	    .code = json_string_value(cmd),
+	    .code_len = json_string_length(cmd),
+	    .stdin_data = "",
+	    .stdin_len = 0,
+	    .wall_ms = ac->timeout_ms,
+	    .max_stdout_bytes = l->max_stdout_bytes,
+	    .max_stderr_bytes = l->max_stderr_bytes,
+	    .max_result_bytes = l->max_result_bytes,
+	    .memory_bytes = l->memory_bytes,
+	    .max_processes = l->max_processes,
+	    .disk_bytes = l->disk_bytes,
+	};
+	if (agent_run_config(ac, run, &cfg) < 0) {
+		snprintf(why, sizeof(why), "building the agent run's Landlock ruleset failed");
+		memset(&o, 0, sizeof(o));
+		goto not_started;
+	}
+	if (run_execute(&cfg, &spec, NULL, &o, why, sizeof(why)) < 0)
+		goto not_started;
+	flock(lock_fd, LOCK_UN);
+
+	out = capture_utf8(&o.out, &out_len);
+	err = capture_utf8(&o.err, &err_len);
+	if (out == NULL || err == NULL) {
+		agent_send_message(req, 500, "sandbox_error", "out of memory");
+		goto done;
+	}
+	{
+		/* what the command cannot say itself: truncation and the timeout, on stderr */
+		char note[512] = "";
+		int k = 0;
+		if (capture_truncated(&o.out))
+			k += snprintf(note + k, sizeof(note) - (size_t)k,
+			              "%scodebox: stdout was truncated to its first %zu bytes (of "
+			              "%llu)\n",
+			              err_len && err[err_len - 1] != '\n' ? "\n" : "",
+			              l->max_stdout_bytes, (unsigned long long)o.out.total_bytes);
+		if (capture_truncated(&o.err))
+			k += snprintf(note + k, sizeof(note) - (size_t)k,
+			              "%scodebox: stderr was truncated to its first %zu bytes (of "
+			              "%llu)\n",
+			              k == 0 && err_len && err[err_len - 1] != '\n' ? "\n" : "",
+			              l->max_stderr_bytes, (unsigned long long)o.err.total_bytes);
+		if (o.status == RUN_TIMED_OUT)
+			k += snprintf(note + k, sizeof(note) - (size_t)k,
+			              "%scodebox: the command timed out after %.3g seconds and was "
+			              "killed with everything it started\n",
+			              k == 0 && err_len && err[err_len - 1] != '\n' ? "\n" : "",
+			              (double)ac->timeout_ms / 1000);
+		if (k > 0) {
+			char *more = realloc(err, err_len + (size_t)k + 1);
+			if (more != NULL) {
+				memcpy(more + err_len, note, (size_t)k + 1);
+				err = more;
+				err_len += (size_t)k;
+			}
+		}
+	}
+	exit_code = o.status == RUN_TIMED_OUT ? AGENT_TIMED_OUT_EXIT : o.exit_code;
+	agent_reply_run(req, out, out_len, err, err_len, exit_code);
+	log_msg(LOG_INFO, "agent execute status=%s exit_code=%d durationMs=%lld",
+	        run_status_string(o.status), exit_code, o.duration_ms);
+done:
+	free(out);
+	free(err);
+	run_outcome_free(&o);
+	json_decref(root);
+	return;
+not_started:
+	flock(lock_fd, LOCK_UN);
+	log_msg(LOG_ERROR, "agent command could not start: %s", why);
+	{
+		static const char msg[] =
+		    "codebox: the sandbox could not start the command; see the service log\n";
+		agent_reply_run(req, "", 0, msg, sizeof(msg) - 1, AGENT_NOT_STARTED_EXIT);
+	}
+	run_outcome_free(&o);
+	json_decref(root);
+}
+
+/* The {path} of /download/{path}, /list/{path}, /exists/{path}: nginx's decoded $uri. */
+static const char *
+agent_path(FCGX_Request *req, const char *prefix)
+{
+	const char *uri = FCGX_GetParam("SCRIPT_NAME", req->envp);
+	size_t n = strlen(prefix);
+
+	if (uri == NULL || strncmp(uri, prefix, n) != 0)
+		return NULL;
+	return uri + n;
+}
+
+static void
+agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
+{
+	static struct multipart_file f; /* 4 KiB of name: not on the stack */
+	char boundary[MULTIPART_MAX_BOUNDARY + 1], msg[4200];
+	const char *why = NULL;
+	char *body = NULL;
+	long n;
+	int fd, e = 0;
+
+	if (multipart_boundary(FCGX_GetParam("CONTENT_TYPE", req->envp), boundary) < 0) {
+		agent_send_message(req, 400, "invalid_request",
+		                   "the body must be multipart/form-data with a boundary");
+		return;
+	}
+	n = agent_read_body(req, ac->workspace_bytes + (1UL << 20), &body);
+	if (n == -2) {
+		agent_send_message(req, 413, "request_too_large",
+		                   "the file is larger than the workspace");
+		return;
+	}
+	if (n < 0) {
+		agent_send_message(req, 400, "invalid_request",
+		                   "the request body could not be read");
+		return;
+	}
+	if (multipart_find_file(body, (size_t)n, boundary, "file", &f, &why) < 0) {
+		free(body);
+		agent_send_message(req, 400, "invalid_request", why);
+		return;
+	}
+	if (!workspace_path_ok(f.filename, f.filename_len)) {
+		free(body);
+		agent_send_message(req, 400, "invalid_request",
+		                   "the file name must be a relative path under /app: no leading "
+		                   "'/', no '.' or '..' or empty component, no control character");
+		return;
+	}
+	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		free(body);
+		agent_busy(req);
+		return;
+	}
+	agent_as_owner(ac, true);
+	fd = workspace_open(ac->workspace_fd, f.filename, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0) {
+		e = errno;
+	} else {
+		for (size_t done = 0; done < f.len;) {
+			ssize_t w = write(fd, f.data + done, f.len - done);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				e = w < 0 ? errno : ENOSPC;
+				break;
+			}
+			done += (size_t)w;
+		}
+		close(fd);
+		if (e != 0) /* never leave half a file */
+			(void)unlinkat(ac->workspace_fd, f.filename, 0);
+	}
+	agent_as_owner(ac, false);
+	flock(lock_fd, LOCK_UN);
+	free(body);
+	if (e == 0) {
+		snprintf(msg, sizeof(msg), "File '%s' uploaded successfully.", f.filename);
+		agent_send_message(req, 200, NULL, msg);
+	} else if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+		agent_send_message(
+		    req, 413, "request_too_large",
+		    "the workspace is full: its size limit leaves no room for this file");
+	} else if (e == ELOOP || e == EXDEV || e == ENOTDIR || e == EISDIR || e == EEXIST) {
+		snprintf(msg, sizeof(msg),
+		         "cannot write '%s': a symlink, a file or a directory is in the way (%s)",
+		         f.filename, strerror(e));
+		agent_send_message(req, 400, "invalid_request", msg);
+	} else {
+		log_msg(LOG_ERROR, "upload of %s failed: %s", f.filename, strerror(e));
+		agent_send_message(req, 500, "sandbox_error",
+		                   "the upload failed; see the service log");
+	}
+}
+
+static void
+agent_download(const struct agent_config *ac, FCGX_Request *req)
+{
+	const char *path = agent_path(req, "/download/");
+	char head[512], buf[65536];
+	struct stat sb;
+	int fd;
+
+	if (path == NULL || !workspace_path_ok(path, strlen(path))) {
+		agent_send_message(req, 404, NULL, "File not found");
+		return;
+	}
+	agent_as_owner(ac, true);
+	fd = workspace_open(ac->workspace_fd, path, O_RDONLY, 0);
+	agent_as_owner(ac, false);
+	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		if (fd >= 0)
+			close(fd);
+		agent_send_message(req, 404, NULL, "File not found");
+		return;
+	}
+	{
+		const char *base = strrchr(path, '/');
+		int k = snprintf(head, sizeof(head),
+		                 "Status: 200 OK\r\nContent-Type: application/octet-stream\r\n"
+		                 "Content-Length: %lld\r\n\r\n",
+		                 (long long)sb.st_size);
+		(void)base;
+		FCGX_PutStr(head, k, req->out);
+	}
+	/* exactly st_size bytes: a file that changes meanwhile is cut or padded, never longer */
+	for (off_t left = sb.st_size; left > 0;) {
+		ssize_t r = read(fd, buf, (size_t)left < sizeof(buf) ? (size_t)left : sizeof(buf));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			memset(buf, 0, sizeof(buf));
+			r = (ssize_t)((size_t)left < sizeof(buf) ? (size_t)left : sizeof(buf));
+		}
+		FCGX_PutStr(buf, (int)r, req->out);
+		left -= r;
+	}
+	close(fd);
+}
+
+static int
+agent_cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void
+agent_list(const struct agent_config *ac, FCGX_Request *req)
+{
+	const char *path = agent_path(req, "/list/");
+	struct jsonw w;
+	char **names = NULL, *body;
+	size_t count = 0, len;
+	int fd;
+	DIR *d;
+	struct dirent *e;
+
+	if (path != NULL && (*path == '\0' || strcmp(path, ".") == 0))
+		path = ".";
+	else if (path == NULL || !workspace_path_ok(path, strlen(path))) {
+		agent_send_message(req, 404, NULL, "Directory not found");
+		return;
+	}
+	agent_as_owner(ac, true);
+	fd = workspace_open(ac->workspace_fd, path, O_RDONLY | O_DIRECTORY, 0);
+	agent_as_owner(ac, false);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		agent_send_message(req, 404, NULL, "Directory not found");
+		return;
+	}
+	while ((e = readdir(d)) != NULL && count < AGENT_MAX_LIST_ENTRIES) {
+		char **more;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		more = realloc(names, (count + 1) * sizeof(*names));
+		if (more == NULL)
+			break;
+		names = more;
+		names[count] = strdup(e->d_name);
+		if (names[count] == NULL)
+			break;
+		count++;
+	}
+	if (count == AGENT_MAX_LIST_ENTRIES)
+		log_msg(LOG_WARN, "listing %s: cut at %d entries", path, AGENT_MAX_LIST_ENTRIES);
+	if (names != NULL)
+		qsort(names, count, sizeof(*names), agent_cmp_names);
+	jsonw_init(&w);
+	jsonw_lit(&w, "[");
+	for (size_t i = 0; i < count; i++) {
+		struct stat sb;
+		char num[64];
+		if (fstatat(dirfd(d), names[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (w.len > 1)
+			jsonw_lit(&w, ",");
+		jsonw_lit(&w, "{\"name\":");
+		jsonw_cstr(&w, names[i]);
+		jsonw_lit(&w, ",\"size\":");
+		jsonw_int(&w, (long long)sb.st_size);
+		jsonw_lit(&w,
+		          S_ISDIR(sb.st_mode) ? ",\"type\":\"directory\"" : ",\"type\":\"file\"");
+		snprintf(num, sizeof(num), ",\"mod_time\":%lld.%06ld}",
+		         (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec / 1000);
+		jsonw_lit(&w, num);
+	}
+	jsonw_lit(&w, "]");
+	closedir(d);
+	for (size_t i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+	body = jsonw_take(&w, &len);
+	if (body == NULL) {
+		agent_send_message(req, 500, "sandbox_error", "out of memory");
+		return;
+	}
+	agent_send(req, 200, NULL, body, len);
+	free(body);
+}
+
+static void
+agent_exists(const struct agent_config *ac, FCGX_Request *req)
+{
+	const char *path = agent_path(req, "/exists/");
+	bool exists = false;
+
+	if (path != NULL && workspace_path_ok(path, strlen(path))) {
+		int fd;
+		agent_as_owner(ac, true);
+		fd = workspace_open(ac->workspace_fd, path, O_PATH, 0);
+		agent_as_owner(ac, false);
+		if (fd >= 0) {
+			exists = true;
+			close(fd);
+		}
+	}
+	if (exists)
+		agent_send(req, 200, NULL, "{\"exists\":true}", 15);
+	else
+		agent_send(req, 200, NULL, "{\"exists\":false}", 16);
+}
+
+void
+agent_handle(const struct agent_config *ac, const struct run_config *run, int lock_fd,
+             FCGX_Request *req, const char *endpoint, const struct limits *l)
+{
+	if (ac->workspace_fd < 0 || lock_fd < 0) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "the agent protocol is off on this host: %s",
+		         ac->off_reason ? ac->off_reason : "no workspace");
+		agent_send_message(req, 503, "sandbox_unavailable", msg);
+		return;
+	}
+	if (strcmp(endpoint, "agent_execute") == 0)
+		agent_execute(ac, run, lock_fd, req, l);
+	else if (strcmp(endpoint, "agent_upload") == 0)
+		agent_upload(ac, lock_fd, req);
+	else if (strcmp(endpoint, "agent_download") == 0)
+		agent_download(ac, req);
+	else if (strcmp(endpoint, "agent_list") == 0)
+		agent_list(ac, req);
+	else if (strcmp(endpoint, "agent_exists") == 0)
+		agent_exists(ac, req);
+	else
+		agent_send_message(req, 404, "not_found", "no such endpoint");
+}
