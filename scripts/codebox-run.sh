@@ -114,7 +114,7 @@ agent_ms=$("$pool" --print-agent-timeout-ms 2>>"$rundir/logs/pool.log")
 agent_read=$(((agent_ms + 999) / 1000 + 30))
 sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\1127.0.0.1:$agent_port; # codebox-agent-listen|" \
 	-e "/codebox-agent-listen/!s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+;|\1127.0.0.1:$port;|" \
-	-e "s|^\(\s*fastcgi_\(read\|send\)_timeout\s\+\)[0-9]\+s; # codebox-agent-read-timeout|\1${agent_read}s; # codebox-agent-read-timeout|" \
+	-e "s|^\(\s*fastcgi_[a-z]*_timeout\s\+\)[0-9]\+s; # codebox-agent-read-timeout|\1${agent_read}s; # codebox-agent-read-timeout|" \
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
 
 # one check gives both numbers: the pool size, then how long a drain may take

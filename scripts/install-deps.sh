@@ -25,6 +25,9 @@ packages=(
 	nginx-light python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-sklearn
 	# tests and checks
 	bats bats-assert bats-support curl jq shellcheck clang-format
+	# the agent protocol suite speaks through requests, as the agent-sandbox client does;
+	# promtool (package prometheus) parses /metrics
+	python3-requests prometheus
 	# benchmarks
 	wrk
 	# offline deploy checks: yamllint; the runtime default seccomp profile codebox extends

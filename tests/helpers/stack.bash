@@ -19,25 +19,29 @@ free_port() {
 # stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
 # answers 200 (bounded: 120 s, and only while the stack is alive).
 stack_start() {
-	local port i
+	local port agent_port i
 	# an external stack (make image-test, make kind-test): only its HTTP surface is tested
 	if [[ -n ${CODEBOX_BASE:-} ]]; then
 		BASE=$CODEBOX_BASE
+		AGENT=${CODEBOX_AGENT_BASE:-}
 		STACK_DIR=""
 		STACK_PID=""
-		export BASE STACK_DIR STACK_PID
+		export BASE AGENT STACK_DIR STACK_PID
 		return 0
 	fi
 	# not under bats' private temp dir: a root pool runs programs as other uids, which must
 	# be able to reach their working directory (the runtime dir itself is 0711)
 	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	port=$(free_port)
-	"$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$STACK_DIR" \
+	agent_port=$(free_port)
+	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
+	"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" --rundir "$STACK_DIR" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet "$@" \
 		>"$STACK_DIR/run.out" 2>&1 3>&- &
 	STACK_PID=$!
 	BASE="http://127.0.0.1:$port"
-	export STACK_DIR STACK_PID BASE
+	AGENT="http://127.0.0.1:$agent_port" # port 8888's protocol
+	export STACK_DIR STACK_PID BASE AGENT
 	for ((i = 0; i < 1200; i++)); do
 		if [[ $(curl -s -o /dev/null -w '%{http_code}' "$BASE/readyz") == 200 ]]; then
 			return 0

@@ -1,0 +1,243 @@
+#!/usr/bin/env bats
+# Port 8888: the agent-sandbox "python-runtime" protocol (API.md part 3), driven by the
+# requests Kubernetes agent-sandbox's client sends (tests/helpers/agent_client.py rebuilds
+# them from its sources), with every command in a fresh sandbox and the workspace at /app.
+
+load helpers/stack
+
+# a small workspace, so that filling it is quick; a short command timeout
+WORKSPACE_BYTES=$((8 * 1024 * 1024))
+
+setup_file() {
+	SANDBOX_EXEC_TIMEOUT_SECONDS=3 stack_start --agent-workspace-bytes "$WORKSPACE_BYTES"
+}
+
+teardown_file() {
+	stack_stop
+}
+
+client() { # client OP ARGS...: the agent-sandbox client's call; sets $output
+	"$ROOT/tests/helpers/agent_client.py" "$AGENT" "$@"
+}
+
+agent_run() { # agent_run COMMAND: sets $reply to the parsed ExecutionResult
+	reply=$(client run "$1")
+}
+
+still_serving() { # the service is healthy after an attack
+	agent_run 'echo alive'
+	assert_equal "$(field .stdout)" $'alive'
+	assert_equal "$(field .exit_code)" 0
+}
+
+@test "agent: GET / answers the runtime's health document" {
+	run -0 curl -s -w '\n%{http_code}' "$AGENT/"
+	assert_output $'{"status": "ok", "message": "Sandbox Runtime is active."}\n200'
+}
+
+@test "agent: execute runs a shell command (tester.py's echo)" {
+	agent_run "echo 'hello world'"
+	assert_equal "$(field .stdout)" "hello world"
+	assert_equal "$(jq -r .stdout <<<"$reply" | od -c | head -1 | grep -c '\\n')" 1
+	assert_equal "$(field .exit_code)" 0
+}
+
+@test "agent: a failing command is a 200 with its exit code and stderr" {
+	agent_run 'echo oops >&2; exit 3'
+	assert_equal "$(field .exit_code)" 3
+	assert_equal "$(field .stderr)" oops
+	agent_run 'no-such-command-xyz'
+	assert_equal "$(field .exit_code)" 127
+	agent_run 'kill -9 $$'
+	assert_equal "$(field .exit_code)" -9
+}
+
+@test "agent: python runs the sandbox's interpreter, cwd /app, as the sandbox user" {
+	agent_run 'python -c "import sys, os, numpy; print(sys.version.split()[0], os.getcwd(), os.getuid())"'
+	assert_equal "$(field .stdout)" "$("$PY" -c 'import sys; print(sys.version.split()[0])') /app 1000"
+	agent_run 'python3 -c "print(6*7)"'
+	assert_equal "$(field .stdout)" 42
+}
+
+@test "agent: the workspace persists between commands; their processes do not" {
+	agent_run 'echo kept > notes.txt; mkdir -p dir/sub; (sleep 300 &); echo started'
+	assert_equal "$(field .stdout)" started
+	agent_run 'cat notes.txt; ls dir; ps -e -o comm= | grep -c sleep || true'
+	assert_equal "$(field .stdout)" $'kept\nsub\n0'
+	# on the host too, nothing of the command is left (the sleep was killed with its run)
+	run -1 pgrep -f -- 'sleep 300'
+}
+
+@test "agent: each command is isolated: no network, not the host's processes" {
+	agent_run "python -c \"import socket; socket.create_connection(('127.0.0.1', ${AGENT##*:}), 2)\""
+	[[ $(field .exit_code) != 0 ]]
+	assert_regex "$(field .stderr)" 'OSError|Network is unreachable|PermissionError|ConnectionRefused'
+	agent_run 'ls /proc | grep -c "^[0-9]"'
+	(($(field .stdout) < 10))
+}
+
+@test "agent: port 8080's runs never see the workspace" {
+	agent_run 'echo agent-secret-42 > secret.txt'
+	execute 'import os
+print(os.path.exists("/app"), any("/app" in l for l in open("/proc/self/mounts")))'
+	assert_equal "$(field .stdout)" "False False"
+	# nor is it anywhere on the host's file system: it is a tmpfs mounted nowhere
+	run -1 grep -rqs agent-secret-42 "$STACK_DIR"
+}
+
+@test "agent: a timeout kills the command and everything it started, exit code 124" {
+	local start end
+	start=$(date +%s)
+	agent_run 'echo before; (sleep 1000 &); sleep 1000'
+	end=$(date +%s)
+	assert_equal "$(field .exit_code)" 124
+	assert_equal "$(field .stdout)" before
+	assert_regex "$(field .stderr)" 'codebox: the command timed out after 3 seconds'
+	(((end - start) >= 3 && (end - start) < 30))
+	run -1 pgrep -f -- 'sleep 1000'
+	still_serving
+}
+
+@test "agent: SANDBOX_EXEC_TIMEOUT_SECONDS must be a finite number > 0, else the default" {
+	local v pool=${CODEBOX_POOL:-$ROOT/build/codebox-pool}
+	for v in 0 -1 abc nan inf 1e999 '' ' 5' 5s; do
+		run -0 --separate-stderr env SANDBOX_EXEC_TIMEOUT_SECONDS="$v" "$pool" --print-agent-timeout-ms
+		assert_output 300000
+		if [[ -n $v ]]; then
+			[[ $stderr == *'is not a finite number of seconds > 0'*'using the default 300'* ]]
+		else
+			[[ -z $stderr ]]
+		fi
+	done
+	run -0 env SANDBOX_EXEC_TIMEOUT_SECONDS=2.5 "$pool" --print-agent-timeout-ms
+	assert_output 2500
+	run -0 env -u SANDBOX_EXEC_TIMEOUT_SECONDS "$pool" --print-agent-timeout-ms
+	assert_output 300000
+}
+
+@test "agent: output is bounded like /execute, and the truncation is said on stderr" {
+	agent_run 'head -c 200000 /dev/zero | tr "\0" a'
+	assert_equal "$(jq -r '.stdout | length' <<<"$reply")" 65536
+	assert_regex "$(field .stderr)" 'codebox: stdout was truncated to its first 65536 bytes \(of 200000\)'
+}
+
+@test "agent: a 1 MiB binary file round-trips through upload and download" {
+	head -c 1048576 /dev/urandom >"$BATS_TEST_TMPDIR/blob"
+	run -0 client write data/nested/blob.bin "$BATS_TEST_TMPDIR/blob"
+	assert_output '{"message": "File '"'"'data/nested/blob.bin'"'"' uploaded successfully."}'
+	run -0 client read data/nested/blob.bin "$BATS_TEST_TMPDIR/back"
+	assert_output '{"bytes": 1048576, "content_type": "application/octet-stream"}'
+	cmp "$BATS_TEST_TMPDIR/blob" "$BATS_TEST_TMPDIR/back"
+	# the command sees the same bytes
+	agent_run 'sha256sum data/nested/blob.bin | cut -d" " -f1'
+	assert_equal "$(field .stdout)" "$(sha256sum "$BATS_TEST_TMPDIR/blob" | cut -d' ' -f1)"
+}
+
+@test "agent: list and exists answer what the client parses" {
+	agent_run 'rm -rf l && mkdir -p l/d && printf 12345 > l/f.txt'
+	run -0 client list l
+	assert_equal "$(jq -r '[.[] | "\(.name):\(.type)"] | join(",")' <<<"$output")" "d:directory,f.txt:file"
+	assert_equal "$(jq -r '.[1].size' <<<"$output")" 5
+	run -0 curl -s "$AGENT/list/l"
+	run -0 jq -e '.[1].mod_time | type == "number"' <<<"$output"
+	run -0 client exists l/f.txt
+	assert_output '{"exists": true}'
+	run -0 client exists l/nope
+	assert_output '{"exists": false}'
+	run -0 curl -s -w ' %{http_code}' "$AGENT/download/l/nope"
+	assert_output '{"message":"File not found"} 404'
+	run -0 curl -s -w ' %{http_code}' "$AGENT/download/l/d"
+	assert_output '{"message":"File not found"} 404'
+}
+
+@test "agent: unsafe upload paths are refused with 400 and nothing is written outside" {
+	local p
+	echo pwned >"$BATS_TEST_TMPDIR/evil"
+	for p in ../evil-up /tmp/evil-abs a/../../evil-mid ./evil-dot 'a//b' $'evil\x7fdel' ''; do
+		CODEBOX_UNSAFE=1 run -1 client write "$p" "$BATS_TEST_TMPDIR/evil"
+		assert_equal "$(jq -r .status <<<"$output")" 400
+		run -0 jq -e '.body | fromjson | .error == "invalid_request"' <<<"$output"
+	done
+	# control characters and NUL, raw in the multipart header (the client would refuse them,
+	# and urllib3 would percent-encode them)
+	for p in $'evil\x01ctl' $'evil\nnl' 'evil\x00nul'; do
+		printf -- '--XX\r\nContent-Disposition: form-data; name="file"; filename="%b"\r\n\r\nv\r\n--XX--\r\n' \
+			"$p" >"$BATS_TEST_TMPDIR/raw"
+		run -0 curl -s -w ' %{http_code}' -H 'Content-Type: multipart/form-data; boundary=XX' \
+			--data-binary "@$BATS_TEST_TMPDIR/raw" "$AGENT/upload"
+		assert_output --regexp '"error":"invalid_request".* 400$'
+	done
+	[[ ! -e /tmp/evil-abs && ! -e "$STACK_DIR/evil-up" && ! -e /evil-up && ! -e /evil-mid ]]
+	agent_run 'ls -a | tr "\n" " "'
+	refute_output --partial evil
+	still_serving
+}
+
+@test "agent: a symlink on the way is refused on upload, download, list and exists" {
+	agent_run 'ln -sfn /etc etc-link && ln -sf /etc/passwd pw-link && ln -sfn / root-link'
+	echo pwned >"$BATS_TEST_TMPDIR/evil"
+	CODEBOX_UNSAFE=1 run -1 client write etc-link/evil-through-link "$BATS_TEST_TMPDIR/evil"
+	assert_equal "$(jq -r .status <<<"$output")" 400
+	[[ ! -e /etc/evil-through-link ]]
+	CODEBOX_UNSAFE=1 run -1 client write root-link/tmp/evil-root "$BATS_TEST_TMPDIR/evil"
+	[[ ! -e /tmp/evil-root ]]
+	# downloads through or of a link: not found, never the host's file
+	run -0 curl -s -w ' %{http_code}' "$AGENT/download/pw-link"
+	assert_output '{"message":"File not found"} 404'
+	run -0 curl -s -w ' %{http_code}' "$AGENT/download/etc-link%2Fpasswd"
+	assert_output '{"message":"File not found"} 404'
+	run -0 curl -s -o /dev/null -w '%{http_code}' "$AGENT/list/etc-link"
+	assert_output 404
+	run -0 client exists etc-link/passwd
+	assert_output '{"exists": false}'
+	# traversal spelled in the URL: nginx normalises it, or refuses it in JSON
+	run -0 curl -s -w ' %{http_code}' "$AGENT/download/..%2F..%2F..%2Fetc%2Fpasswd"
+	assert_output '{"error":"invalid_request","message":"the HTTP request is malformed"} 400'
+	run -0 curl -s --path-as-is -w ' %{http_code}' "$AGENT/download/a/../../../etc/passwd"
+	refute_output --partial root:
+	still_serving
+}
+
+@test "agent: a malformed multipart body is a JSON 400" {
+	run -0 curl -s -w ' %{http_code}' -H 'Content-Type: multipart/form-data; boundary=XX' \
+		--data-binary $'--XX\r\nContent-Disposition: form-data; name="file"; filename="x"\r\n\r\nno end' \
+		"$AGENT/upload"
+	assert_output '{"error":"invalid_request","message":"the multipart body is not closed"} 400'
+	run -0 curl -s -w ' %{http_code}' -H 'Content-Type: application/json' -d '{}' "$AGENT/upload"
+	assert_output --partial '"error":"invalid_request"'
+	assert_output --partial ' 400'
+	run -0 curl -s -w ' %{http_code}' -F 'other=@/dev/null' "$AGENT/upload"
+	assert_output --partial ' 400'
+	run -0 curl -s -w ' %{http_code}' -d '{"cmd":"ls"}' "$AGENT/execute"
+	assert_output --partial ' 400'
+}
+
+@test "agent: the workspace is bounded by its own size" {
+	agent_run 'head -c 20000000 /dev/zero > fill; df -B1 --output=size /app | tail -1; rm -f fill'
+	assert_regex "$(field .stderr)" 'No space left on device'
+	assert_equal "$(field .stdout | tr -d ' ')" "$WORKSPACE_BYTES"
+	head -c $((WORKSPACE_BYTES + 4096)) /dev/zero >"$BATS_TEST_TMPDIR/huge"
+	run -1 client write huge.bin "$BATS_TEST_TMPDIR/huge"
+	assert_equal "$(jq -r .status <<<"$output")" 413
+	run -0 client exists huge.bin
+	assert_output '{"exists": false}'
+	still_serving
+}
+
+count_exists() {
+	[[ $(curl -s "$AGENT/exists/count") == '{"exists":true}' ]]
+}
+
+@test "agent: a second command while one runs is answered 429 at once, never run twice" {
+	agent_run 'rm -f count'
+	client run 'echo x >> count; sleep 2' >"$BATS_TEST_TMPDIR/first" &
+	local first=$!
+	wait_for "the first command to start" 100 count_exists
+	run -0 curl -s -D - -w '%{http_code}' -d '{"command":"echo x >> count"}' "$AGENT/execute"
+	assert_output --partial 'Retry-After: 1'
+	assert_output --partial '"error":"sandbox_busy"'
+	assert_output --regexp '429$'
+	wait "$first"
+	agent_run 'wc -l < count'
+	assert_equal "$(field .stdout)" 1
+}
