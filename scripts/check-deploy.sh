@@ -32,6 +32,13 @@ overlays=("$here/deploy/base" "$here"/deploy/overlays/*)
 for dir in "${overlays[@]}"; do
 	name=$(basename "$dir")
 	kubectl kustomize "$dir" >"$out/$name.yaml"
+	if [[ $name == agent-sandbox ]]; then
+		# agent-sandbox's own kinds: checked against their CRD schema, then what the
+		# controller derives from them (a Pod, its NetworkPolicy, a Service) goes through the
+		# same checks as every other overlay
+		node "$checks/agent-sandbox.mjs" "$out/$name.yaml" "$out/$name-derived.yaml"
+		mv "$out/$name-derived.yaml" "$out/$name.yaml"
+	fi
 	node "$checks/validate.mjs" "$out/$name.ts" "$out/$name.yaml"
 	tsc ".out/$name.ts"
 	node "$checks/hardening.mjs" "$out/$name.yaml"
