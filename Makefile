@@ -11,7 +11,10 @@ WARN      = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
             -Wformat=2 -Wvla -Wswitch-enum
 HARDEN    = -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE
+# what GET /metrics reports as codebox_build_info{version}
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE -DCODEBOX_VERSION='"$(VERSION)"'
+
 LDFLAGS  += -pie -Wl,-z,relro,-z,now
 LDLIBS    = -lfcgi -ljansson -lseccomp -lm
 

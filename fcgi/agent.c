@@ -20,6 +20,7 @@
 #include "jsonw.h"
 #include "landlock.h"
 #include "log.h"
+#include "metrics.h"
 #include "multipart.h"
 #include "workspace.h"
 
@@ -135,6 +136,7 @@ agent_send_message(FCGX_Request *req, int status, const char *error, const char 
 static void
 agent_busy(FCGX_Request *req)
 {
+	metrics_record_busy();
 	agent_send_message(req, 429, "sandbox_busy",
 	                   "another command or upload is using the workspace; retry shortly");
 }
@@ -299,8 +301,13 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, int l
 		memset(&o, 0, sizeof(o));
 		goto not_started;
 	}
-	if (run_execute(&cfg, &spec, NULL, &o, why, sizeof(why)) < 0)
+	metrics_run_begin(run->worker_index);
+	if (run_execute(&cfg, &spec, NULL, &o, why, sizeof(why)) < 0) {
+		metrics_run_end(run->worker_index);
 		goto not_started;
+	}
+	metrics_run_end(run->worker_index);
+	metrics_record_run(METRICS_PORT_AGENT, &o);
 	flock(lock_fd, LOCK_UN);
 
 	out = capture_utf8(&o.out, &out_len);
@@ -352,6 +359,7 @@ done:
 	return;
 not_started:
 	flock(lock_fd, LOCK_UN);
+	metrics_record_error(METRICS_PORT_AGENT);
 	log_msg(LOG_ERROR, "agent command could not start: %s", why);
 	{
 		static const char msg[] =

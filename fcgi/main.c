@@ -14,6 +14,7 @@
 #include "isolation.h"
 #include "landlock.h"
 #include "log.h"
+#include "metrics.h"
 #include "pool.h"
 #include "probe.h"
 #include "sandbox.h"
@@ -59,12 +60,13 @@ usage(FILE *f)
 	        "usage: codebox-pool --socket PATH --runs-dir DIR --workers N\n"
 	        "                    [--python PATH] [--socket-group GROUP]\n"
 	        "                    [--run-uid-base UID] [--drain-seconds S]\n"
-	        "                    [--agent-workspace-bytes N]\n"
+	        "                    [--agent-workspace-bytes N] [--nginx-busy-log PATH]\n"
 	        "       codebox-pool --print-agent-timeout-ms\n"
 	        "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n"
 	        "--agent-workspace-bytes turns on port 8888's agent protocol with a workspace\n"
 	        "of N bytes; SANDBOX_EXEC_TIMEOUT_SECONDS is its command timeout (default 300).\n"
-	        "--print-agent-timeout-ms prints that timeout as validated, and exits.\n");
+	        "--print-agent-timeout-ms prints that timeout as validated, and exits.\n"
+	        "--nginx-busy-log is the file nginx logs its own 429s to (GET /metrics).\n");
 }
 
 static long
@@ -316,6 +318,7 @@ main(int argc, char **argv)
 	    {"drain-seconds", required_argument, NULL, 'd'},
 	    {"agent-workspace-bytes", required_argument, NULL, 'a'},
 	    {"print-agent-timeout-ms", no_argument, NULL, 'T'},
+	    {"nginx-busy-log", required_argument, NULL, 'b'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -332,6 +335,7 @@ main(int argc, char **argv)
 	sigset_t blocked;
 	int c;
 	unsigned long long agent_bytes = 0;
+	const char *busy_log = NULL;
 
 	log_set_component("pool");
 	/* the argument area, contiguous from argv[0] to the end of the last argument */
@@ -360,6 +364,9 @@ main(int argc, char **argv)
 			break;
 		case 'd':
 			pc.drain_seconds = (int)parse_long(optarg, "--drain-seconds", 1, 3600);
+			break;
+		case 'b':
+			busy_log = optarg;
 			break;
 		case 'a':
 			agent_bytes = (unsigned long long)parse_long(
@@ -390,6 +397,7 @@ main(int argc, char **argv)
 	socket_path = strdup(socket_path);
 	runs_dir = strdup(runs_dir);
 	group = group ? strdup(group) : NULL;
+	busy_log = busy_log ? strdup(busy_log) : NULL;
 	if (python == NULL || socket_path == NULL || runs_dir == NULL)
 		die("out of memory");
 	if (python[0] != '/')
@@ -496,6 +504,11 @@ main(int argc, char **argv)
 	        pc.drop_privileges ? "per-worker uids" : "the pool's uid");
 
 	agent_setup(&pc, &iso, agent_bytes);
+	/* shared by every worker: mapped before the first fork */
+	if (metrics_init() < 0)
+		log_msg(LOG_WARN, "mapping the metrics' shared counters failed: %s",
+		        strerror(errno));
+	pc.worker.nginx_busy_log = busy_log;
 
 	pc.worker.listen_fd = listen_unix(socket_path, group);
 	c = pool_run(&pc);
@@ -509,5 +522,6 @@ main(int argc, char **argv)
 	free((char *)socket_path);
 	free((char *)runs_dir);
 	free((char *)group);
+	free((char *)busy_log);
 	return c < 0 ? 1 : 0;
 }

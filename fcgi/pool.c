@@ -13,6 +13,8 @@
  */
 #include "pool.h"
 
+#include "metrics.h"
+
 #include "log.h"
 #include "proc.h"
 
@@ -139,6 +141,7 @@ pool_run(struct pool_config *pc)
 					if (slots[i].pid != pid)
 						continue;
 					pool_log_exit(i, pid, status, stopping);
+					metrics_worker_exited(i, !stopping);
 					slots[i].pid = 0;
 					alive--;
 					if (stopping)

@@ -19,6 +19,7 @@
 #include "landlock.h"
 #include "limits.h"
 #include "log.h"
+#include "metrics.h"
 #include "reply.h"
 #include "request.h"
 #include "workdir.h"
@@ -101,18 +102,25 @@ status_text(int status)
 }
 
 static void
-worker_send(FCGX_Request *req, int status, const char *extra_header, const char *body, size_t len)
+worker_send_as(FCGX_Request *req, int status, const char *content_type, const char *extra_header,
+               const char *body, size_t len)
 {
 	char head[512];
 	/* libfcgi's own printf knows few conversions; format here */
 	int n = snprintf(head, sizeof(head),
-	                 "Status: %d %s\r\nContent-Type: application/json\r\n%s%s"
+	                 "Status: %d %s\r\nContent-Type: %s\r\n%s%s"
 	                 "Content-Length: %zu\r\n\r\n",
-	                 status, status_text(status), extra_header ? extra_header : "",
-	                 extra_header ? "\r\n" : "", len);
+	                 status, status_text(status), content_type,
+	                 extra_header ? extra_header : "", extra_header ? "\r\n" : "", len);
 
 	FCGX_PutStr(head, n, req->out);
 	FCGX_PutStr(body, (int)len, req->out);
+}
+
+static void
+worker_send(FCGX_Request *req, int status, const char *extra_header, const char *body, size_t len)
+{
+	worker_send_as(req, status, "application/json", extra_header, body, len);
 }
 
 static void
@@ -219,8 +227,11 @@ worker_execute(const struct run_config *run, FCGX_Request *req, const struct lim
 	worker_last.memory_bytes = spec.memory_bytes;
 	worker_last.max_processes = spec.max_processes;
 	worker_last.disk_bytes = spec.disk_bytes;
+	metrics_run_begin(run->worker_index);
 	if (run_execute(run, &spec, worker_box.active ? &worker_box : NULL, &o, why, sizeof(why)) <
 	    0) {
+		metrics_run_end(run->worker_index);
+		metrics_record_error(METRICS_PORT_EXECUTE);
 		log_msg(LOG_ERROR, "run failed: %s", why);
 		worker_send_error(req, 500, NULL, "sandbox_error",
 		                  "the sandbox could not run the program; see the service log");
@@ -228,6 +239,8 @@ worker_execute(const struct run_config *run, FCGX_Request *req, const struct lim
 		request_free(&r);
 		return;
 	}
+	metrics_run_end(run->worker_index);
+	metrics_record_run(METRICS_PORT_EXECUTE, &o);
 	reply = reply_outcome(&o, l->max_result_bytes, r.details, request_id, &len);
 	if (reply == NULL) {
 		worker_send_error(req, 500, NULL, "sandbox_error", "the worker is out of memory");
@@ -276,6 +289,16 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
 		} else {
 			worker_send(req, 200, NULL, doc, len);
+			free(doc);
+		}
+	} else if (strcmp(endpoint, "metrics") == 0) {
+		size_t len;
+		char *doc = metrics_render(wc->nginx_busy_log, wc->probe->python_version, &len);
+		if (doc == NULL) {
+			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
+		} else {
+			worker_send_as(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL,
+			               doc, len);
 			free(doc);
 		}
 	} else if (strncmp(endpoint, "agent_", 6) == 0) {

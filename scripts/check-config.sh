@@ -129,8 +129,10 @@ one_value CODEBOX_MAX_PROCESSES >/dev/null
 one_value CODEBOX_DISK_BYTES >/dev/null
 
 # 2. the timeout of the location that carries runs: the longest one declared (/readyz has
-# its own short one)
-read_timeouts=$(values_of fastcgi_read_timeout)
+# its own short one) before the agent server (port 8888 has its own command timeout,
+# SANDBOX_EXEC_TIMEOUT_SECONDS, which codebox-run.sh renders into that server)
+read_timeouts=$(awk '$1 == "server_name" && $2 == "codebox-agent" { exit }
+	$1 == "fastcgi_read_timeout" { print $2 }' <<<"$stmts")
 [[ -n $read_timeouts ]] || read_timeouts=60s # nginx's default
 exec_read=""
 while read -r t; do

@@ -125,7 +125,8 @@ sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\112
 [[ -n ${drain:-} ]] || exit 1 # the check refused the config, and said why
 
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
-	--drain-seconds "$drain" --agent-workspace-bytes "$agent_bytes")
+	--drain-seconds "$drain" --agent-workspace-bytes "$agent_bytes"
+	--nginx-busy-log "$rundir/logs/nginx-429.log")
 if ((EUID == 0)); then
 	# nginx's workers run as nobody:nogroup; the socket is theirs and root's only
 	pool_args+=(--socket-group nogroup)

@@ -8,10 +8,10 @@ check() {
 	run "$ROOT/scripts/check-config.sh" "$@"
 }
 
-@test "config: the shipped config passes and needs 24 workers (20 slots + 4 meta)" {
+@test "config: the shipped config passes and needs 28 workers (20 slots + 4 meta + 4 agent)" {
 	check --print-workers "$ROOT/nginx/nginx.conf"
 	assert_success
-	assert_output 24
+	assert_output 28
 }
 
 @test "config: the drain time follows the execution timeout" {
@@ -47,7 +47,7 @@ check() {
 @test "config: a pool smaller than the admitted concurrency is refused" {
 	check --workers 20 "$ROOT/nginx/nginx.conf"
 	assert_failure 1
-	assert_output --partial "the pool's workers (20) must be at least limit_conn codebox_execute (20) + limit_conn codebox_meta (4) = 24"
+	assert_output --partial "the pool's workers (20) must be at least limit_conn codebox_execute (20) + limit_conn codebox_meta (4) + limit_conn codebox_agent (4) = 28"
 }
 
 @test "config: client_max_body_size below 4 * maxCodeBytes + 1024 is refused" {

@@ -1,0 +1,229 @@
+/*
+ * metrics.c - the counters behind GET /metrics.
+ *
+ * The supervisor maps one zeroed, shared, anonymous region before it forks; every worker
+ * (respawned ones included, since they are forked from the supervisor too) inherits the
+ * mapping and adds to it with atomic operations, so no lock and no message passing is needed
+ * and a worker that dies mid-update loses at most its own increment. Nothing in the region is
+ * a pointer. The in-flight gauge is one flag per worker, cleared by the supervisor when the
+ * worker exits, so a crash cannot leave it high.
+ *
+ * nginx's own 429s (limit_conn rejects before any worker sees the request) are counted by
+ * nginx: a second access log, written only for a 429 without an upstream, with a two-byte
+ * line per request. Its size is the count; reading it is one fstat().
+ */
+#include "metrics.h"
+
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef CODEBOX_VERSION
+#define CODEBOX_VERSION "unknown"
+#endif
+
+/* Upper bounds of the duration histogram, in milliseconds (+Inf is implied). */
+static const long metrics_buckets_ms[] = {10,   25,   50,    100,   250,   500,    1000,
+                                          2500, 5000, 10000, 30000, 60000, 120000, 300000};
+#define METRICS_NBUCKETS (sizeof(metrics_buckets_ms) / sizeof(metrics_buckets_ms[0]))
+#define METRICS_NSTATUS 4 /* succeeded, failed, timed_out, error */
+#define METRICS_NLIMITS 5 /* enum run_limit */
+
+struct metrics_shared {
+	uint64_t runs[METRICS_PORT_COUNT][METRICS_NSTATUS];
+	uint64_t limits[METRICS_PORT_COUNT][METRICS_NLIMITS];
+	uint64_t buckets[METRICS_PORT_COUNT][METRICS_NBUCKETS]; /* not cumulative */
+	uint64_t duration_ms_sum[METRICS_PORT_COUNT];
+	uint64_t busy_pool;
+	uint64_t worker_exits;
+	uint64_t worker_restarts;
+	uint8_t in_flight[METRICS_MAX_WORKERS];
+};
+
+static struct metrics_shared *metrics_mem;
+
+int
+metrics_init(void)
+{
+	void *p = mmap(NULL, sizeof(struct metrics_shared), PROT_READ | PROT_WRITE,
+	               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -1;
+	metrics_mem = p;
+	return 0;
+}
+
+static void
+add(uint64_t *counter, uint64_t n)
+{
+	__atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+
+static uint64_t
+get(const uint64_t *counter)
+{
+	return __atomic_load_n(counter, __ATOMIC_RELAXED);
+}
+
+void
+metrics_run_begin(int worker_index)
+{
+	if (metrics_mem != NULL && worker_index >= 0 && worker_index < METRICS_MAX_WORKERS)
+		__atomic_store_n(&metrics_mem->in_flight[worker_index], 1, __ATOMIC_RELAXED);
+}
+
+void
+metrics_run_end(int worker_index)
+{
+	if (metrics_mem != NULL && worker_index >= 0 && worker_index < METRICS_MAX_WORKERS)
+		__atomic_store_n(&metrics_mem->in_flight[worker_index], 0, __ATOMIC_RELAXED);
+}
+
+void
+metrics_record_run(enum metrics_port port, const struct run_outcome *o)
+{
+	size_t b = 0;
+	long long ms = o->duration_ms < 0 ? 0 : o->duration_ms;
+
+	if (metrics_mem == NULL || port >= METRICS_PORT_COUNT)
+		return;
+	add(&metrics_mem->runs[port][o->status], 1);
+	if (o->limit_exceeded != RUN_LIMIT_NONE && (int)o->limit_exceeded < METRICS_NLIMITS)
+		add(&metrics_mem->limits[port][o->limit_exceeded], 1);
+	while (b < METRICS_NBUCKETS && ms > metrics_buckets_ms[b])
+		b++;
+	if (b < METRICS_NBUCKETS)
+		add(&metrics_mem->buckets[port][b], 1);
+	add(&metrics_mem->duration_ms_sum[port], (uint64_t)ms);
+}
+
+void
+metrics_record_error(enum metrics_port port)
+{
+	if (metrics_mem != NULL && port < METRICS_PORT_COUNT)
+		add(&metrics_mem->runs[port][3], 1);
+}
+
+void
+metrics_record_busy(void)
+{
+	if (metrics_mem != NULL)
+		add(&metrics_mem->busy_pool, 1);
+}
+
+void
+metrics_worker_exited(int worker_index, bool restart)
+{
+	if (metrics_mem == NULL)
+		return;
+	metrics_run_end(worker_index);
+	add(&metrics_mem->worker_exits, 1);
+	if (restart)
+		add(&metrics_mem->worker_restarts, 1);
+}
+
+static const char *const metrics_port_names[METRICS_PORT_COUNT] = {"execute", "agent"};
+static const char *const metrics_status_names[METRICS_NSTATUS] = {"succeeded", "failed",
+                                                                  "timed_out", "error"};
+
+char *
+metrics_render(const char *nginx_busy_log, const char *python_version, size_t *len)
+{
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&buf, &size);
+	const struct metrics_shared *m = metrics_mem;
+	struct stat sb;
+	long long nginx_busy = 0;
+	unsigned in_flight = 0;
+
+	if (f == NULL)
+		return NULL;
+	if (m == NULL) {
+		fprintf(f, "# codebox: the shared counters could not be mapped at start-up\n");
+		goto out;
+	}
+	fprintf(f,
+	        "# HELP codebox_build_info What this codebox is built of.\n"
+	        "# TYPE codebox_build_info gauge\n"
+	        "codebox_build_info{version=\"%s\",python=\"%s\"} 1\n",
+	        CODEBOX_VERSION, python_version ? python_version : "unknown");
+
+	fprintf(f, "# HELP codebox_executions_total Runs finished, by surface (execute: port "
+	           "8080, agent: port 8888) and status (error: the sandbox could not run it).\n"
+	           "# TYPE codebox_executions_total counter\n");
+	for (int p = 0; p < METRICS_PORT_COUNT; p++)
+		for (int s = 0; s < METRICS_NSTATUS; s++)
+			fprintf(f, "codebox_executions_total{port=\"%s\",status=\"%s\"} %llu\n",
+			        metrics_port_names[p], metrics_status_names[s],
+			        (unsigned long long)get(&m->runs[p][s]));
+
+	fprintf(f, "# HELP codebox_limit_exceeded_total Runs that hit a limit, by limit.\n"
+	           "# TYPE codebox_limit_exceeded_total counter\n");
+	for (int p = 0; p < METRICS_PORT_COUNT; p++)
+		for (int l = RUN_LIMIT_TIME; l < METRICS_NLIMITS; l++)
+			fprintf(f, "codebox_limit_exceeded_total{port=\"%s\",limit=\"%s\"} %llu\n",
+			        metrics_port_names[p], run_limit_string((enum run_limit)l),
+			        (unsigned long long)get(&m->limits[p][l]));
+
+	fprintf(f, "# HELP codebox_execution_duration_seconds Wall time of finished runs.\n"
+	           "# TYPE codebox_execution_duration_seconds histogram\n");
+	for (int p = 0; p < METRICS_PORT_COUNT; p++) {
+		unsigned long long cum = 0;
+		for (size_t b = 0; b < METRICS_NBUCKETS; b++) {
+			cum += get(&m->buckets[p][b]);
+			fprintf(f,
+			        "codebox_execution_duration_seconds_bucket{port=\"%s\",le=\"%g\"} "
+			        "%llu\n",
+			        metrics_port_names[p], (double)metrics_buckets_ms[b] / 1000, cum);
+		}
+		/* runs longer than the last bound are counted in the total only */
+		unsigned long long count = 0;
+		for (int s = 0; s < 3; s++)
+			count += get(&m->runs[p][s]);
+		fprintf(f,
+		        "codebox_execution_duration_seconds_bucket{port=\"%s\",le=\"+Inf\"} %llu\n",
+		        metrics_port_names[p], count);
+		fprintf(f, "codebox_execution_duration_seconds_sum{port=\"%s\"} %.3f\n",
+		        metrics_port_names[p], (double)get(&m->duration_ms_sum[p]) / 1000);
+		fprintf(f, "codebox_execution_duration_seconds_count{port=\"%s\"} %llu\n",
+		        metrics_port_names[p], count);
+	}
+
+	for (int w = 0; w < METRICS_MAX_WORKERS; w++)
+		in_flight += __atomic_load_n(&m->in_flight[w], __ATOMIC_RELAXED);
+	fprintf(f,
+	        "# HELP codebox_executions_in_flight Runs in progress now.\n"
+	        "# TYPE codebox_executions_in_flight gauge\n"
+	        "codebox_executions_in_flight %u\n",
+	        in_flight);
+
+	if (nginx_busy_log != NULL && stat(nginx_busy_log, &sb) == 0)
+		nginx_busy = (long long)sb.st_size / 2;
+	fprintf(f,
+	        "# HELP codebox_busy_rejections_total Requests answered 429, by who refused "
+	        "them (nginx: limit_conn; pool: the workers).\n"
+	        "# TYPE codebox_busy_rejections_total counter\n"
+	        "codebox_busy_rejections_total{source=\"nginx\"} %lld\n"
+	        "codebox_busy_rejections_total{source=\"pool\"} %llu\n",
+	        nginx_busy, (unsigned long long)get(&m->busy_pool));
+
+	fprintf(f,
+	        "# HELP codebox_worker_restarts_total Workers that died and were respawned.\n"
+	        "# TYPE codebox_worker_restarts_total counter\n"
+	        "codebox_worker_restarts_total %llu\n",
+	        (unsigned long long)get(&m->worker_restarts));
+out:
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	*len = size;
+	return buf;
+}

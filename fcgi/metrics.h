@@ -1,0 +1,54 @@
+/*
+ * metrics.h - counters every worker adds to, in memory the supervisor shares with them, and
+ * their Prometheus text rendering for GET /metrics.
+ */
+#ifndef CODEBOX_METRICS_H
+#define CODEBOX_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "run.h"
+
+/* Which surface a run came from. */
+enum metrics_port {
+	METRICS_PORT_EXECUTE, /* port 8080's POST /execute */
+	METRICS_PORT_AGENT,   /* port 8888's POST /execute */
+	METRICS_PORT_COUNT,
+};
+
+/* The most workers whose in-flight state is tracked (the pool allows 1024, plus the probe). */
+#define METRICS_MAX_WORKERS 1040
+
+/*
+ * Maps the shared counters (MAP_SHARED | MAP_ANONYMOUS, zeroed): call once in the supervisor
+ * before it forks, so that every worker, respawned ones too, adds to the same memory. Returns
+ * 0 or -1 (errno); without it every other call does nothing and /metrics says so.
+ */
+int metrics_init(void);
+
+/* A run starts or ends on worker index (its in-flight gauge is per worker, so a worker that
+ * dies mid-run does not leave the gauge high: metrics_worker_exited() clears it). */
+void metrics_run_begin(int worker_index);
+void metrics_run_end(int worker_index);
+
+/* Counts a finished run: its status, the limit it exceeded, its duration. */
+void metrics_record_run(enum metrics_port port, const struct run_outcome *o);
+
+/* Counts a run the sandbox could not start (a 500 on port 8080, exit 126 on 8888). */
+void metrics_record_error(enum metrics_port port);
+
+/* Counts a 429 the pool answered itself (the agent workspace busy). */
+void metrics_record_busy(void);
+
+/* The supervisor saw worker index exit; restart is whether it will be respawned. */
+void metrics_worker_exited(int worker_index, bool restart);
+
+/*
+ * The Prometheus text exposition (format 0.0.4). nginx_busy_log is the file nginx appends one
+ * two-byte line to for each 429 it answers itself (limit_conn), or NULL; its size counts them.
+ * python_version labels the build info. Returns a newly allocated text (caller frees) or NULL.
+ */
+char *metrics_render(const char *nginx_busy_log, const char *python_version, size_t *len);
+
+#endif
