@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "reply.h"
 #include "request.h"
+#include "tool.h"
 #include "workdir.h"
 
 #include <dirent.h>
@@ -291,6 +292,23 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 			worker_send(req, 200, NULL, doc, len);
 			free(doc);
 		}
+	} else if (strcmp(endpoint, "tool") == 0) {
+		size_t len, tool_len;
+		enum tool_format format;
+		char *caps = NULL, *doc = NULL;
+		if (tool_parse_format(FCGX_GetParam("REQUEST_URI", req->envp), &format) < 0) {
+			worker_send_error(req, 400, NULL, "invalid_request",
+			                  "format must be anthropic (the default) or openai");
+			goto out;
+		}
+		caps = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
+		doc = caps ? tool_render(caps, len, format, &tool_len) : NULL;
+		if (doc == NULL)
+			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
+		else
+			worker_send(req, 200, NULL, doc, tool_len);
+		free(caps);
+		free(doc);
 	} else if (strcmp(endpoint, "metrics") == 0) {
 		size_t len;
 		char *doc = metrics_render(wc->nginx_busy_log, wc->probe->python_version, &len);
