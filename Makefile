@@ -88,7 +88,7 @@ check: build
 	scripts/check-config.sh nginx/nginx.conf
 
 lint:
-	shellcheck scripts/*.sh .ci/run tests/helpers/*.bash image/codebox-nginx image/codebox-pool-start
+	shellcheck scripts/*.sh scripts/cafe-agent .ci/run tests/helpers/*.bash image/codebox-nginx image/codebox-pool-start
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
 
 format:
