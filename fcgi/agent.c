@@ -301,6 +301,8 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, int l
 		memset(&o, 0, sizeof(o));
 		goto not_started;
 	}
+	history_begin(ac->history, "agent", spec.code, spec.code_len,
+	              FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp));
 	metrics_run_begin(run->worker_index);
 	if (run_execute(&cfg, &spec, NULL, &o, why, sizeof(why)) < 0) {
 		metrics_run_end(run->worker_index);
@@ -348,6 +350,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, int l
 		}
 	}
 	exit_code = o.status == RUN_TIMED_OUT ? AGENT_TIMED_OUT_EXIT : o.exit_code;
+	history_end(ac->history, &o, exit_code, true);
 	agent_reply_run(req, out, out_len, err, err_len, exit_code);
 	log_msg(LOG_INFO, "agent execute status=%s exit_code=%d durationMs=%lld",
 	        run_status_string(o.status), exit_code, o.duration_ms);
@@ -360,6 +363,7 @@ done:
 not_started:
 	flock(lock_fd, LOCK_UN);
 	metrics_record_error(METRICS_PORT_AGENT);
+	history_end(ac->history, NULL, AGENT_NOT_STARTED_EXIT, true);
 	log_msg(LOG_ERROR, "agent command could not start: %s", why);
 	{
 		static const char msg[] =

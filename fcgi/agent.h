@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "history.h"
 #include "isolation.h"
 #include "limits.h"
 #include "run.h"
@@ -23,6 +24,7 @@ struct agent_config {
 	gid_t gid;
 	long timeout_ms; /* SANDBOX_EXEC_TIMEOUT_SECONDS */
 	const struct isolation *iso;
+	const struct history_config *history; /* the audit trail, or NULL */
 };
 
 /*

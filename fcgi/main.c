@@ -504,6 +504,13 @@ main(int argc, char **argv)
 	        pc.drop_privileges ? "per-worker uids" : "the pool's uid");
 
 	agent_setup(&pc, &iso, agent_bytes);
+	if (history_setup(&pc.worker.history, why, sizeof(why)) < 0)
+		die("CODEBOX_HISTORY_DIR: %s", why);
+	pc.worker.agent.history = &pc.worker.history;
+	if (pc.worker.history.dir_fd >= 0)
+		log_msg(LOG_INFO, "audit trail in %s: at most %lu runs and %llu bytes",
+		        pc.worker.history.dir, pc.worker.history.max_runs,
+		        pc.worker.history.max_bytes);
 	/* shared by every worker: mapped before the first fork */
 	if (metrics_init() < 0)
 		log_msg(LOG_WARN, "mapping the metrics' shared counters failed: %s",

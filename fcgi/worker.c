@@ -175,8 +175,8 @@ worker_read_body(FCGX_Request *req, size_t max_bytes, char **body)
 }
 
 static void
-worker_execute(const struct run_config *run, FCGX_Request *req, const struct limits *l,
-               const char *request_id)
+worker_execute(const struct worker_config *wc, const struct run_config *run, FCGX_Request *req,
+               const struct limits *l, const char *request_id)
 {
 	struct request r;
 	struct run_outcome o;
@@ -228,11 +228,13 @@ worker_execute(const struct run_config *run, FCGX_Request *req, const struct lim
 	worker_last.memory_bytes = spec.memory_bytes;
 	worker_last.max_processes = spec.max_processes;
 	worker_last.disk_bytes = spec.disk_bytes;
+	history_begin(&wc->history, "execute", r.code, r.code_len, request_id);
 	metrics_run_begin(run->worker_index);
 	if (run_execute(run, &spec, worker_box.active ? &worker_box : NULL, &o, why, sizeof(why)) <
 	    0) {
 		metrics_run_end(run->worker_index);
 		metrics_record_error(METRICS_PORT_EXECUTE);
+		history_end(&wc->history, NULL, 0, false);
 		log_msg(LOG_ERROR, "run failed: %s", why);
 		worker_send_error(req, 500, NULL, "sandbox_error",
 		                  "the sandbox could not run the program; see the service log");
@@ -242,6 +244,7 @@ worker_execute(const struct run_config *run, FCGX_Request *req, const struct lim
 	}
 	metrics_run_end(run->worker_index);
 	metrics_record_run(METRICS_PORT_EXECUTE, &o);
+	history_end(&wc->history, &o, o.exit_code, o.has_exit_code);
 	reply = reply_outcome(&o, l->max_result_bytes, r.details, request_id, &len);
 	if (reply == NULL) {
 		worker_send_error(req, 500, NULL, "sandbox_error", "the worker is out of memory");
@@ -282,7 +285,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 		goto out;
 	}
 	if (strcmp(endpoint, "execute") == 0) {
-		worker_execute(run, req, &l, request_id);
+		worker_execute(wc, run, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
 		char *doc = reply_isolation(wc->iso, &l, &len);
@@ -475,8 +478,10 @@ worker_main(const struct worker_config *wc)
 		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
 		worker_handle(wc, &run, &req);
 		FCGX_Finish_r(&req);
-		/* the reply is out: clean up and build the next sandbox while nobody waits */
+		/* the reply is out: clean up, record, and build the next sandbox while nobody
+		 * waits */
 		run_finish_deferred();
+		history_flush(&wc->history);
 		worker_build_ahead(&run);
 	}
 	run_box_discard(&run, &worker_box);

@@ -7,6 +7,7 @@
 #include <stdnoreturn.h>
 
 #include "agent.h"
+#include "history.h"
 #include "isolation.h"
 #include "probe.h"
 #include "run.h"
@@ -22,6 +23,7 @@ struct worker_config {
 	int runs_dir_fd;
 	struct agent_config agent;  /* port 8888 */
 	const char *nginx_busy_log; /* nginx's log of its own 429s (metrics.h), or NULL */
+	struct history_config history; /* the audit trail; dir_fd -1: off */
 };
 
 /*

@@ -1,0 +1,377 @@
+/*
+ * history.c - an audit trail of every run, in the layout agent systems read:
+ *
+ *   <UTC %Y%m%dT%H%M%S>_<8 hex>.py           exactly what ran (program, or shell command)
+ *   <UTC %Y%m%dT%H%M%S>_<8 hex>.meta.json    "status": "pending" before the run, then final
+ *   <UTC %Y%m%dT%H%M%S>_<8 hex>.result.json  path, code_path, exit_code, stdout, stderr,
+ *                                            status, durationMs, requestId
+ *
+ * Only the first two are written before the run (two small files); the result, the final
+ * meta and the pruning wait until the reply has been sent (history_flush(), called by the
+ * worker after FCGX_Finish_r). The directory is the pool's own (0700, files 0600), outside
+ * every run's mount namespace and Landlock rules, so no run can read it. Bounded by entries
+ * and bytes: the oldest entries (names sort by time) go first. Concurrent workers may prune
+ * at once; a file already gone is not an error. Every file is written to a temporary name
+ * and renamed, so a reader never sees half a file.
+ */
+#include "history.h"
+
+#include "capture.h"
+#include "jsonw.h"
+#include "log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HISTORY_DEFAULT_RUNS 1000UL
+#define HISTORY_DEFAULT_BYTES (64ULL << 20)
+#define HISTORY_STEM_LEN 24 /* 20261201T061428_1a2b3c4d */
+
+/* The run in hand: set by history_begin(), completed by history_end(). */
+static struct {
+	bool active;
+	char stem[HISTORY_STEM_LEN + 1];
+	char started[48];
+	char port[16];
+	char request_id[129];
+	size_t code_len;
+	char *result; /* the .result.json text, owned */
+	size_t result_len;
+	char *meta; /* the final .meta.json text, owned */
+	size_t meta_len;
+} history_run;
+
+static unsigned long long
+env_number(const char *name, unsigned long long dflt, bool *bad)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long n;
+
+	if (v == NULL || *v == '\0')
+		return dflt;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno || *end || n == 0 || v[0] == '-') {
+		*bad = true;
+		return dflt;
+	}
+	return n;
+}
+
+int
+history_setup(struct history_config *hc, char *why, size_t why_len)
+{
+	const char *dir = getenv("CODEBOX_HISTORY_DIR");
+	bool bad = false;
+
+	hc->dir_fd = -1;
+	hc->dir = NULL;
+	if (dir == NULL || *dir == '\0')
+		return 0;
+	hc->max_runs = (unsigned long)env_number("CODEBOX_HISTORY_MAX_RUNS", HISTORY_DEFAULT_RUNS, &bad);
+	hc->max_bytes = env_number("CODEBOX_HISTORY_MAX_BYTES", HISTORY_DEFAULT_BYTES, &bad);
+	if (bad) {
+		snprintf(why, why_len,
+		         "CODEBOX_HISTORY_MAX_RUNS and CODEBOX_HISTORY_MAX_BYTES must be integers > 0");
+		return -1;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(why, why_len, "mkdir(%s) failed: %s", dir, strerror(errno));
+		return -1;
+	}
+	hc->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (hc->dir_fd < 0) {
+		snprintf(why, why_len, "open(%s) failed: %s", dir, strerror(errno));
+		return -1;
+	}
+	/* runs must never read it, whoever they run as */
+	if (fchmod(hc->dir_fd, 0700) < 0) {
+		snprintf(why, why_len, "chmod(%s) failed: %s", dir, strerror(errno));
+		close(hc->dir_fd);
+		hc->dir_fd = -1;
+		return -1;
+	}
+	hc->dir = dir;
+	return 0;
+}
+
+/* Writes name (in the history directory) through a temporary file and a rename. */
+static int
+history_write(const struct history_config *hc, const char *name, const char *data, size_t len)
+{
+	char tmp[64];
+	int fd;
+	size_t done = 0;
+
+	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
+	fd = openat(hc->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	while (done < len) {
+		ssize_t w = write(fd, data + done, len - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			close(fd);
+			(void)unlinkat(hc->dir_fd, tmp, 0);
+			goto fail;
+		}
+		done += (size_t)w;
+	}
+	close(fd);
+	if (renameat(hc->dir_fd, tmp, hc->dir_fd, name) == 0)
+		return 0;
+	(void)unlinkat(hc->dir_fd, tmp, 0);
+fail:
+	log_msg(LOG_WARN, "history: writing %s/%s failed: %s", hc->dir, name, strerror(errno));
+	return -1;
+}
+
+static char *
+history_meta(const char *status, long long duration_ms, const int *exit_code, size_t *len)
+{
+	struct jsonw w;
+
+	jsonw_init(&w);
+	jsonw_lit(&w, "{\"id\":");
+	jsonw_cstr(&w, history_run.stem);
+	jsonw_lit(&w, ",\"status\":");
+	jsonw_cstr(&w, status);
+	jsonw_lit(&w, ",\"port\":");
+	jsonw_cstr(&w, history_run.port);
+	jsonw_lit(&w, ",\"language\":");
+	jsonw_cstr(&w, strcmp(history_run.port, "agent") == 0 ? "shell" : "python");
+	jsonw_lit(&w, ",\"startedAt\":");
+	jsonw_cstr(&w, history_run.started);
+	jsonw_lit(&w, ",\"requestId\":");
+	jsonw_cstr(&w, history_run.request_id);
+	jsonw_lit(&w, ",\"codeBytes\":");
+	jsonw_int(&w, (long long)history_run.code_len);
+	if (duration_ms >= 0) {
+		jsonw_lit(&w, ",\"durationMs\":");
+		jsonw_int(&w, duration_ms);
+		jsonw_lit(&w, ",\"exitCode\":");
+		if (exit_code)
+			jsonw_int(&w, *exit_code);
+		else
+			jsonw_lit(&w, "null");
+	}
+	jsonw_lit(&w, "}\n");
+	return jsonw_take(&w, len);
+}
+
+void
+history_begin(const struct history_config *hc, const char *port, const char *code,
+              size_t code_len, const char *request_id)
+{
+	struct timespec ts;
+	struct tm tm;
+	unsigned char rnd[4] = {0};
+	char name[64], day[20], *meta;
+	size_t meta_len;
+
+	free(history_run.result);
+	free(history_run.meta);
+	memset(&history_run, 0, sizeof(history_run));
+	if (hc == NULL || hc->dir_fd < 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(day, sizeof(day), "%Y%m%dT%H%M%S", &tm);
+	if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd)) {
+		/* the stem must still be unique among workers: fall back to pid and clock */
+		unsigned v = (unsigned)getpid() * 2654435761u ^ (unsigned)ts.tv_nsec;
+		memcpy(rnd, &v, sizeof(rnd));
+	}
+	snprintf(history_run.stem, sizeof(history_run.stem), "%.15s_%02x%02x%02x%02x", day, rnd[0],
+	         rnd[1], rnd[2], rnd[3]);
+	snprintf(history_run.started, sizeof(history_run.started), "%.4s-%.2s-%.2sT%.2s:%.2s:%.2s.%03dZ",
+	         day, day + 4, day + 6, day + 9, day + 11, day + 13, (int)(ts.tv_nsec / 1000000));
+	snprintf(history_run.port, sizeof(history_run.port), "%s", port);
+	snprintf(history_run.request_id, sizeof(history_run.request_id), "%s",
+	         request_id ? request_id : "");
+	history_run.code_len = code_len;
+	history_run.active = true;
+
+	snprintf(name, sizeof(name), "%s.py", history_run.stem);
+	(void)history_write(hc, name, code, code_len);
+	meta = history_meta("pending", -1, NULL, &meta_len);
+	if (meta != NULL) {
+		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
+		(void)history_write(hc, name, meta, meta_len);
+		free(meta);
+	}
+}
+
+static void
+history_str_capture(struct jsonw *w, const struct capture *c)
+{
+	size_t n;
+	char *s = capture_utf8(c, &n);
+
+	if (s == NULL) {
+		jsonw_lit(w, "null");
+		return;
+	}
+	jsonw_str(w, s, n);
+	free(s);
+}
+
+void
+history_end(const struct history_config *hc, const struct run_outcome *o, int exit_code,
+            bool has_exit_code)
+{
+	struct jsonw w;
+	char path[4200];
+	const char *status = o ? run_status_string(o->status) : "error";
+	long long duration = o ? o->duration_ms : 0;
+
+	if (hc == NULL || hc->dir_fd < 0 || !history_run.active)
+		return;
+	jsonw_init(&w);
+	snprintf(path, sizeof(path), "%s/%s.result.json", hc->dir, history_run.stem);
+	jsonw_lit(&w, "{\"path\":");
+	jsonw_cstr(&w, path);
+	snprintf(path, sizeof(path), "%s/%s.py", hc->dir, history_run.stem);
+	jsonw_lit(&w, ",\"code_path\":");
+	jsonw_cstr(&w, path);
+	jsonw_lit(&w, ",\"exit_code\":");
+	if (has_exit_code)
+		jsonw_int(&w, exit_code);
+	else
+		jsonw_lit(&w, "null");
+	jsonw_lit(&w, ",\"stdout\":");
+	if (o)
+		history_str_capture(&w, &o->out);
+	else
+		jsonw_lit(&w, "\"\"");
+	jsonw_lit(&w, ",\"stderr\":");
+	if (o)
+		history_str_capture(&w, &o->err);
+	else
+		jsonw_lit(&w, "\"\"");
+	jsonw_lit(&w, ",\"status\":");
+	jsonw_cstr(&w, status);
+	jsonw_lit(&w, ",\"durationMs\":");
+	jsonw_int(&w, duration);
+	jsonw_lit(&w, ",\"requestId\":");
+	jsonw_cstr(&w, history_run.request_id);
+	jsonw_lit(&w, "}\n");
+	history_run.result = jsonw_take(&w, &history_run.result_len);
+	history_run.meta = history_meta(status, duration, has_exit_code ? &exit_code : NULL,
+	                                &history_run.meta_len);
+}
+
+struct history_entry {
+	char stem[HISTORY_STEM_LEN + 1];
+	unsigned long long bytes;
+	long long first_ns; /* the oldest modification time of its files: the run's start */
+};
+
+/* Oldest first: by the stem's second, then (the hex part is random) by the files' times. */
+static int
+history_cmp(const void *a, const void *b)
+{
+	const struct history_entry *x = a, *y = b;
+	int c = strncmp(x->stem, y->stem, 15);
+
+	if (c != 0)
+		return c;
+	return x->first_ns < y->first_ns ? -1 : x->first_ns > y->first_ns;
+}
+
+/* Groups the directory's files by stem and removes the oldest entries past the bounds. */
+static void
+history_prune(const struct history_config *hc)
+{
+	struct history_entry *e = NULL;
+	size_t n = 0, cap = 0, first = 0;
+	unsigned long long total = 0;
+	int fd = openat(hc->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct stat sb;
+		size_t len = strlen(de->d_name), i;
+		if (len <= HISTORY_STEM_LEN || de->d_name[HISTORY_STEM_LEN] != '.' ||
+		    fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		total += (unsigned long long)sb.st_size;
+		/* entries are few (max_runs), so a linear search for the stem is fine */
+		for (i = 0; i < n && strncmp(e[i].stem, de->d_name, HISTORY_STEM_LEN) != 0; i++)
+			;
+		if (i == n) {
+			if (n == cap) {
+				size_t ncap = cap ? 2 * cap : 64;
+				struct history_entry *m = realloc(e, ncap * sizeof(*e));
+				if (m == NULL)
+					break;
+				e = m;
+				cap = ncap;
+			}
+			memcpy(e[n].stem, de->d_name, HISTORY_STEM_LEN);
+			e[n].stem[HISTORY_STEM_LEN] = '\0';
+			e[n].bytes = 0;
+			e[n].first_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+			n++;
+		}
+		e[i].bytes += (unsigned long long)sb.st_size;
+		{
+			long long ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+			if (ns < e[i].first_ns)
+				e[i].first_ns = ns;
+		}
+	}
+	if (e != NULL)
+		qsort(e, n, sizeof(*e), history_cmp);
+	while (first < n && (n - first > hc->max_runs || total > hc->max_bytes)) {
+		static const char *const ext[] = {".py", ".meta.json", ".result.json"};
+		char name[64];
+		for (size_t k = 0; k < 3; k++) {
+			snprintf(name, sizeof(name), "%s%s", e[first].stem, ext[k]);
+			if (unlinkat(dirfd(d), name, 0) < 0 && errno != ENOENT)
+				log_msg(LOG_WARN, "history: removing %s failed: %s", name,
+				        strerror(errno));
+		}
+		total -= e[first].bytes;
+		first++;
+	}
+	closedir(d);
+	free(e);
+}
+
+void
+history_flush(const struct history_config *hc)
+{
+	char name[64];
+
+	if (hc == NULL || hc->dir_fd < 0 || !history_run.active)
+		return;
+	if (history_run.result != NULL) {
+		snprintf(name, sizeof(name), "%s.result.json", history_run.stem);
+		(void)history_write(hc, name, history_run.result, history_run.result_len);
+	}
+	if (history_run.meta != NULL) {
+		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
+		(void)history_write(hc, name, history_run.meta, history_run.meta_len);
+	}
+	free(history_run.result);
+	free(history_run.meta);
+	memset(&history_run, 0, sizeof(history_run));
+	history_prune(hc);
+}

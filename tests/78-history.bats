@@ -1,0 +1,119 @@
+#!/usr/bin/env bats
+# The audit trail (CODEBOX_HISTORY_DIR): every run on either port, in the .py / .meta.json /
+# .result.json layout, bounded by count and bytes, unreadable by runs.
+
+load helpers/stack
+
+MAX_RUNS=6
+
+setup_file() {
+	HISTORY=$(mktemp -d /tmp/codebox-history.XXXXXX)
+	export HISTORY
+	CODEBOX_HISTORY_DIR=$HISTORY/trail CODEBOX_HISTORY_MAX_RUNS=$MAX_RUNS \
+		CODEBOX_HISTORY_MAX_BYTES=60000 stack_start
+}
+
+teardown_file() {
+	stack_stop
+	rm -rf "$HISTORY"
+}
+
+stems() { # the entries, oldest first (by their .py's time)
+	# shellcheck disable=SC2012 # names are ours: timestamp_hex.py
+	ls -1tr "$HISTORY/trail" | sed -n 's/\.py$//p'
+}
+
+entry_of() { # entry_of REQUEST_ID: the stem whose meta carries that request id
+	grep -l "\"requestId\":\"$1\"" "$HISTORY"/trail/*.meta.json | head -1 | xargs -r basename | sed 's/\.meta\.json$//'
+}
+
+result_written() { [[ -s $HISTORY/trail/$1.result.json ]]; }
+
+@test "history: a run on port 8080 leaves exactly what ran, its meta and its result" {
+	local prog=$'import sys\nprint("out")\nsys.stderr.write("err\\n")\nsys.exit(3)\n' stem
+	post "$(jq -cn --arg c "$prog" '{code: $c}')" -H 'X-Request-Id: hist-8080-1'
+	assert_equal "$code" 200
+	stem=$(entry_of hist-8080-1)
+	[[ $stem =~ ^[0-9]{8}T[0-9]{6}_[0-9a-f]{8}$ ]]
+	# the name is the run's UTC start time
+	[[ ${stem:0:8} == "$(date -u +%Y%m%d)" ]]
+	run -0 cat "$HISTORY/trail/$stem.py"
+	assert_output "$(printf '%s' "$prog")"
+	wait_for "the result to be written" 50 result_written "$stem"
+	run -0 jq -e --arg d "$HISTORY/trail" --arg s "$stem" '
+		keys == ["code_path", "durationMs", "exit_code", "path", "requestId", "status", "stderr", "stdout"] and
+		.path == "\($d)/\($s).result.json" and .code_path == "\($d)/\($s).py" and
+		.exit_code == 3 and .stdout == "out\n" and .stderr == "err\n" and .status == "failed" and
+		.requestId == "hist-8080-1" and (.durationMs | type) == "number"' "$HISTORY/trail/$stem.result.json"
+	run -0 jq -e '.status == "failed" and .port == "execute" and .exitCode == 3' "$HISTORY/trail/$stem.meta.json"
+	# nothing of it is readable by anyone but the pool
+	[[ $(stat -c %a "$HISTORY/trail") == 700 && $(stat -c %a "$HISTORY/trail/$stem.py") == 600 ]]
+}
+
+@test "history: the meta says pending while the run is in flight" {
+	local stem
+	post "$(jq -cn '{code: "import time; time.sleep(3)"}')" -H 'X-Request-Id: hist-pending' >/dev/null &
+	local bg=$!
+	wait_for "the entry to appear" 50 entry_exists hist-pending
+	stem=$(entry_of hist-pending)
+	run -0 jq -r .status "$HISTORY/trail/$stem.meta.json"
+	assert_output pending
+	[[ ! -e $HISTORY/trail/$stem.result.json ]]
+	wait "$bg"
+	wait_for "the final meta" 50 meta_final "$stem"
+}
+
+entry_exists() { [[ -n $(entry_of "$1") ]]; }
+meta_final() { [[ $(jq -r .status "$HISTORY/trail/$1.meta.json") == succeeded ]]; }
+
+@test "history: a command on port 8888 is recorded too, timeouts included" {
+	local stem
+	run -0 curl -s -H 'X-Request-Id: hist-agent' -d '{"command":"echo agent-ran"}' "$AGENT/execute"
+	stem=$(entry_of hist-agent)
+	run -0 cat "$HISTORY/trail/$stem.py"
+	assert_output 'echo agent-ran'
+	wait_for "the result" 50 result_written "$stem"
+	run -0 jq -e '.stdout == "agent-ran\n" and .exit_code == 0 and .status == "succeeded"' "$HISTORY/trail/$stem.result.json"
+	run -0 jq -e '.port == "agent" and .language == "shell"' "$HISTORY/trail/$stem.meta.json"
+	execute 'import time; time.sleep(10)' '{timeoutSeconds: 1}'
+	stem=$(entry_of "$(header X-Request-Id)")
+	wait_for "the result" 50 result_written "$stem"
+	run -0 jq -e '.status == "timed_out" and .exit_code == null' "$HISTORY/trail/$stem.result.json"
+}
+
+@test "history: runs cannot read the trail" {
+	execute "import os
+for p in ['$HISTORY/trail', '$HISTORY']:
+    try:
+        print(p, os.listdir(p))
+    except OSError as e:
+        print(p, type(e).__name__)"
+	[[ $(field .stdout) != *.py* ]]
+	assert_equal "$(field .stdout | grep -c Error)" 2
+	run -0 curl -s -d "{\"command\":\"ls $HISTORY/trail; cat $HISTORY/trail/*.py\"}" "$AGENT/execute"
+	run -0 jq -e '.exit_code != 0 and .stdout == ""' <<<"$output"
+}
+
+@test "history: the trail is bounded by count and bytes, the oldest pruned first" {
+	local i first
+	for ((i = 0; i < MAX_RUNS + 3; i++)); do
+		execute "print($i)"
+	done
+	# at most MAX_RUNS entries, each of its three files, and the newest kept
+	wait_for "the pruning" 50 at_most_runs "$MAX_RUNS"
+	run -0 cat "$HISTORY/trail/$(stems | tail -1).py"
+	assert_output "print($((MAX_RUNS + 2)))"
+	first=$(stems | head -1)
+	# bytes: one run with 50000 bytes of output pushes the older ones out
+	execute 'print("x" * 50000)'
+	wait_for "the pruning by bytes" 50 at_most_bytes 60000
+	[[ ! -e $HISTORY/trail/$first.py ]]
+}
+
+at_most_runs() {
+	(($(stems | wc -l) <= $1)) && (($(find "$HISTORY/trail" -name '*.json' | wc -l) <= 2 * $1))
+}
+
+at_most_bytes() {
+	(($(du -b --apparent-size -s "$HISTORY/trail" | cut -f1) <= $1 + 4096))
+}
