@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -48,6 +49,18 @@ static struct {
 	char *meta; /* the final .meta.json text, owned */
 	size_t meta_len;
 } history_run;
+
+/*
+ * What the directory holds, roughly, shared by every worker (mapped before the fork): the
+ * directory is scanned only when these say a bound is passed, not after every run. Each
+ * scan sets them to what it found.
+ */
+static struct history_totals {
+	unsigned long long entries;
+	unsigned long long bytes;
+} * history_totals;
+
+static void history_prune(const struct history_config *hc);
 
 static unsigned long long
 env_number(const char *name, unsigned long long dflt, bool *bad)
@@ -77,11 +90,13 @@ history_setup(struct history_config *hc, char *why, size_t why_len)
 	hc->dir = NULL;
 	if (dir == NULL || *dir == '\0')
 		return 0;
-	hc->max_runs = (unsigned long)env_number("CODEBOX_HISTORY_MAX_RUNS", HISTORY_DEFAULT_RUNS, &bad);
+	hc->max_runs =
+	    (unsigned long)env_number("CODEBOX_HISTORY_MAX_RUNS", HISTORY_DEFAULT_RUNS, &bad);
 	hc->max_bytes = env_number("CODEBOX_HISTORY_MAX_BYTES", HISTORY_DEFAULT_BYTES, &bad);
 	if (bad) {
-		snprintf(why, why_len,
-		         "CODEBOX_HISTORY_MAX_RUNS and CODEBOX_HISTORY_MAX_BYTES must be integers > 0");
+		snprintf(
+		    why, why_len,
+		    "CODEBOX_HISTORY_MAX_RUNS and CODEBOX_HISTORY_MAX_BYTES must be integers > 0");
 		return -1;
 	}
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
@@ -101,19 +116,28 @@ history_setup(struct history_config *hc, char *why, size_t why_len)
 		return -1;
 	}
 	hc->dir = dir;
+	history_totals = mmap(NULL, sizeof(*history_totals), PROT_READ | PROT_WRITE,
+	                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (history_totals == MAP_FAILED)
+		history_totals = NULL; /* every flush scans then */
+	history_prune(hc); /* what an earlier pool left, within the bounds and counted */
 	return 0;
 }
 
-/* Writes name (in the history directory) through a temporary file and a rename. */
+/* Writes name (in the history directory): a new file directly (O_EXCL: the stem is fresh), a
+ * replaced one through a temporary file and a rename, so a reader never sees half of it. */
 static int
-history_write(const struct history_config *hc, const char *name, const char *data, size_t len)
+history_write(const struct history_config *hc, const char *name, const char *data, size_t len,
+              bool replace)
 {
 	char tmp[64];
 	int fd;
 	size_t done = 0;
 
-	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
-	fd = openat(hc->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	snprintf(tmp, sizeof(tmp), replace ? ".%s.tmp" : "%s", name);
+	fd = openat(hc->dir_fd, tmp,
+	            O_WRONLY | O_CREAT | (replace ? O_TRUNC : O_EXCL) | O_NOFOLLOW | O_CLOEXEC,
+	            0600);
 	if (fd < 0)
 		goto fail;
 	while (done < len) {
@@ -128,7 +152,7 @@ history_write(const struct history_config *hc, const char *name, const char *dat
 		done += (size_t)w;
 	}
 	close(fd);
-	if (renameat(hc->dir_fd, tmp, hc->dir_fd, name) == 0)
+	if (!replace || renameat(hc->dir_fd, tmp, hc->dir_fd, name) == 0)
 		return 0;
 	(void)unlinkat(hc->dir_fd, tmp, 0);
 fail:
@@ -170,8 +194,8 @@ history_meta(const char *status, long long duration_ms, const int *exit_code, si
 }
 
 void
-history_begin(const struct history_config *hc, const char *port, const char *code,
-              size_t code_len, const char *request_id)
+history_begin(const struct history_config *hc, const char *port, const char *code, size_t code_len,
+              const char *request_id)
 {
 	struct timespec ts;
 	struct tm tm;
@@ -194,8 +218,9 @@ history_begin(const struct history_config *hc, const char *port, const char *cod
 	}
 	snprintf(history_run.stem, sizeof(history_run.stem), "%.15s_%02x%02x%02x%02x", day, rnd[0],
 	         rnd[1], rnd[2], rnd[3]);
-	snprintf(history_run.started, sizeof(history_run.started), "%.4s-%.2s-%.2sT%.2s:%.2s:%.2s.%03dZ",
-	         day, day + 4, day + 6, day + 9, day + 11, day + 13, (int)(ts.tv_nsec / 1000000));
+	snprintf(history_run.started, sizeof(history_run.started),
+	         "%.4s-%.2s-%.2sT%.2s:%.2s:%.2s.%03dZ", day, day + 4, day + 6, day + 9, day + 11,
+	         day + 13, (int)(ts.tv_nsec / 1000000));
 	snprintf(history_run.port, sizeof(history_run.port), "%s", port);
 	snprintf(history_run.request_id, sizeof(history_run.request_id), "%s",
 	         request_id ? request_id : "");
@@ -203,11 +228,11 @@ history_begin(const struct history_config *hc, const char *port, const char *cod
 	history_run.active = true;
 
 	snprintf(name, sizeof(name), "%s.py", history_run.stem);
-	(void)history_write(hc, name, code, code_len);
+	(void)history_write(hc, name, code, code_len, false);
 	meta = history_meta("pending", -1, NULL, &meta_len);
 	if (meta != NULL) {
 		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
-		(void)history_write(hc, name, meta, meta_len);
+		(void)history_write(hc, name, meta, meta_len, false);
 		free(meta);
 	}
 }
@@ -289,12 +314,30 @@ history_cmp(const void *a, const void *b)
 	return x->first_ns < y->first_ns ? -1 : x->first_ns > y->first_ns;
 }
 
-/* Groups the directory's files by stem and removes the oldest entries past the bounds. */
+/* One file of the directory. */
+struct history_file {
+	char stem[HISTORY_STEM_LEN + 1];
+	unsigned long long bytes;
+	long long mtime_ns;
+};
+
+static int
+history_cmp_file(const void *a, const void *b)
+{
+	return strcmp(((const struct history_file *)a)->stem,
+	              ((const struct history_file *)b)->stem);
+}
+
+/*
+ * Lists the directory's entries (files grouped by stem: sort the files by name, then merge
+ * neighbours), and removes the oldest entries past the bounds. O(n log n) in the files.
+ */
 static void
 history_prune(const struct history_config *hc)
 {
+	struct history_file *f = NULL;
 	struct history_entry *e = NULL;
-	size_t n = 0, cap = 0, first = 0;
+	size_t nf = 0, cap = 0, n = 0, first = 0;
 	unsigned long long total = 0;
 	int fd = openat(hc->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -307,39 +350,47 @@ history_prune(const struct history_config *hc)
 	}
 	while ((de = readdir(d)) != NULL) {
 		struct stat sb;
-		size_t len = strlen(de->d_name), i;
-		if (len <= HISTORY_STEM_LEN || de->d_name[HISTORY_STEM_LEN] != '.' ||
+		if (strlen(de->d_name) <= HISTORY_STEM_LEN || de->d_name[HISTORY_STEM_LEN] != '.' ||
 		    fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		total += (unsigned long long)sb.st_size;
-		/* entries are few (max_runs), so a linear search for the stem is fine */
-		for (i = 0; i < n && strncmp(e[i].stem, de->d_name, HISTORY_STEM_LEN) != 0; i++)
-			;
-		if (i == n) {
-			if (n == cap) {
-				size_t ncap = cap ? 2 * cap : 64;
-				struct history_entry *m = realloc(e, ncap * sizeof(*e));
-				if (m == NULL)
-					break;
-				e = m;
-				cap = ncap;
-			}
-			memcpy(e[n].stem, de->d_name, HISTORY_STEM_LEN);
-			e[n].stem[HISTORY_STEM_LEN] = '\0';
+		if (nf == cap) {
+			size_t ncap = cap ? 2 * cap : 256;
+			struct history_file *m = realloc(f, ncap * sizeof(*f));
+			if (m == NULL)
+				goto out;
+			f = m;
+			cap = ncap;
+		}
+		memcpy(f[nf].stem, de->d_name, HISTORY_STEM_LEN);
+		f[nf].stem[HISTORY_STEM_LEN] = '\0';
+		f[nf].bytes = (unsigned long long)sb.st_size;
+		f[nf].mtime_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+		total += f[nf].bytes;
+		nf++;
+	}
+	if (nf == 0)
+		goto out;
+	qsort(f, nf, sizeof(*f), history_cmp_file);
+	e = malloc(nf * sizeof(*e));
+	if (e == NULL)
+		goto out;
+	for (size_t i = 0; i < nf; i++) {
+		if (n == 0 || strcmp(e[n - 1].stem, f[i].stem) != 0) {
+			memcpy(e[n].stem, f[i].stem, sizeof(e[n].stem));
 			e[n].bytes = 0;
-			e[n].first_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+			e[n].first_ns = f[i].mtime_ns;
 			n++;
 		}
-		e[i].bytes += (unsigned long long)sb.st_size;
-		{
-			long long ns = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
-			if (ns < e[i].first_ns)
-				e[i].first_ns = ns;
-		}
+		e[n - 1].bytes += f[i].bytes;
+		if (f[i].mtime_ns < e[n - 1].first_ns)
+			e[n - 1].first_ns = f[i].mtime_ns;
 	}
-	if (e != NULL)
-		qsort(e, n, sizeof(*e), history_cmp);
-	while (first < n && (n - first > hc->max_runs || total > hc->max_bytes)) {
+	if (n <= hc->max_runs && total <= hc->max_bytes)
+		goto counted;
+	qsort(e, n, sizeof(*e), history_cmp);
+	/* past a bound, prune to 90% of both, so the next runs need no scan */
+	while (first < n && (n - first > hc->max_runs - hc->max_runs / 10 ||
+	                     total > hc->max_bytes - hc->max_bytes / 10)) {
 		static const char *const ext[] = {".py", ".meta.json", ".result.json"};
 		char name[64];
 		for (size_t k = 0; k < 3; k++) {
@@ -351,7 +402,15 @@ history_prune(const struct history_config *hc)
 		total -= e[first].bytes;
 		first++;
 	}
+counted:
+	if (history_totals != NULL) {
+		__atomic_store_n(&history_totals->entries, (unsigned long long)(n - first),
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&history_totals->bytes, total, __ATOMIC_RELAXED);
+	}
+out:
 	closedir(d);
+	free(f);
 	free(e);
 }
 
@@ -364,14 +423,27 @@ history_flush(const struct history_config *hc)
 		return;
 	if (history_run.result != NULL) {
 		snprintf(name, sizeof(name), "%s.result.json", history_run.stem);
-		(void)history_write(hc, name, history_run.result, history_run.result_len);
+		(void)history_write(hc, name, history_run.result, history_run.result_len, false);
 	}
 	if (history_run.meta != NULL) {
 		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
-		(void)history_write(hc, name, history_run.meta, history_run.meta_len);
+		(void)history_write(hc, name, history_run.meta, history_run.meta_len, true);
 	}
-	free(history_run.result);
-	free(history_run.meta);
-	memset(&history_run, 0, sizeof(history_run));
-	history_prune(hc);
+	{
+		unsigned long long bytes =
+		    history_run.code_len + history_run.result_len + history_run.meta_len;
+		bool scan = history_totals == NULL;
+		if (!scan) {
+			unsigned long long entries =
+			    __atomic_add_fetch(&history_totals->entries, 1, __ATOMIC_RELAXED);
+			unsigned long long total =
+			    __atomic_add_fetch(&history_totals->bytes, bytes, __ATOMIC_RELAXED);
+			scan = entries > hc->max_runs || total > hc->max_bytes;
+		}
+		free(history_run.result);
+		free(history_run.meta);
+		memset(&history_run, 0, sizeof(history_run));
+		if (scan)
+			history_prune(hc);
+	}
 }

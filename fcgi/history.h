@@ -10,10 +10,10 @@
 #include "run.h"
 
 struct history_config {
-	int dir_fd;                    /* -1: off */
-	const char *dir;               /* its path */
-	unsigned long max_runs;        /* entries kept at most (oldest pruned) */
-	unsigned long long max_bytes;  /* bytes kept at most, all files together */
+	int dir_fd;                   /* -1: off */
+	const char *dir;              /* its path */
+	unsigned long max_runs;       /* entries kept at most (oldest pruned) */
+	unsigned long long max_bytes; /* bytes kept at most, all files together */
 };
 
 /*

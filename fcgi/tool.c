@@ -46,10 +46,11 @@ tool_render(const char *capabilities, size_t len, enum tool_format format, size_
 	f = open_memstream(&desc, &desc_len);
 	if (f == NULL)
 		goto out;
-	fprintf(f,
-	        "Runs a Python %s program in a fresh, isolated sandbox and returns what it printed. "
-	        "Modules available besides the standard library:",
-	        json_string_value(json_object_get(caps, "pythonVersion")));
+	fprintf(
+	    f,
+	    "Runs a Python %s program in a fresh, isolated sandbox and returns what it printed. "
+	    "Modules available besides the standard library:",
+	    json_string_value(json_object_get(caps, "pythonVersion")));
 	modules = json_object_get(caps, "modules");
 	json_array_foreach(modules, i, m)
 	{
@@ -60,23 +61,25 @@ tool_render(const char *capabilities, size_t len, enum tool_format format, size_
 		if (strcmp(imp, dist) != 0)
 			fprintf(f, " (import %s)", imp);
 	}
-	fprintf(f,
-	        ". Limits: the program is stopped after %lld seconds of wall time; the code is at "
-	        "most %lld bytes of UTF-8; stdout is kept up to %lld bytes and stderr up to %lld "
-	        "bytes (past that, output is discarded and truncated is true); result.json is at "
-	        "most %lld bytes; at most %lld programs run at once (more are refused with HTTP 429; "
-	        "retry). ",
-	        limit(caps, "executionTimeoutSeconds"), limit(caps, "maxCodeBytes"),
-	        limit(caps, "maxStdoutBytes"), limit(caps, "maxStderrBytes"),
-	        limit(caps, "maxResultBytes"), limit(caps, "maxConcurrentExecutions"));
+	fprintf(
+	    f,
+	    ". Limits: the program is stopped after %lld seconds of wall time; the code is at "
+	    "most %lld bytes of UTF-8; stdout is kept up to %lld bytes and stderr up to %lld "
+	    "bytes (past that, output is discarded and truncated is true); result.json is at "
+	    "most %lld bytes; at most %lld programs run at once (more are refused with HTTP 429; "
+	    "retry). ",
+	    limit(caps, "executionTimeoutSeconds"), limit(caps, "maxCodeBytes"),
+	    limit(caps, "maxStdoutBytes"), limit(caps, "maxStderrBytes"),
+	    limit(caps, "maxResultBytes"), limit(caps, "maxConcurrentExecutions"));
 	fprintf(f, "%s %s %s ", json_string_value(json_object_get(caps, "network")),
 	        json_string_value(json_object_get(caps, "persistence")),
 	        json_string_value(json_object_get(caps, "structuredResult")));
-	fprintf(f, "The response is a JSON object: {\"status\": \"succeeded\" | \"failed\" | "
-	           "\"timed_out\", \"exitCode\": integer or null (null when timed out), \"stdout\": "
-	           "string, \"stderr\": string, \"result\": the parsed result.json or null, "
-	           "\"resultError\": string or null, \"durationMs\": integer, \"truncated\": "
-	           "boolean}.");
+	fprintf(f,
+	        "The response is a JSON object: {\"status\": \"succeeded\" | \"failed\" | "
+	        "\"timed_out\", \"exitCode\": integer or null (null when timed out), \"stdout\": "
+	        "string, \"stderr\": string, \"result\": the parsed result.json or null, "
+	        "\"resultError\": string or null, \"durationMs\": integer, \"truncated\": "
+	        "boolean}.");
 	if (fclose(f) != 0)
 		goto out;
 
@@ -87,8 +90,8 @@ tool_render(const char *capabilities, size_t len, enum tool_format format, size_
 	    "result.json.",
 	    "timeoutSeconds", "type", "number", "exclusiveMinimum", 0, "maximum",
 	    (json_int_t)limit(caps, "executionTimeoutSeconds"), "description",
-	    "Optional: a shorter wall-clock limit for this run, in seconds.",
-	    "required", "code", "additionalProperties", 0);
+	    "Optional: a shorter wall-clock limit for this run, in seconds.", "required", "code",
+	    "additionalProperties", 0);
 	if (schema == NULL)
 		goto out;
 	if (format == TOOL_OPENAI)

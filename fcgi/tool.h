@@ -8,7 +8,7 @@
 
 enum tool_format {
 	TOOL_ANTHROPIC, /* {"name", "description", "input_schema"} */
-	TOOL_OPENAI,    /* {"type": "function", "function": {"name", "description", "parameters"}} */
+	TOOL_OPENAI, /* {"type": "function", "function": {"name", "description", "parameters"}} */
 };
 
 /*

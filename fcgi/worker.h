@@ -21,8 +21,8 @@ struct worker_config {
 	const struct isolation *iso;    /* the layers in force */
 	const char *runs_dir;           /* holds one directory per worker: w<index> */
 	int runs_dir_fd;
-	struct agent_config agent;  /* port 8888 */
-	const char *nginx_busy_log; /* nginx's log of its own 429s (metrics.h), or NULL */
+	struct agent_config agent;     /* port 8888 */
+	const char *nginx_busy_log;    /* nginx's log of its own 429s (metrics.h), or NULL */
 	struct history_config history; /* the audit trail; dir_fd -1: off */
 };
 
