@@ -18,16 +18,16 @@ teardown_file() {
 }
 
 full_pool() {
-	[[ $(worker_pids | wc -l) -eq 6 ]]
+	[[ $(worker_pids | wc -l) -eq 10 ]] # 2 slots + 4 meta + 4 agent
 }
 
 two_in_flight() {
 	[[ $(runs_in_flight) -eq 2 ]]
 }
 
-@test "pool: the pool has one worker per slot of both zones (2 + 4)" {
+@test "pool: the pool has one worker per slot of both zones (2 + 4 + 4 agent)" {
 	run -0 worker_pids
-	assert_equal "${#lines[@]}" 6
+	assert_equal "${#lines[@]}" 10
 	run -0 curl -s "$BASE/capabilities"
 	assert_equal "$(jq .limits.maxConcurrentExecutions <<<"$output")" 2
 }
@@ -63,7 +63,7 @@ two_in_flight() {
 	local victim
 	victim=$(worker_pids | head -1)
 	kill -KILL "$victim"
-	wait_for "the respawn" 100 bash -c "[[ \$(pgrep -P $(pool_pid) | wc -l) -eq 6 ]] && ! kill -0 $victim 2>/dev/null"
+	wait_for "the respawn" 100 bash -c "[[ \$(pgrep -P $(pool_pid) | wc -l) -eq 10 ]] && ! kill -0 $victim 2>/dev/null"
 	run -0 grep -c "(pid $victim) was killed by signal 9" "$STACK_DIR/logs/pool.log"
 	post '{"code":"print(1)"}'
 	assert_equal "$code" 200

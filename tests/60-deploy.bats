@@ -6,7 +6,7 @@ load helpers/stack
 
 @test "deploy: the manifests render, validate and pass the hardening rules; broken fixtures fail" {
 	run -0 "$ROOT/scripts/check-deploy.sh"
-	assert_output --partial "5 overlays render, validate and pass the hardening rules"
+	assert_output --partial "6 overlays render, validate and pass the hardening rules"
 	assert_output --partial "every fixture fails as it should"
 }
 

@@ -100,7 +100,7 @@ print(os.path.exists("/app"), any("/app" in l for l in open("/proc/self/mounts")
 
 @test "agent: SANDBOX_EXEC_TIMEOUT_SECONDS must be a finite number > 0, else the default" {
 	local v pool=${CODEBOX_POOL:-$ROOT/build/codebox-pool}
-	for v in 0 -1 abc nan inf 1e999 '' ' 5' 5s; do
+	for v in 0 -1 abc nan inf 1e999 '' 5s '5 '; do
 		run -0 --separate-stderr env SANDBOX_EXEC_TIMEOUT_SECONDS="$v" "$pool" --print-agent-timeout-ms
 		assert_output 300000
 		if [[ -n $v ]]; then
@@ -240,4 +240,19 @@ count_exists() {
 	wait "$first"
 	agent_run 'wc -l < count'
 	assert_equal "$(field .stdout)" 1
+}
+
+@test "agent: the agent-sandbox overlay's offline check refuses a misspelled or missing field" {
+	local dir=$BATS_TEST_TMPDIR/overlay
+	cp -r "$ROOT/deploy/overlays/agent-sandbox" "$dir"
+	kubectl kustomize "$dir" >"$BATS_TEST_TMPDIR/good.yaml"
+	run -0 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$BATS_TEST_TMPDIR/good.yaml" "$BATS_TEST_TMPDIR/derived.yaml"
+	run -0 grep -c '^kind: Pod$' "$BATS_TEST_TMPDIR/derived.yaml"
+	sed -i 's/sandboxTemplateRef:/sandboxTemplateRefs:/' "$dir/sandboxwarmpool.yaml"
+	sed -i 's/  podTemplate:/  podTemplates:/' "$dir/sandboxtemplate.yaml"
+	kubectl kustomize "$dir" >"$BATS_TEST_TMPDIR/bad.yaml"
+	run -1 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$BATS_TEST_TMPDIR/bad.yaml" "$BATS_TEST_TMPDIR/derived.yaml"
+	assert_output --partial 'SandboxWarmPool codebox.spec.sandboxTemplateRefs: is not a field of the v1alpha1 schema'
+	assert_output --partial 'SandboxWarmPool codebox.spec: sandboxTemplateRef is required'
+	assert_output --partial 'SandboxTemplate codebox.spec: podTemplate is required'
 }

@@ -112,9 +112,11 @@ for (const o of docs) {
     bad(where, `expected extensions.agents.x-k8s.io/v1alpha1 SandboxTemplate or SandboxWarmPool, not ${o.apiVersion} ${o.kind}`);
     continue;
   }
+  const before = problems.length;
   check(where, o, schemas[o.kind]);
-  if (o.kind === "SandboxTemplate") {
-    templates.add(o.metadata?.name);
+  if (o.kind === "SandboxTemplate") templates.add(o.metadata?.name);
+  // only a template that matches its schema has a pod to derive
+  if (o.kind === "SandboxTemplate" && problems.length === before) {
     const labels = o.spec.podTemplate.metadata?.labels ?? {};
     derived.push({
       apiVersion: "v1",
