@@ -60,12 +60,13 @@ still_serving() { # the service is healthy after an attack
 }
 
 @test "agent: the workspace persists between commands; their processes do not" {
-	agent_run 'echo kept > notes.txt; mkdir -p dir/sub; (sleep 300 &); echo started'
+	local m=codebox-marker-$RANDOM$RANDOM
+	agent_run "echo kept > notes.txt; mkdir -p dir/sub; (python -c 'import time; time.sleep(300)' $m &); echo started"
 	assert_equal "$(field .stdout)" started
-	agent_run 'cat notes.txt; ls dir; ps -e -o comm= | grep -c sleep || true'
+	agent_run 'cat notes.txt; ls dir; ps -e -o args= | grep -c "[t]ime.sleep" || true'
 	assert_equal "$(field .stdout)" $'kept\nsub\n0'
-	# on the host too, nothing of the command is left (the sleep was killed with its run)
-	run -1 pgrep -f -- 'sleep 300'
+	# on the host too, nothing of the command is left (it was killed with its run)
+	run -1 pgrep -f -- "$m"
 }
 
 @test "agent: each command is isolated: no network, not the host's processes" {
@@ -88,13 +89,14 @@ print(os.path.exists("/app"), any("/app" in l for l in open("/proc/self/mounts")
 @test "agent: a timeout kills the command and everything it started, exit code 124" {
 	local start end
 	start=$(date +%s)
-	agent_run 'echo before; (sleep 1000 &); sleep 1000'
+	local m=codebox-marker-$RANDOM$RANDOM
+	agent_run "echo before; (python -c 'import time; time.sleep(1000)' $m &); python -c 'import time; time.sleep(1000)' $m"
 	end=$(date +%s)
 	assert_equal "$(field .exit_code)" 124
 	assert_equal "$(field .stdout)" before
 	assert_regex "$(field .stderr)" 'codebox: the command timed out after 3 seconds'
 	(((end - start) >= 3 && (end - start) < 30))
-	run -1 pgrep -f -- 'sleep 1000'
+	run -1 pgrep -f -- "$m"
 	still_serving
 }
 
