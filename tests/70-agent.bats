@@ -231,6 +231,8 @@ count_exists() {
 }
 
 @test "agent: a second command while one runs is answered 429 at once, never run twice" {
+	local busy
+	busy=$(pool_busy)
 	agent_run 'rm -f count'
 	client run 'echo x >> count; sleep 2' >"$BATS_TEST_TMPDIR/first" &
 	local first=$!
@@ -242,6 +244,12 @@ count_exists() {
 	wait "$first"
 	agent_run 'wc -l < count'
 	assert_equal "$(field .stdout)" 1
+	# counted on port 8080's /metrics as the pool's own 429
+	assert_equal "$(pool_busy)" $((busy + 1))
+}
+
+pool_busy() {
+	curl -s "$BASE/metrics" | awk '$1 == "codebox_busy_rejections_total{source=\"pool\"}" { print $2 }'
 }
 
 @test "agent: the agent-sandbox overlay's offline check refuses a misspelled or missing field" {
