@@ -474,7 +474,7 @@ static void
 agent_download(const struct agent_config *ac, FCGX_Request *req)
 {
 	const char *path = agent_path(req, "/download/");
-	char head[512], buf[65536];
+	char buf[65536];
 	struct stat sb;
 	int fd;
 
@@ -492,12 +492,32 @@ agent_download(const struct agent_config *ac, FCGX_Request *req)
 		return;
 	}
 	{
-		const char *base = strrchr(path, '/');
-		int k = snprintf(head, sizeof(head),
-		                 "Status: 200 OK\r\nContent-Type: application/octet-stream\r\n"
-		                 "Content-Length: %lld\r\n\r\n",
-		                 (long long)sb.st_size);
-		(void)base;
+		/* as the example runtime's FileResponse names it: filename="<path>" when the path
+		 * needs no percent-encoding (Python's quote(), '/' kept), else filename*=utf-8'' */
+		static char head[3 * 4096 + 256];
+		static const char unreserved[] =
+		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		    "0123456789_.-~/";
+		char enc[3 * 4096 + 1];
+		size_t e = 0;
+		bool plain = true;
+		int k;
+		for (const unsigned char *c = (const unsigned char *)path;
+		     *c && e + 3 < sizeof(enc); c++) {
+			if (strchr(unreserved, *c) != NULL) {
+				enc[e++] = (char)*c;
+			} else {
+				e += (size_t)snprintf(enc + e, 4, "%%%02X", *c);
+				plain = false;
+			}
+		}
+		enc[e] = '\0';
+		k = snprintf(head, sizeof(head),
+		             "Status: 200 OK\r\nContent-Type: application/octet-stream\r\n"
+		             "Content-Disposition: attachment; %s%s%s\r\n"
+		             "Content-Length: %lld\r\n\r\n",
+		             plain ? "filename=\"" : "filename*=utf-8''", enc, plain ? "\"" : "",
+		             (long long)sb.st_size);
 		FCGX_PutStr(head, k, req->out);
 	}
 	/* exactly st_size bytes: a file that changes meanwhile is cut or padded, never longer */

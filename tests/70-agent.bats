@@ -130,6 +130,10 @@ print(os.path.exists("/app"), any("/app" in l for l in open("/proc/self/mounts")
 	run -0 client read data/nested/blob.bin "$BATS_TEST_TMPDIR/back"
 	assert_output '{"bytes": 1048576, "content_type": "application/octet-stream"}'
 	cmp "$BATS_TEST_TMPDIR/blob" "$BATS_TEST_TMPDIR/back"
+	# named as the example runtime's FileResponse names it
+	run -0 curl -s -o /dev/null -D - "$AGENT/download/data%2Fnested%2Fblob.bin"
+	assert_output --partial 'Content-Disposition: attachment; filename="data/nested/blob.bin"'
+	assert_output --partial 'Content-Length: 1048576'
 	# the command sees the same bytes
 	agent_run 'sha256sum data/nested/blob.bin | cut -d" " -f1'
 	assert_equal "$(field .stdout)" "$(sha256sum "$BATS_TEST_TMPDIR/blob" | cut -d' ' -f1)"
