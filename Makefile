@@ -32,6 +32,7 @@ POOL     = $(BUILD)/codebox-pool
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart
+UNITS    = capture result request limits reply jsonw workdir isolation slots
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture
 UNIT_DEPS_result  = result jsonw
@@ -42,6 +43,7 @@ UNIT_DEPS_jsonw   = jsonw
 UNIT_DEPS_workdir = workdir log jsonw util
 UNIT_DEPS_isolation = isolation
 UNIT_DEPS_multipart = multipart workspace util
+UNIT_DEPS_slots   = slots
 
 .PHONY: all deps build run test unit bats asan check lint format clean bench
 

@@ -97,6 +97,58 @@ own_group(const char *controller, char *out, size_t out_len)
 	return -1;
 }
 
+/*
+ * v1 parents are named after their pool's pid: a pool that was SIGKILLed left its
+ * codebox-<pid> groups (and its runs' groups inside). Removes those whose pool is dead; a
+ * live pid may be another pool on this host, and is left alone.
+ */
+static void
+sweep_dead_pools(const char *group)
+{
+	char parent[512];
+	char *slash;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(parent, sizeof(parent), "%s", group);
+	slash = strrchr(parent, '/');
+	if (slash == NULL)
+		return;
+	*slash = '\0';
+	d = opendir(parent);
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char dir[700], *end;
+		long pid;
+
+		if (strncmp(e->d_name, "codebox-", 8) != 0)
+			continue;
+		pid = strtol(e->d_name + 8, &end, 10);
+		if (end == e->d_name + 8 || *end != '\0' || pid <= 0 || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(dir, sizeof(dir), "%.500s/%.80s", parent, e->d_name);
+		/* kill nothing: a pid that is not ours to see may be a live pool in another pid
+		 * namespace; a group that still holds processes stays (rmdir says EBUSY) */
+		DIR *runs = opendir(dir);
+		struct dirent *r;
+		while (runs != NULL && (r = readdir(runs)) != NULL) {
+			char sub[800];
+			if (strncmp(r->d_name, "w", 1) != 0 || r->d_type != DT_DIR)
+				continue;
+			snprintf(sub, sizeof(sub), "%s/%.80s", dir, r->d_name);
+			(void)rmdir(sub);
+		}
+		if (runs != NULL)
+			closedir(runs);
+		if (rmdir(dir) == 0)
+			log_msg(LOG_WARN, "removed %s, left by a pool that died (pid %ld)", dir,
+			        pid);
+	}
+	closedir(d);
+}
+
 static int
 setup_v1(struct cgroup_ctx *ctx, char *why, size_t why_len)
 {
@@ -116,6 +168,8 @@ setup_v1(struct cgroup_ctx *ctx, char *why, size_t why_len)
 	         strcmp(mem_own, "/") == 0 ? "" : mem_own, (int)getpid());
 	snprintf(ctx->pids, sizeof(ctx->pids), "/sys/fs/cgroup/pids%s/codebox-%d",
 	         strcmp(pids_own, "/") == 0 ? "" : pids_own, (int)getpid());
+	sweep_dead_pools(ctx->memory);
+	sweep_dead_pools(ctx->pids);
 	if (mkdir(ctx->memory, 0755) < 0 && errno != EEXIST) {
 		snprintf(why, why_len, "cannot create %.200s: %s", ctx->memory, strerror(errno));
 		return -1;

@@ -9,6 +9,7 @@
 #include "limits.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,8 @@ static const struct limit_spec limit_specs[] = {
     {"CODEBOX_MAX_PROCESSES", 1, 4096, UL_FIELD(max_processes)},
     {"CODEBOX_DISK_BYTES", 1LL << 20, 64LL << 30, ULL_FIELD(disk_bytes)},
 };
+
+static void limits_store(struct limits *l, const struct limit_spec *s, long long n);
 
 static int
 parse_decimal(const char *s, long long *out)
@@ -75,28 +78,125 @@ limits_parse(struct limits *l, const char *(*get)(const char *name, void *ctx), 
 			         s->min, s->max);
 			return -1;
 		}
-		char *field = (char *)l + s->offset;
-		switch (s->kind) {
-		case 1:
-			*(size_t *)(void *)field = (size_t)n;
-			break;
-		case 2:
-			*(unsigned long long *)(void *)field = (unsigned long long)n;
-			break;
-		case 3:
-			*(unsigned long *)(void *)field = (unsigned long)n;
-			break;
-		default:
-			*(long *)(void *)field = (long)n;
-			break;
-		}
+		limits_store(l, s, n);
 	}
 	return 0;
 }
 
-size_t
-limits_max_body_bytes(const struct limits *l)
+static void
+limits_store(struct limits *l, const struct limit_spec *s, long long n)
 {
-	/* a JSON escape is at most 6 bytes per input byte (\u00XX) */
-	return 6 * (l->max_code_bytes + l->max_stdin_bytes) + 4096;
+	char *field = (char *)l + s->offset;
+
+	switch (s->kind) {
+	case 1:
+		*(size_t *)(void *)field = (size_t)n;
+		break;
+	case 2:
+		*(unsigned long long *)(void *)field = (unsigned long long)n;
+		break;
+	case 3:
+		*(unsigned long *)(void *)field = (unsigned long)n;
+		break;
+	default:
+		*(long *)(void *)field = (long)n;
+		break;
+	}
+}
+
+static long long
+limits_load(const struct limits *l, const struct limit_spec *s)
+{
+	const char *field = (const char *)l + s->offset;
+
+	switch (s->kind) {
+	case 1:
+		return (long long)*(const size_t *)(const void *)field;
+	case 2:
+		return (long long)*(const unsigned long long *)(const void *)field;
+	case 3:
+		return (long long)*(const unsigned long *)(const void *)field;
+	default:
+		return (long long)*(const long *)(const void *)field;
+	}
+}
+
+void
+limits_default_ceilings(struct limits *ceil, size_t *max_body_bytes)
+{
+	for (size_t i = 0; i < sizeof(limit_specs) / sizeof(limit_specs[0]); i++)
+		limits_store(ceil, &limit_specs[i], limit_specs[i].max);
+	*max_body_bytes = LIMITS_DEFAULT_MAX_BODY_BYTES;
+}
+
+int
+limits_parse_ceilings(struct limits *ceil, size_t *max_body_bytes, const char *list, char *why,
+                      size_t why_len)
+{
+	size_t n_specs = sizeof(limit_specs) / sizeof(limit_specs[0]);
+	bool seen[sizeof(limit_specs) / sizeof(limit_specs[0]) + 1] = {false};
+	const char *p = list;
+
+	limits_default_ceilings(ceil, max_body_bytes);
+	while (*p) {
+		const char *eq = strchr(p, '='), *end = strchr(p, ',');
+		char name[64], value[32];
+		long long n;
+		size_t i;
+
+		if (end == NULL)
+			end = p + strlen(p);
+		if (eq == NULL || eq > end || (size_t)(eq - p) >= sizeof(name) ||
+		    (size_t)(end - eq - 1) >= sizeof(value)) {
+			snprintf(why, why_len, "\"%.*s\" is not NAME=VALUE", (int)(end - p), p);
+			return -1;
+		}
+		memcpy(name, p, (size_t)(eq - p));
+		name[eq - p] = '\0';
+		memcpy(value, eq + 1, (size_t)(end - eq - 1));
+		value[end - eq - 1] = '\0';
+		for (i = 0; i < n_specs && strcmp(limit_specs[i].name, name) != 0; i++)
+			;
+		if (i == n_specs && strcmp(name, "CODEBOX_MAX_BODY_BYTES") != 0) {
+			snprintf(why, why_len, "%s is not a limit", name);
+			return -1;
+		}
+		if (parse_decimal(value, &n) < 0 ||
+		    (i < n_specs ? (n < limit_specs[i].min || n > limit_specs[i].max)
+		                 : (n < 1024 || n > (1LL << 30)))) {
+			snprintf(why, why_len, "%s=%s is out of range", name, value);
+			return -1;
+		}
+		if (i < n_specs)
+			limits_store(ceil, &limit_specs[i], n);
+		else
+			*max_body_bytes = (size_t)n;
+		seen[i] = true;
+		p = *end ? end + 1 : end;
+	}
+	for (size_t i = 0; i <= n_specs; i++)
+		if (!seen[i]) {
+			snprintf(why, why_len, "no ceiling for %s",
+			         i < n_specs ? limit_specs[i].name : "CODEBOX_MAX_BODY_BYTES");
+			return -1;
+		}
+	return 0;
+}
+
+int
+limits_cap(struct limits *l, const struct limits *ceil, char *what, size_t what_len)
+{
+	int capped = 0;
+
+	for (size_t i = 0; i < sizeof(limit_specs) / sizeof(limit_specs[0]); i++) {
+		const struct limit_spec *s = &limit_specs[i];
+		long long v = limits_load(l, s), c = limits_load(ceil, s);
+
+		if (v <= c)
+			continue;
+		if (capped++ == 0)
+			snprintf(what, what_len, "%s=%lld exceeds the ceiling %lld", s->name, v, c);
+		limits_store(l, s, c);
+	}
+	return capped;
 }

@@ -27,7 +27,28 @@ struct limits {
 int limits_parse(struct limits *l, const char *(*get)(const char *name, void *ctx), void *ctx,
                  char *why, size_t why_len);
 
-/* The most body bytes a worker reads for one request under l. */
-size_t limits_max_body_bytes(const struct limits *l);
+/* nginx's client_max_body_size in nginx.conf, for a pool started without ceilings. */
+#define LIMITS_DEFAULT_MAX_BODY_BYTES (1024 * 1024)
+
+/*
+ * The ceilings a pool is started with: every limit a request brings is capped at them, so a
+ * request forged on the FastCGI socket cannot exceed what ops configured. Without ceilings
+ * they are the sanity maxima of limits_parse() and a body bound of 1 MiB.
+ */
+void limits_default_ceilings(struct limits *ceil, size_t *max_body_bytes);
+
+/*
+ * Parses "NAME=VALUE,NAME=VALUE,..." (scripts/check-config.sh --print-ceilings): every limit
+ * of limits_parse() and CODEBOX_MAX_BODY_BYTES (nginx's client_max_body_size), each once and
+ * in range. Returns 0, or -1 with the reason in why.
+ */
+int limits_parse_ceilings(struct limits *ceil, size_t *max_body_bytes, const char *list, char *why,
+                          size_t why_len);
+
+/*
+ * Lowers every value of l above its ceiling to the ceiling. Returns how many were lowered,
+ * naming the first in what (for the log).
+ */
+int limits_cap(struct limits *l, const struct limits *ceil, char *what, size_t what_len);
 
 #endif

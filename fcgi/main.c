@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -58,11 +59,15 @@ usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: codebox-pool --socket PATH --runs-dir DIR --workers N\n"
-	        "                    [--python PATH] [--socket-group GROUP]\n"
+	        "                    [--python PATH] [--socket-user USER | --socket-group GROUP]\n"
 	        "                    [--run-uid-base UID] [--drain-seconds S]\n"
 	        "                    [--agent-workspace-bytes N] [--nginx-busy-log PATH]\n"
+	        "                    [--ceilings NAME=VALUE,...]\n"
 	        "       codebox-pool --print-agent-timeout-ms\n"
 	        "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n"
+	        "--socket-user USER: only USER (nginx's) may connect: the socket is USER's, 0600.\n"
+	        "--ceilings: every limit a request brings is capped at these\n"
+	        "(scripts/check-config.sh --print-ceilings).\n"
 	        "--agent-workspace-bytes turns on port 8888's agent protocol with a workspace\n"
 	        "of N bytes; SANDBOX_EXEC_TIMEOUT_SECONDS is its command timeout (default 300).\n"
 	        "--print-agent-timeout-ms prints that timeout as validated, and exits.\n"
@@ -83,7 +88,7 @@ parse_long(const char *s, const char *what, long min, long max)
 }
 
 static int
-listen_unix(const char *path, const char *group)
+listen_unix(const char *path, const char *user, const char *group)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct stat sb;
@@ -104,7 +109,13 @@ listen_unix(const char *path, const char *group)
 		die("socket() failed: %s", strerror(errno));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		die("bind(%s) failed: %s", path, strerror(errno));
-	if (group != NULL) {
+	if (user != NULL) {
+		struct passwd *pw = getpwnam(user);
+		if (pw == NULL)
+			die("no user named %s for the socket", user);
+		if (chown(path, pw->pw_uid, pw->pw_gid) < 0 || chmod(path, 0600) < 0)
+			die("giving %s to user %s failed: %s", path, user, strerror(errno));
+	} else if (group != NULL) {
 		struct group *gr = getgrnam(group);
 		if (gr == NULL)
 			die("no group named %s for the socket", group);
@@ -319,11 +330,14 @@ main(int argc, char **argv)
 	    {"agent-workspace-bytes", required_argument, NULL, 'a'},
 	    {"print-agent-timeout-ms", no_argument, NULL, 'T'},
 	    {"nginx-busy-log", required_argument, NULL, 'b'},
+	    {"socket-user", required_argument, NULL, 'U'},
+	    {"ceilings", required_argument, NULL, 'c'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *socket_path = NULL, *runs_dir = NULL, *python = "/usr/bin/python3";
-	const char *group = NULL;
+	const char *group = NULL, *user = NULL, *ceilings = NULL;
+	static struct limits ceil;
 	struct pool_config pc = {.drain_seconds = 40, .run_uid_base = 20000};
 	static struct probe_info probe;
 	static struct isolation iso;
@@ -357,6 +371,12 @@ main(int argc, char **argv)
 			break;
 		case 'g':
 			group = optarg;
+			break;
+		case 'U':
+			user = optarg;
+			break;
+		case 'c':
+			ceilings = optarg;
 			break;
 		case 'u':
 			pc.run_uid_base =
@@ -398,6 +418,20 @@ main(int argc, char **argv)
 	runs_dir = strdup(runs_dir);
 	group = group ? strdup(group) : NULL;
 	busy_log = busy_log ? strdup(busy_log) : NULL;
+	user = user ? strdup(user) : NULL;
+	if (ceilings == NULL) {
+		limits_default_ceilings(&ceil, &pc.worker.max_body_bytes);
+		ceil.max_concurrent_executions = pc.workers;
+		log_msg(LOG_WARN, "started without --ceilings: requests' limits are capped only at "
+		                  "the sanity maxima");
+	} else if (limits_parse_ceilings(&ceil, &pc.worker.max_body_bytes, ceilings, why,
+	                                 sizeof(why)) < 0) {
+		die("--ceilings: %s", why);
+	}
+	if (ceil.max_concurrent_executions > pc.workers)
+		die("CODEBOX_MAX_CONCURRENT_EXECUTIONS (%ld) exceeds --workers (%d)",
+		    ceil.max_concurrent_executions, pc.workers);
+	pc.worker.ceilings = &ceil;
 	if (python == NULL || socket_path == NULL || runs_dir == NULL)
 		die("out of memory");
 	if (python[0] != '/')
@@ -517,7 +551,8 @@ main(int argc, char **argv)
 		        strerror(errno));
 	pc.worker.nginx_busy_log = busy_log;
 
-	pc.worker.listen_fd = listen_unix(socket_path, group);
+	pc.worker.listen_fd = listen_unix(socket_path, user, group);
+	pc.socket_path = socket_path;
 	c = pool_run(&pc);
 	unlink(socket_path);
 	if (iso.on[ISO_CGROUP])
@@ -530,5 +565,6 @@ main(int argc, char **argv)
 	free((char *)runs_dir);
 	free((char *)group);
 	free((char *)busy_log);
+	free((char *)user);
 	return c < 0 ? 1 : 0;
 }

@@ -38,7 +38,8 @@ void metrics_record_run(enum metrics_port port, const struct run_outcome *o);
 /* Counts a run the sandbox could not start (a 500 on port 8080, exit 126 on 8888). */
 void metrics_record_error(enum metrics_port port);
 
-/* Counts a 429 the pool answered itself (the agent workspace busy). */
+/* Counts a 429 the pool answered itself (every execution slot in use, or the agent
+ * workspace busy). */
 void metrics_record_busy(void);
 
 /* The supervisor saw worker index exit; restart is whether it will be respawned. */

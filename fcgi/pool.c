@@ -7,9 +7,16 @@
  * exit status or signal and respawned at once; one that dies within a second of its start is
  * respawned after a second (SIGALRM), so a worker that cannot start does not spin.
  *
- * Shutdown: SIGTERM or SIGINT is forwarded to every worker; idle ones exit at once, busy
- * ones after answering. After drain_seconds the rest are SIGKILLed. The supervisor is a child
- * subreaper too, so runs orphaned by a killed worker are swept before it exits.
+ * Execution slots: the supervisor creates the shared table of slots (slots.c) before the first
+ * fork. When it reaps a worker that died holding a slot (killed mid-run), it gives the slot
+ * back before the replacement starts, so a crash never shrinks capacity.
+ *
+ * Shutdown: SIGTERM or SIGINT first removes the socket's path, so nothing new can connect
+ * (nginx answers its own JSON 502), then is forwarded to every worker; idle ones answer what
+ * is left in the socket's backlog with 503 and exit, busy ones after answering their run.
+ * After drain_seconds the rest are SIGKILLed; a second SIGTERM or SIGINT does that at once.
+ * The supervisor is a child subreaper too, so runs orphaned by a killed worker are swept
+ * before it exits.
  */
 #include "pool.h"
 
@@ -17,6 +24,7 @@
 
 #include "log.h"
 #include "proc.h"
+#include "slots.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -27,6 +35,7 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t pool_got_chld, pool_got_term, pool_got_alrm;
+static volatile sig_atomic_t pool_term_count;
 
 static void
 pool_on_signal(int sig)
@@ -35,8 +44,10 @@ pool_on_signal(int sig)
 		pool_got_chld = 1;
 	else if (sig == SIGALRM)
 		pool_got_alrm = 1;
-	else
+	else {
 		pool_got_term = 1;
+		pool_term_count++;
+	}
 }
 
 struct pool_slot {
@@ -102,6 +113,14 @@ pool_run(struct pool_config *pc)
 		log_msg(LOG_ERROR, "out of memory");
 		return -1;
 	}
+	pc->worker.slots =
+	    slots_create((int)pc->worker.ceilings->max_concurrent_executions, pc->workers);
+	if (pc->worker.slots == NULL) {
+		log_msg(LOG_ERROR, "creating the shared execution slots failed: %s",
+		        strerror(errno));
+		free(slots);
+		return -1;
+	}
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGCHLD, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -121,8 +140,18 @@ pool_run(struct pool_config *pc)
 	log_msg(LOG_INFO, "pool started %d workers", alive);
 
 	for (;;) {
+		if (pool_got_term && stopping && pool_term_count > 1 && kill_at > proc_now_ms()) {
+			log_msg(LOG_WARN, "a second stop signal: killing the workers now");
+			kill_at = proc_now_ms();
+			pool_got_alrm = 1;
+		}
 		if (pool_got_term && !stopping) {
 			stopping = true;
+			/* nothing new connects; what is already queued is answered */
+			if (pc->socket_path != NULL && unlink(pc->socket_path) < 0 &&
+			    errno != ENOENT)
+				log_msg(LOG_WARN, "unlink(%s) failed: %s", pc->socket_path,
+				        strerror(errno));
 			log_msg(LOG_INFO, "shutting down: draining %d workers (at most %d s)",
 			        alive, pc->drain_seconds);
 			for (int i = 0; i < pc->workers; i++)
@@ -142,6 +171,11 @@ pool_run(struct pool_config *pc)
 						continue;
 					pool_log_exit(i, pid, status, stopping);
 					metrics_worker_exited(i, !stopping);
+					if (slots_reconcile(pc->worker.slots, i))
+						log_msg(LOG_WARN,
+						        "worker %d died holding an execution "
+						        "slot; the slot is free again",
+						        i);
 					slots[i].pid = 0;
 					alive--;
 					if (stopping)
@@ -176,7 +210,9 @@ pool_run(struct pool_config *pc)
 		}
 		if (stopping && alive == 0)
 			break;
-		if (!pool_got_chld && !pool_got_alrm && (!pool_got_term || stopping))
+		if (stopping)
+			pool_got_term = 0; /* seen; a further one counts as the second */
+		if (!pool_got_chld && !pool_got_alrm && !pool_got_term)
 			sigsuspend(&waitmask);
 	}
 	/* runs orphaned by killed workers were reparented here: leave nothing behind */
@@ -185,6 +221,8 @@ pool_run(struct pool_config *pc)
 	struct rusage ru;
 	proc_kill_all_children(0, -1, &unused, &st, &ru, proc_now_ms() + 3000);
 	free(slots);
+	slots_destroy(pc->worker.slots);
+	pc->worker.slots = NULL;
 	log_msg(LOG_INFO, "pool stopped");
 	return 0;
 }

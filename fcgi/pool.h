@@ -11,6 +11,7 @@ struct pool_config {
 	int drain_seconds; /* how long in-flight runs may take to finish on shutdown */
 	bool drop_privileges;
 	uid_t run_uid_base;          /* worker i runs programs as run_uid_base + i */
+	const char *socket_path;     /* removed when stopping starts, so nothing new connects */
 	struct worker_config worker; /* template; index and run uid are set per worker */
 };
 

@@ -30,6 +30,11 @@
  * worker SIGKILLs init, and the kernel kills everything in the namespace with it. Either way,
  * nothing of the run is alive when run_execute() returns, its directory is gone, and its
  * cgroup removed. durationMs runs from the directory's creation to the result being read.
+ *
+ * Abandoned runs. While the run runs, the poll loop also watches the request's connection to
+ * nginx (spec->client_fd) for a hang-up: nginx closes it when its client leaves (499). The
+ * run is then killed at once, whatever it was doing, and marked abandoned: nobody waits for
+ * its reply, and its execution slot must not stay taken.
  */
 #include "run.h"
 
@@ -450,6 +455,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	int main_status = 0, rc = -1, sent;
 	bool main_reaped = false, timed_out = false, setup_failed = false, stop_sent = false;
 	bool oom = false, pids_max = false, disk_full = false;
+	int client_fd = spec->watch_client ? spec->client_fd : -1;
 	struct rusage ru = {0};
 	long long t0, deadline, drain_deadline = 0, stop_deadline = 0;
 
@@ -509,8 +515,8 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	deadline = proc_now_ms() + spec->wall_ms;
 
 	for (;;) {
-		struct pollfd pfd[5];
-		int n = 0, i_out = -1, i_err = -1, i_fail = -1, i_rep = -1, i_pid = -1;
+		struct pollfd pfd[6];
+		int n = 0, i_out = -1, i_err = -1, i_fail = -1, i_rep = -1, i_pid = -1, i_cli = -1;
 		long long now = proc_now_ms(), until;
 
 		if (main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
@@ -559,6 +565,11 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			i_pid = n;
 			pfd[n++] = (struct pollfd){.fd = box->pidfd, .events = POLLIN};
 		}
+		if (client_fd >= 0 && !main_reaped) {
+			/* POLLRDHUP only: bytes nginx sent that libfcgi has not read are no sign */
+			i_cli = n;
+			pfd[n++] = (struct pollfd){.fd = client_fd, .events = POLLRDHUP};
+		}
 		long long wait_ms = until - now;
 		if (wait_ms < 0)
 			wait_ms = 0;
@@ -567,6 +578,10 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		if (poll(pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) {
 			set_fault(out, RUN_FAULT_OTHER, why, why_len, "poll() failed");
 			goto out;
+		}
+		if (i_cli >= 0 && (pfd[i_cli].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			out->abandoned = true;
+			break; /* the kill below, on the way out, is the same as for any end */
 		}
 		if (i_out >= 0 && pfd[i_out].revents)
 			drain(&box->out_r, &out->out);

@@ -68,6 +68,10 @@ struct run_spec {
 	unsigned long long memory_bytes;
 	unsigned long max_processes;
 	unsigned long long disk_bytes;
+	/* the request's connection to nginx: a hang-up on it means the client left, and the
+	 * run is killed at once (run_outcome.abandoned) */
+	bool watch_client;
+	int client_fd;
 };
 
 /* Why the sandbox (not the program) failed; lets start-up turn a layer off. */
@@ -95,6 +99,7 @@ struct run_outcome {
 	long long duration_ms;
 	long long cpu_ms;
 	long long max_rss_bytes;
+	bool abandoned;       /* killed because the client's connection closed: no reply */
 	enum run_fault fault; /* when run_execute() returned -1 */
 	int fault_step;       /* enum sandbox_step */
 	int fault_detail;

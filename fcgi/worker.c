@@ -23,6 +23,7 @@
 #include "reply.h"
 #include "request.h"
 #include "tool.h"
+#include "slots.h"
 #include "workdir.h"
 
 #include <dirent.h>
@@ -97,6 +98,10 @@ status_text(int status)
 		return "Method Not Allowed";
 	case 413:
 		return "Payload Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 503:
+		return "Service Unavailable";
 	default:
 		return "Internal Server Error";
 	}
@@ -174,6 +179,18 @@ worker_read_body(FCGX_Request *req, size_t max_bytes, char **body)
 	return (long)n;
 }
 
+/*
+ * Whether nginx closed the request's connection: its client hung up (nginx ends the request
+ * with 499 and closes the upstream connection). Only a hang-up counts; unread bytes do not.
+ */
+static bool
+worker_client_gone(FCGX_Request *req)
+{
+	struct pollfd pfd = {.fd = req->ipcFd, .events = POLLRDHUP};
+
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 static void
 worker_execute(const struct worker_config *wc, const struct run_config *run, FCGX_Request *req,
                const struct limits *l, const char *request_id)
@@ -191,10 +208,11 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, FCG
 		                  "use POST for /execute");
 		return;
 	}
-	n = worker_read_body(req, limits_max_body_bytes(l), &body);
+	/* the same bound and message as nginx's client_max_body_size (check-config.sh) */
+	n = worker_read_body(req, wc->max_body_bytes, &body);
 	if (n == -2) {
 		worker_send_error(req, 413, NULL, "request_too_large",
-		                  "the request body is too large");
+		                  "the request body is larger than this server accepts");
 		return;
 	}
 	if (n < 0) {
@@ -210,6 +228,22 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, FCG
 		return;
 	}
 	free(body);
+	if (worker_client_gone(req)) {
+		/* it waited in the socket's backlog while its client left: nobody wants it */
+		log_msg(LOG_INFO, "the client left before the run started; not running it");
+		request_free(&r);
+		return;
+	}
+	/* the pool, not nginx, is the authority on execution slots: it knows what runs */
+	if (!slots_acquire(wc->slots, wc->index, l->max_concurrent_executions)) {
+		log_msg(LOG_INFO, "all %ld execution slots are in use: 429",
+		        l->max_concurrent_executions);
+		metrics_record_busy();
+		worker_send_error(req, 429, "Retry-After: 1", "sandbox_busy",
+		                  "all execution slots are in use; retry shortly");
+		request_free(&r);
+		return;
+	}
 
 	struct run_spec spec = {
 	    .code = r.code,
@@ -223,6 +257,8 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, FCG
 	    .memory_bytes = l->memory_bytes,
 	    .max_processes = l->max_processes,
 	    .disk_bytes = l->disk_bytes,
+	    .watch_client = true,
+	    .client_fd = req->ipcFd,
 	};
 	worker_last.known = true;
 	worker_last.memory_bytes = spec.memory_bytes;
@@ -230,8 +266,21 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, FCG
 	worker_last.disk_bytes = spec.disk_bytes;
 	history_begin(&wc->history, "execute", r.code, r.code_len, request_id);
 	metrics_run_begin(run->worker_index);
-	if (run_execute(run, &spec, worker_box.active ? &worker_box : NULL, &o, why, sizeof(why)) <
-	    0) {
+	int rc =
+	    run_execute(run, &spec, worker_box.active ? &worker_box : NULL, &o, why, sizeof(why));
+	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
+	 * so a client that sends its next request the moment it has this reply finds it free */
+	slots_release(wc->slots, wc->index);
+	if (rc == 0 && o.abandoned) {
+		metrics_run_end(run->worker_index);
+		history_end(&wc->history, &o, o.exit_code, o.has_exit_code);
+		log_msg(LOG_INFO, "the client left during the run; killed it after %lld ms",
+		        o.duration_ms);
+		run_outcome_free(&o);
+		request_free(&r);
+		return;
+	}
+	if (rc < 0) {
 		metrics_run_end(run->worker_index);
 		metrics_record_error(METRICS_PORT_EXECUTE);
 		history_end(&wc->history, NULL, 0, false);
@@ -284,6 +333,9 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 		                  "the service is misconfigured; see the service log");
 		goto out;
 	}
+	/* whoever reached the socket, nothing exceeds what the pool was started with */
+	if (limits_cap(&l, wc->ceilings, why, sizeof(why)) > 0)
+		log_msg(LOG_WARN, "a request's limits were capped: %s", why);
 	if (strcmp(endpoint, "execute") == 0) {
 		worker_execute(wc, run, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
@@ -483,6 +535,14 @@ worker_main(const struct worker_config *wc)
 		run_finish_deferred();
 		history_flush(&wc->history);
 		worker_build_ahead(&run);
+	}
+	/* requests already in the socket's backlog get a clear answer, not a reset; the
+	 * supervisor has removed the socket's path, so no new ones arrive */
+	while (FCGX_Accept_r(&req) >= 0) {
+		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
+		worker_send_error(&req, 503, NULL, "sandbox_unavailable",
+		                  "the service is stopping; retry shortly");
+		FCGX_Finish_r(&req);
 	}
 	run_box_discard(&run, &worker_box);
 	run_finish_deferred();

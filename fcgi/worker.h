@@ -9,8 +9,11 @@
 #include "agent.h"
 #include "history.h"
 #include "isolation.h"
+#include "limits.h"
 #include "probe.h"
 #include "run.h"
+
+struct slots;
 
 struct worker_config {
 	int listen_fd;                  /* non-blocking, shared by every worker */
@@ -24,6 +27,9 @@ struct worker_config {
 	struct agent_config agent;     /* port 8888 */
 	const char *nginx_busy_log;    /* nginx's log of its own 429s (metrics.h), or NULL */
 	struct history_config history; /* the audit trail; dir_fd -1: off */
+	struct slots *slots;           /* the execution slots, shared by every worker */
+	const struct limits *ceilings; /* every request's limits are capped at these */
+	size_t max_body_bytes;         /* nginx's client_max_body_size */
 };
 
 /*

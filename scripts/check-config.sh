@@ -2,8 +2,10 @@
 # Checks codebox's start-up invariants on an nginx config (API.md, "Invariants"):
 #   1. nginx -t accepts it;
 #   2. fastcgi_read_timeout > CODEBOX_EXECUTION_TIMEOUT_SECONDS + the kill/clean-up grace;
-#   3. limit_conn codebox_execute == CODEBOX_MAX_CONCURRENT_EXECUTIONS, and the pool's
-#      workers >= limit_conn codebox_execute + limit_conn codebox_meta;
+#   3. limit_conn codebox_execute (the outer bound per nginx worker) >=
+#      CODEBOX_MAX_CONCURRENT_EXECUTIONS (the pool's execution slots), both zones keyed by the
+#      nginx worker's $pid (a crashed worker's counts must not outlive it), and the pool's
+#      workers >= CODEBOX_MAX_CONCURRENT_EXECUTIONS + limit_conn codebox_meta;
 #   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024;
 #   5. every location passes the same limits (so /capabilities reports what /execute enforces).
 # A violated invariant is refused with a message naming both numbers.
@@ -13,19 +15,23 @@ GRACE_SECONDS=5 # run.c: 3 s to kill, 1 s to drain, 1 s to read the result and r
 
 usage() {
 	cat <<USAGE
-usage: $0 [--workers N] [--print-workers] NGINX_CONF
+usage: $0 [--workers N] [--print-workers] [--print-drain-seconds] [--print-ceilings] NGINX_CONF
 Checks the invariants between nginx's limits, its timeouts and the pool size.
   --workers N      the pool size to check (default: the smallest size that passes)
   --print-workers  print the pool size the config needs, after checking
   --print-drain-seconds
                    print how long a draining pool must wait for in-flight runs (the
                    execution timeout plus the kill and clean-up grace plus 5 s)
+  --print-ceilings print the pool's ceilings, NAME=VALUE,...: every limit of
+                   codebox-limits.conf and CODEBOX_MAX_BODY_BYTES (client_max_body_size);
+                   the pool caps whatever a request brings at these (codebox-pool --ceilings)
 USAGE
 }
 
 workers=""
 print_workers=0
 print_drain=0
+print_ceilings=0
 conf=""
 while (($#)); do
 	case $1 in
@@ -43,6 +49,10 @@ while (($#)); do
 		;;
 	--print-drain-seconds)
 		print_drain=1
+		shift
+		;;
+	--print-ceilings)
+		print_ceilings=1
 		shift
 		;;
 	-*)
@@ -120,13 +130,12 @@ bytes() { # nginx size: 1024, 512k, 1m
 timeout_s=$(one_value CODEBOX_EXECUTION_TIMEOUT_SECONDS)
 max_code=$(one_value CODEBOX_MAX_CODE_BYTES)
 max_conc=$(one_value CODEBOX_MAX_CONCURRENT_EXECUTIONS)
-one_value CODEBOX_MAX_STDOUT_BYTES >/dev/null
-one_value CODEBOX_MAX_STDERR_BYTES >/dev/null
-one_value CODEBOX_MAX_RESULT_BYTES >/dev/null
-one_value CODEBOX_MAX_STDIN_BYTES >/dev/null
-one_value CODEBOX_MEMORY_BYTES >/dev/null
-one_value CODEBOX_MAX_PROCESSES >/dev/null
-one_value CODEBOX_DISK_BYTES >/dev/null
+ceilings="CODEBOX_EXECUTION_TIMEOUT_SECONDS=$timeout_s,CODEBOX_MAX_CODE_BYTES=$max_code"
+ceilings+=",CODEBOX_MAX_CONCURRENT_EXECUTIONS=$max_conc"
+for name in CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT_BYTES \
+	CODEBOX_MAX_STDIN_BYTES CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES; do
+	ceilings+=",$name=$(one_value "$name")"
+done
 
 # 2. the timeout of the location that carries runs: the longest one declared (/readyz has
 # its own short one) before the agent server (port 8888 has its own command timeout,
@@ -149,17 +158,23 @@ fi
 exec_limits=$(values_of limit_conn codebox_execute | sort -u)
 [[ -n $exec_limits ]] || fail "no limit_conn codebox_execute: nothing bounds concurrent executions"
 [[ $(wc -l <<<"$exec_limits") -eq 1 ]] || fail "limit_conn codebox_execute differs between locations"
-if ((exec_limits != max_conc)); then
-	fail "limit_conn codebox_execute ($exec_limits) must equal CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc)"
+if ((exec_limits < max_conc)); then
+	fail "limit_conn codebox_execute ($exec_limits) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc), or nginx refuses below the pool's capacity"
 fi
+for zone in codebox_execute codebox_meta; do
+	key=$(awk -v z="zone=$zone:" '$1 == "limit_conn_zone" && index($3, z) == 1 { print $2 }' <<<"$stmts")
+	if [[ -n $key && $key != "\$pid" ]]; then
+		fail "limit_conn_zone $zone is keyed by $key; key it by \$pid, or a crashed nginx worker's counts shrink capacity for good"
+	fi
+done
 meta_limit=$(values_of limit_conn codebox_meta | sort -n | tail -1)
 meta_limit=${meta_limit:-0}
 # port 8888's agent protocol has slots of its own
 agent_limit=$(values_of limit_conn codebox_agent | sort -n | tail -1)
 agent_limit=${agent_limit:-0}
-need=$((exec_limits + meta_limit + agent_limit))
+need=$((max_conc + meta_limit + agent_limit))
 if [[ -n $workers ]] && ((workers < need)); then
-	fail "the pool's workers ($workers) must be at least limit_conn codebox_execute ($exec_limits) + limit_conn codebox_meta ($meta_limit) + limit_conn codebox_agent ($agent_limit) = $need"
+	fail "the pool's workers ($workers) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) + limit_conn codebox_meta ($meta_limit) + limit_conn codebox_agent ($agent_limit) = $need"
 fi
 
 # 4. body size
@@ -175,4 +190,7 @@ if ((print_workers)); then
 fi
 if ((print_drain)); then
 	echo $((timeout_s + GRACE_SECONDS + 5))
+fi
+if ((print_ceilings)); then
+	echo "$ceilings,CODEBOX_MAX_BODY_BYTES=$body_b"
 fi

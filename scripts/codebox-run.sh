@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Runs codebox in the foreground: the worker pool and nginx, under one runtime directory.
-# Ctrl-C or SIGTERM stops both (nginx first stops taking requests, in-flight runs finish),
-# and nothing is left running. If either dies, the other is stopped too.
+#
+# Stopping. Ctrl-C, or SIGINT/SIGTERM to this script or its whole process group, stops the
+# stack gracefully: nginx stops accepting (SIGQUIT) and the pool stops admitting (its socket
+# disappears), the runs in flight finish within their deadline and are answered, then both
+# exit and this script exits 0 with nothing left. A second Ctrl-C stops at once. nginx and the
+# pool run in sessions of their own, so a signal to the terminal's process group reaches only
+# this script, which turns it into the graceful stop. SIGTERM to the pool itself also drains
+# and stops the stack with status 0. SIGTERM or SIGINT to the nginx master is nginx's fast
+# shutdown (it drops its connections; nginx offers no other meaning): use SIGQUIT for nginx.
+#
+# If either dies (the pool SIGKILLed, nginx crashed), the other is stopped gracefully, the
+# crashed pool's workers finish their runs, and this script exits 1 saying what died. The
+# next start sweeps what a crashed pool left (its socket, run directories, cgroups).
 set -euo pipefail
 
 usage() {
@@ -113,35 +124,52 @@ cp "$confdir"/*.conf "$rundir/conf/"
 agent_ms=$("$pool" --print-agent-timeout-ms 2>>"$rundir/logs/pool.log")
 agent_read=$(((agent_ms + 999) / 1000 + 30))
 sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\1127.0.0.1:$agent_port; # codebox-agent-listen|" \
-	-e "/codebox-agent-listen/!s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+;|\1127.0.0.1:$port;|" \
+	-e "/codebox-agent-listen/!s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+|\1127.0.0.1:$port|" \
 	-e "s|^\(\s*fastcgi_[a-z]*_timeout\s\+\)[0-9]\+s; # codebox-agent-read-timeout|\1${agent_read}s; # codebox-agent-read-timeout|" \
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
 
-# one check gives both numbers: the pool size, then how long a drain may take
+# one check gives every number: the pool size, how long a drain may take, the ceilings
 {
 	read -r workers
 	read -r drain
-} < <("$here/scripts/check-config.sh" --print-workers --print-drain-seconds "$rundir/conf/nginx.conf")
-[[ -n ${drain:-} ]] || exit 1 # the check refused the config, and said why
+	read -r ceilings
+} < <("$here/scripts/check-config.sh" --print-workers --print-drain-seconds --print-ceilings \
+	"$rundir/conf/nginx.conf")
+[[ -n ${ceilings:-} ]] || exit 1 # the check refused the config, and said why
 
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
 	--drain-seconds "$drain" --agent-workspace-bytes "$agent_bytes"
-	--nginx-busy-log "$rundir/logs/nginx-429.log")
+	--nginx-busy-log "$rundir/logs/nginx-429.log" --ceilings "$ceilings")
 if ((EUID == 0)); then
-	# nginx's workers run as nobody:nogroup; the socket is theirs and root's only
-	pool_args+=(--socket-group nogroup)
+	# nginx's workers run as nobody (nginx's default user): only they may connect
+	pool_args+=(--socket-user nobody)
 fi
 
 pool_pid=""
 nginx_pid=""
 tail_pid=""
-stop() {
-	trap - INT TERM
-	# nginx first: it stops taking requests and finishes those in flight; the pool drains
-	if [[ -n $nginx_pid ]]; then kill -QUIT "$nginx_pid" 2>/dev/null || true; fi
-	if [[ -n $pool_pid ]]; then kill -TERM "$pool_pid" 2>/dev/null || true; fi
-	if [[ -n $nginx_pid ]]; then wait "$nginx_pid" 2>/dev/null || true; fi
-	if [[ -n $pool_pid ]]; then wait "$pool_pid" 2>/dev/null || true; fi
+signals=0
+# shellcheck disable=SC2317 # invoked by the trap
+on_signal() { signals=$((signals + 1)); }
+trap on_signal INT TERM
+
+# the pool's workers outlive a SIGKILLed pool while they finish their runs: wait for them
+# (bounded by the drain) so that nothing is left when this script exits
+pool_leftovers() { pgrep -f -- "--runs-dir $rundir/runs" >/dev/null; }
+wait_pool_leftovers() {
+	local i
+	for ((i = 0; i < (drain + 5) * 10; i++)); do
+		pool_leftovers || return 0
+		sleep 0.1
+	done
+	echo "codebox-run: the pool's processes did not stop within $((drain + 5)) s; killing them" >&2
+	local left
+	left=$(pgrep -f -- "--runs-dir $rundir/runs" || true)
+	# shellcheck disable=SC2086 # a list of pids
+	[[ -z $left ]] || kill -KILL $left 2>/dev/null || true
+}
+
+cleanup() {
 	if [[ -n $tail_pid ]]; then
 		kill "$tail_pid" 2>/dev/null || true
 		wait "$tail_pid" 2>/dev/null || true
@@ -152,30 +180,39 @@ stop() {
 		echo "codebox: stopped; logs are in $rundir/logs" >&2
 	fi
 }
-trap 'stop; exit 0' INT TERM
 
-"$pool" "${pool_args[@]}" 2>>"$rundir/logs/pool.log" 3>&- &
+setsid "$pool" "${pool_args[@]}" 2>>"$rundir/logs/pool.log" 3>&- &
 pool_pid=$!
 
 # Ready when the socket exists; the pool measures the interpreter first (a second or two,
 # longer on a cold cache). Bounded: 120 s, and only while the pool is alive.
 for ((i = 0; i < 1200; i++)); do
 	[[ -S $socket ]] && break
-	if ! kill -0 "$pool_pid" 2>/dev/null; then
-		wait "$pool_pid" || true
-		echo "codebox-run: the worker pool failed to start:" >&2
-		tail -n 5 "$rundir/logs/pool.log" >&2
-		exit 1
+	if ((signals)) || ! kill -0 "$pool_pid" 2>/dev/null; then
+		break
 	fi
 	sleep 0.1
 done
-[[ -S $socket ]] || {
-	echo "codebox-run: the worker pool did not open $socket within 120 s" >&2
-	stop
+if [[ ! -S $socket ]]; then
+	if ((signals)); then
+		kill -TERM "$pool_pid" 2>/dev/null || true
+		wait "$pool_pid" 2>/dev/null || true
+		cleanup
+		exit 0
+	fi
+	if kill -0 "$pool_pid" 2>/dev/null; then
+		echo "codebox-run: the worker pool did not open $socket within 120 s" >&2
+		kill -TERM "$pool_pid" 2>/dev/null || true
+	else
+		echo "codebox-run: the worker pool failed to start:" >&2
+		tail -n 5 "$rundir/logs/pool.log" >&2
+	fi
+	wait "$pool_pid" 2>/dev/null || true
+	cleanup
 	exit 1
-}
+fi
 
-"$NGINX" -p "$rundir/" -e "$rundir/logs/error.log" -c "$rundir/conf/nginx.conf" 3>&- &
+setsid "$NGINX" -p "$rundir/" -e "$rundir/logs/error.log" -c "$rundir/conf/nginx.conf" 3>&- &
 nginx_pid=$!
 
 if ((!quiet)); then
@@ -184,11 +221,59 @@ if ((!quiet)); then
 	echo "codebox: serving on http://127.0.0.1:$port ($workers workers; runtime dir $rundir)" >&2
 fi
 
-# Whichever ends first, the other is stopped: a half service is not a service.
+# Supervise: a signal here starts the graceful stop, a second one the immediate one; a
+# component that ends on its own stops the other. A half service is not a service.
+status=0
+stopping=0
+pool_alive=1
+nginx_alive=1
+graceful() {
+	((stopping)) && return 0
+	stopping=1
+	if ((nginx_alive)); then kill -QUIT "$nginx_pid" 2>/dev/null || true; fi
+	if ((pool_alive)); then kill -TERM "$pool_pid" 2>/dev/null || true; fi
+}
 set +e
-wait -n "$pool_pid" "$nginx_pid"
-status=$?
+while ((pool_alive || nginx_alive)); do
+	if ((signals >= 1)); then graceful; fi
+	if ((signals >= 2 && stopping < 2)); then
+		stopping=2
+		echo "codebox-run: stopping at once" >&2
+		if ((nginx_alive)); then kill -TERM "$nginx_pid" 2>/dev/null; fi
+		if ((pool_alive)); then kill -TERM "$pool_pid" 2>/dev/null; fi
+	fi
+	done_pid=""
+	pids=()
+	((pool_alive)) && pids+=("$pool_pid")
+	((nginx_alive)) && pids+=("$nginx_pid")
+	wait -n -p done_pid "${pids[@]}"
+	st=$?
+	[[ -n ${done_pid:-} ]] || continue # a signal: handled at the top
+	if [[ $done_pid == "$pool_pid" ]]; then
+		pool_alive=0
+		if ((!stopping)); then
+			if ((st == 0)); then
+				echo "codebox-run: the worker pool was stopped; stopping nginx" >&2
+			else
+				echo "codebox-run: the worker pool died ($( ((st > 128)) && echo "killed by signal $((st - 128))" || echo "status $st")); stopping" >&2
+				status=1
+			fi
+			graceful
+		fi
+	else
+		nginx_alive=0
+		if ((!stopping)); then
+			if ((st == 0)); then
+				echo "codebox-run: nginx was stopped; stopping the pool" >&2
+			else
+				echo "codebox-run: nginx died (status $st); stopping the pool" >&2
+				status=1
+			fi
+			graceful
+		fi
+	fi
+done
 set -e
-echo "codebox-run: a component exited (status $status); stopping" >&2
-stop
-exit 1
+wait_pool_leftovers
+cleanup
+exit "$status"

@@ -36,18 +36,35 @@ check() {
 	assert_output --partial "fastcgi_read_timeout (45s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (40s)"
 }
 
-@test "config: limit_conn that disagrees with maxConcurrentExecutions is refused" {
+@test "config: an outer limit_conn below maxConcurrentExecutions is refused" {
 	local conf
-	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 25;/')
+	conf=$(conf_variant 's/limit_conn codebox_execute 100;/limit_conn codebox_execute 19;/')
 	check "$conf/nginx.conf"
 	assert_failure 1
-	assert_output --partial "limit_conn codebox_execute (25) must equal CODEBOX_MAX_CONCURRENT_EXECUTIONS (20)"
+	assert_output --partial "limit_conn codebox_execute (19) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS (20)"
+}
+
+@test "config: a limit_conn zone not keyed by the nginx worker's pid is refused" {
+	local conf
+	conf=$(conf_variant 's/limit_conn_zone    $pid zone=codebox_execute/limit_conn_zone    $server_name zone=codebox_execute/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial 'limit_conn_zone codebox_execute is keyed by $server_name'
+}
+
+@test "config: the pool's ceilings are every limit of the config and its body size" {
+	check --print-ceilings "$ROOT/nginx/nginx.conf"
+	assert_success
+	assert_output --partial "CODEBOX_MEMORY_BYTES=1073741824,"
+	assert_output --partial "CODEBOX_MAX_PROCESSES=64,"
+	assert_output --partial "CODEBOX_EXECUTION_TIMEOUT_SECONDS=30,"
+	assert_output --regexp "CODEBOX_MAX_BODY_BYTES=1048576$"
 }
 
 @test "config: a pool smaller than the admitted concurrency is refused" {
 	check --workers 20 "$ROOT/nginx/nginx.conf"
 	assert_failure 1
-	assert_output --partial "the pool's workers (20) must be at least limit_conn codebox_execute (20) + limit_conn codebox_meta (4) + limit_conn codebox_agent (4) = 28"
+	assert_output --partial "the pool's workers (20) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS (20) + limit_conn codebox_meta (4) + limit_conn codebox_agent (4) = 28"
 }
 
 @test "config: client_max_body_size below 4 * maxCodeBytes + 1024 is refused" {
@@ -72,7 +89,7 @@ check() {
 
 @test "config: a config nginx rejects is refused" {
 	local conf
-	conf=$(conf_variant 's/worker_connections  1024;/worker_connections  1024/')
+	conf=$(conf_variant 's/worker_connections  8192;/worker_connections  8192/')
 	check "$conf/nginx.conf"
 	assert_failure 1
 	assert_output --partial "nginx -t rejects it"
@@ -80,12 +97,12 @@ check() {
 
 @test "config: codebox-run refuses to start on a broken invariant, and leaves nothing running" {
 	local conf dir
-	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 25;/')
+	conf=$(conf_variant 's/limit_conn codebox_execute 100;/limit_conn codebox_execute 5;/')
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	run "$ROOT/scripts/codebox-run.sh" --port "$(free_port)" --rundir "$dir" --conf-dir "$conf" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet
 	assert_failure
-	assert_output --partial "must equal CODEBOX_MAX_CONCURRENT_EXECUTIONS"
+	assert_output --partial "must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS"
 	run pgrep -f -- "$dir"
 	assert_output ""
 	rm -rf "$dir"
