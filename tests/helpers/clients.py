@@ -4,20 +4,20 @@
 usage: clients.py COMMAND PORT [ARGS...]
   raw PORT BYTES [REPEAT]     send BYTES (Python escapes: \\r\\n, \\x01), with REPEAT "a"s
                               inserted at "{}"; print the status and the body
-  hangup PORT BODY SECONDS    POST /execute with BODY, hang up after SECONDS
+  hangup PORT BODY SECONDS    POST /execute with BODY (or @FILE), hang up after SECONDS
   slowbody PORT N SECONDS     N connections that declare a 1000-byte body and send one byte
                               every 2 s; after SECONDS print how each ended:
                               "open", "closed" or "status NNN"
-  flood PORT N SECONDS        open N idle connections (half a request line each), hold them
-                              SECONDS, print how many are still open
+  flood PORT N SECONDS        open N idle connections (half a request line each), print
+                              "opened N", hold them SECONDS, print how many are still open
   burst PORT N                N concurrent new connections, each GET /healthz; print
                               "answered X of N" (X counts complete JSON answers)
   loop PORT CLIENTS COUNT BODY [keepalive|close]
                               CLIENTS threads, each sending COUNT POST /execute one after the
                               other; print the count of each status, e.g. "200:38 429:2"
   fcgi SOCKET ENDPOINT BODY NAME=VALUE...
-                              one FastCGI request straight to the pool's socket; print the
-                              reply (headers and body)
+                              one FastCGI request straight to the pool's socket (BODY, or
+                              @FILE for a file's bytes); print the reply (headers and body)
 """
 import codecs
 import os
@@ -87,6 +87,9 @@ def post_bytes(body, keepalive=True):
 
 
 def cmd_hangup(port, body, seconds):
+    if body.startswith("@"):  # a file: keeps markers in the body off this command line
+        with open(body[1:], encoding="utf-8") as f:
+            body = f.read()
     s = socket.create_connection((HOST, int(port)), timeout=10)
     s.sendall(post_bytes(body.encode()))
     time.sleep(float(seconds))
@@ -140,6 +143,7 @@ def cmd_flood(port, n, seconds):
         s = socket.create_connection((HOST, int(port)), timeout=10)
         s.sendall(b"GET /healthz HT")
         socks.append(s)
+    print("opened %d" % len(socks), flush=True)
     time.sleep(float(seconds))
     alive = 0
     for s in socks:
@@ -236,6 +240,9 @@ def fcgi_pair(name, value):
 
 
 def cmd_fcgi(path, endpoint, body, *pairs):
+    if body.startswith("@"):
+        with open(body[1:], encoding="utf-8") as f:
+            body = f.read()
     params = {
         "REQUEST_METHOD": "POST",
         "CONTENT_TYPE": "application/json",
