@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# The figures of admission and stopping (issue 7), measured on this machine, loopback only,
+# every loop bounded in count and time:
+#   rates   429s among requests when N clients each keep one request in flight (N = 16, 18,
+#           19, 20, 22 against 20 slots), with a new connection per request and with
+#           keep-alive
+#   hangup  time from a client's hang-up to the death of its run (5 trials)
+#   drain   time from Ctrl-C (SIGINT to the stack's process group) with 20 runs in flight to
+#           the stack's exit, and how many of the 20 were answered
+#   latency median and p90 of sequential print(1) requests
+# Each uses a private stack of the tree given by --root (its scripts/codebox-run.sh, nginx/
+# and build/codebox-pool), so the same script measures another checkout for a before/after.
+set -euo pipefail
+
+usage() {
+	echo "usage: $0 [--root DIR] [--runs N] [rates|hangup|drain|latency]..."
+	echo "  --root DIR  the checkout to measure (default: this one)"
+	echo "  --runs N    sequential print(1) requests for latency (default 200)"
+	echo "  with no measurement named, all four"
+}
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$here
+runs=200
+what=()
+while (($#)); do
+	case $1 in
+	--help | -h)
+		usage
+		exit 0
+		;;
+	--root)
+		root=$(cd "${2:?}" && pwd)
+		shift 2
+		;;
+	--runs)
+		runs=${2:?}
+		shift 2
+		;;
+	rates | hangup | drain | latency)
+		what+=("$1")
+		shift
+		;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+done
+((${#what[@]})) || what=(rates hangup drain latency)
+PY=/usr/bin/python3
+CLIENTS=$here/tests/helpers/clients.py
+
+work=$(mktemp -d /tmp/codebox-bench.XXXXXX)
+chmod 0711 "$work" # runs execute as other uids and must reach their directory
+stack_pid=""
+cleanup() {
+	stack_stop
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# stack_start NAME: a private stack on a random loopback port, in a process group of its own
+# with SIGINT at its default, as a terminal starts it
+stack_start() {
+	local i
+	port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	rundir=$work/$1
+	"$PY" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.setpgid(0, 0)
+os.execv(sys.argv[1], sys.argv[1:])' "$root/scripts/codebox-run.sh" --port "$port" --rundir "$rundir" \
+		--pool "$root/build/codebox-pool" --quiet >"$work/$1.out" 2>&1 &
+	stack_pid=$!
+	base=http://127.0.0.1:$port
+	for ((i = 0; i < 600; i++)); do
+		[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] && return 0
+		sleep 0.1
+	done
+	echo "bench-admission: the stack did not start" >&2
+	cat "$work/$1.out" >&2
+	exit 1
+}
+
+stack_stop() {
+	[[ -n $stack_pid ]] || return 0
+	kill -TERM "$stack_pid" 2>/dev/null || true
+	wait "$stack_pid" 2>/dev/null || true
+	stack_pid=""
+}
+
+rates() {
+	local n mode out total busy
+	stack_start rates
+	echo "429 rates, 20 slots; each client sends 10 requests of time.sleep(0.3), one after the other"
+	printf '  %-9s %-24s %-24s\n' clients new-connection keep-alive
+	for n in 16 18 19 20 22; do
+		printf '  %-9s' "$n"
+		for mode in close keepalive; do
+			out=$("$PY" "$CLIENTS" loop "$port" "$n" 10 '{"code":"import time; time.sleep(0.3)"}' "$mode")
+			total=$((n * 10))
+			busy=$(tr ' ' '\n' <<<"$out" | awk -F: '$1 == 429 { print $2 }')
+			busy=${busy:-0}
+			printf ' %-24s' "$busy/$total ($((busy * 100 / total)) %)"
+		done
+		echo
+	done
+	stack_stop
+}
+
+hangup() {
+	stack_start hangup
+	echo "client hang-up to the run's death (ms), 5 trials:"
+	"$PY" - "$port" <<'PY'
+import json, os, socket, sys, time
+
+port = int(sys.argv[1])
+
+def pids_with(marker):
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % p, "rb") as f:
+                    if marker in f.read():
+                        out.append(p)
+            except OSError:
+                pass
+    return out
+
+times = []
+for trial in range(5):
+    marker = "codebox-bench-hangup-%d-%d" % (os.getpid(), trial)
+    code = ("import os, sys\nos.execv(sys.executable, [sys.executable, '-c', "
+            "'import time; time.sleep(60)', sys.stdin.read()])")
+    body = json.dumps({"code": code, "stdin": marker}).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    deadline = time.monotonic() + 20
+    while not pids_with(marker.encode()) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    s.close()
+    t0 = time.monotonic()
+    while pids_with(marker.encode()) and time.monotonic() < t0 + 20:
+        time.sleep(0.002)
+    times.append((time.monotonic() - t0) * 1000)
+print("  " + " ".join("%.0f" % t for t in times) + "  (max %.0f ms)" % max(times))
+PY
+	stack_stop
+}
+
+drain() {
+	local i t0 t1 ok
+	stack_start drain
+	for ((i = 1; i <= 20; i++)); do
+		curl -s --max-time 60 -o /dev/null -w '%{http_code}\n' \
+			--data-binary '{"code":"import time; time.sleep(3); print(1)"}' \
+			"$base/execute" >>"$work/drain.codes" &
+	done
+	for ((i = 0; i < 100; i++)); do
+		(($(find "$rundir/runs" -mindepth 2 -maxdepth 2 -name 'run-*' | wc -l) >= 20)) && break
+		sleep 0.1
+	done
+	sleep 1
+	t0=$EPOCHREALTIME
+	kill -INT -- "-$stack_pid"
+	wait "$stack_pid" || true
+	t1=$EPOCHREALTIME
+	stack_pid=""
+	wait
+	ok=$(grep -c '^200$' "$work/drain.codes" || true)
+	echo "Ctrl-C with 20 runs in flight (each had about 2 s left): the stack exited after" \
+		"$(((${t1/./} - ${t0/./}) / 1000)) ms; $ok of 20 answered 200"
+}
+
+latency() {
+	stack_start latency
+	"$PY" - "$port" "$runs" <<'PY'
+import socket, statistics, sys, time
+
+port, runs = int(sys.argv[1]), int(sys.argv[2])
+body = b'{"code":"print(1)"}'
+req = b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+s = socket.create_connection(("127.0.0.1", port))
+times = []
+for i in range(runs + 10):
+    t0 = time.monotonic()
+    s.sendall(req)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0].split(b":")[1])
+    while len(rest) < length:
+        rest += s.recv(65536)
+    if i >= 10:  # warm-up
+        times.append((time.monotonic() - t0) * 1000)
+times.sort()
+print("print(1), %d sequential requests on one connection: median %.2f ms, p90 %.2f ms"
+      % (runs, statistics.median(times), times[int(len(times) * 0.9)]))
+PY
+	stack_stop
+}
+
+echo "bench-admission: $root ($(git -C "$root" log -1 --format=%h 2>/dev/null || echo unknown))"
+for w in "${what[@]}"; do
+	"$w"
+done
