@@ -7,14 +7,17 @@
 #   hangup  time from a client's hang-up to the death of its run (5 trials)
 #   drain   time from Ctrl-C (SIGINT to the stack's process group) with 20 runs in flight to
 #           the stack's exit, and how many of the 20 were answered
-#   latency median and p90 of sequential print(1) requests
+#   latency median and p90 of sequential print(1) requests; with --before DIR, paired: a
+#           stack of DIR and one of --root side by side, requests alternating between them
+#           so that the machine's drift cancels, and the median of the per-pair difference
 # Each uses a private stack of the tree given by --root (its scripts/codebox-run.sh, nginx/
 # and build/codebox-pool), so the same script measures another checkout for a before/after.
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 [--root DIR] [--runs N] [rates|hangup|drain|latency]..."
-	echo "  --root DIR  the checkout to measure (default: this one)"
+	echo "usage: $0 [--root DIR] [--before DIR] [--runs N] [rates|hangup|drain|latency]..."
+	echo "  --root DIR    the checkout to measure (default: this one)"
+	echo "  --before DIR  latency paired against this checkout (e.g. main's, built)"
 	echo "  --runs N    sequential print(1) requests for latency (default 200)"
 	echo "  with no measurement named, all four"
 }
@@ -22,6 +25,7 @@ usage() {
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=$here
 runs=200
+before=""
 what=()
 while (($#)); do
 	case $1 in
@@ -35,6 +39,10 @@ while (($#)); do
 		;;
 	--runs)
 		runs=${2:?}
+		shift 2
+		;;
+	--before)
+		before=$(cd "${2:?}" && pwd)
 		shift 2
 		;;
 	rates | hangup | drain | latency)
@@ -54,8 +62,13 @@ CLIENTS=$here/tests/helpers/clients.py
 work=$(mktemp -d /tmp/codebox-bench.XXXXXX)
 chmod 0711 "$work" # runs execute as other uids and must reach their directory
 stack_pid=""
+before_pid=""
 cleanup() {
 	stack_stop
+	if [[ -n $before_pid ]]; then
+		kill -TERM "$before_pid" 2>/dev/null || true
+		wait "$before_pid" 2>/dev/null || true
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -174,32 +187,77 @@ drain() {
 }
 
 latency() {
+	local before_port=0 after_root=$root
+	if [[ -n $before ]]; then
+		root=$before
+		stack_start latency-before
+		before_pid=$stack_pid
+		before_port=$port
+		stack_pid=""
+		root=$after_root
+	fi
 	stack_start latency
-	"$PY" - "$port" "$runs" <<'PY'
+	"$PY" - "$port" "$runs" "$before_port" <<'PY'
 import socket, statistics, sys, time
 
-port, runs = int(sys.argv[1]), int(sys.argv[2])
+port, runs, before_port = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 body = b'{"code":"print(1)"}'
 req = b"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-s = socket.create_connection(("127.0.0.1", port))
-times = []
-for i in range(runs + 10):
+
+def one(s):
     t0 = time.monotonic()
     s.sendall(req)
     data = b""
     while b"\r\n\r\n" not in data:
-        data += s.recv(65536)
+        chunk = s.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
     head, _, rest = data.partition(b"\r\n\r\n")
     length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")][0].split(b":")[1])
     while len(rest) < length:
         rest += s.recv(65536)
-    if i >= 10:  # warm-up
-        times.append((time.monotonic() - t0) * 1000)
-times.sort()
-print("print(1), %d sequential requests on one connection: median %.2f ms, p90 %.2f ms"
-      % (runs, statistics.median(times), times[int(len(times) * 0.9)]))
+    return (time.monotonic() - t0) * 1000
+
+def summary(name, times):
+    times = sorted(times)
+    return "%s median %.2f ms, p90 %.2f ms" % (name, statistics.median(times), times[int(len(times) * 0.9)])
+
+s = socket.create_connection(("127.0.0.1", port), timeout=60)
+if not before_port:
+    times = []
+    for i in range(runs + 10):
+        if i % 500 == 499:  # nginx ends a keep-alive connection after 1000 requests
+            s.close()
+            s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        times.append(one(s))
+    times = times[10:]  # 10 for warm-up
+    print("print(1), %d sequential requests on one connection: %s" % (runs, summary("", times)))
+    sys.exit(0)
+b = socket.create_connection(("127.0.0.1", before_port), timeout=60)
+after_t, before_t, diff = [], [], []
+for i in range(runs + 10):
+    # alternate which goes first, so neither always follows the other
+    if i % 500 == 499:  # nginx ends a keep-alive connection after 1000 requests
+        s.close()
+        b.close()
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        b = socket.create_connection(("127.0.0.1", before_port), timeout=60)
+    if i % 2:
+        ta, tb = one(s), one(b)
+    else:
+        tb, ta = one(b), one(s)
+    if i >= 10:
+        after_t.append(ta)
+        before_t.append(tb)
+        diff.append(ta - tb)
+print("print(1), %d pairs, alternating: %s; %s; after - before: median %+.2f ms"
+      % (runs, summary("before", before_t), summary("after", after_t), statistics.median(diff)))
 PY
 	stack_stop
+	kill -TERM "$before_pid" 2>/dev/null || true
+	wait "$before_pid" 2>/dev/null || true
+	before_pid=""
 }
 
 echo "bench-admission: $root ($(git -C "$root" log -1 --format=%h 2>/dev/null || echo unknown))"

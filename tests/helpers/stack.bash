@@ -209,7 +209,7 @@ no_run_leftovers() {
 			echo "the cgroup $cg holds more than a waiting init" >&2
 			return 1
 		fi
-	done < <(find /sys/fs/cgroup/memory /sys/fs/cgroup/pids /sys/fs/cgroup/unified -maxdepth 6 \
+	done < <(find /sys/fs/cgroup/memory /sys/fs/cgroup/pids /sys/fs/cgroup/unified -maxdepth 6 -type d \
 		-path "*/codebox-$pool/w*-run-*" 2>/dev/null)
 	for worker in $(worker_pids); do
 		for child in $(pgrep -P "$worker"); do
