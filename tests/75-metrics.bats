@@ -4,10 +4,10 @@
 load helpers/stack
 
 setup_file() {
-	# one execution slot, so that a second concurrent run is refused by nginx itself
+	# one execution slot, so that a second concurrent run is refused (by the pool, the
+	# authority on execution slots; nginx's limit_conn is only the outer bound)
 	local conf
-	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 1;/' \
-		's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  1;/')
+	conf=$(conf_variant 's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  1;/')
 	stack_start --conf-dir "$conf"
 }
 
@@ -49,9 +49,10 @@ value() { # value SERIES: the sample of exactly that series (name and labels), o
 	run -0 promtool check metrics <<<"$(metrics)"
 }
 
-@test "metrics: a run in flight shows, and nginx's own 429s are counted" {
-	local before
-	before=$(value 'codebox_busy_rejections_total{source="nginx"}')
+@test "metrics: a run in flight shows, and the pool's 429s are counted" {
+	local before nginx_before
+	before=$(value 'codebox_busy_rejections_total{source="pool"}')
+	nginx_before=$(value 'codebox_busy_rejections_total{source="nginx"}')
 	execute 'print(0)' # warm
 	post "$(jq -cn '{code: "import time; time.sleep(3)"}')" >/dev/null &
 	local slow=$!
@@ -59,7 +60,8 @@ value() { # value SERIES: the sample of exactly that series (name and labels), o
 	post '{"code":"print(2)"}'
 	assert_equal "$code" 429
 	wait "$slow"
-	assert_equal "$(value 'codebox_busy_rejections_total{source="nginx"}')" $((before + 1))
+	assert_equal "$(value 'codebox_busy_rejections_total{source="pool"}')" $((before + 1))
+	assert_equal "$(value 'codebox_busy_rejections_total{source="nginx"}')" "$nginx_before"
 	assert_equal "$(value codebox_executions_in_flight)" 0
 }
 
