@@ -23,6 +23,7 @@
 #include "reply.h"
 #include "request.h"
 #include "tool.h"
+#include "warm.h"
 #include "workdir.h"
 
 #include <dirent.h>
@@ -288,7 +289,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 		worker_execute(wc, run, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
-		char *doc = reply_isolation(wc->iso, &l, &len);
+		char *doc = reply_isolation(wc->iso, &l, run->warm && warm_template_usable(), &len);
 		if (doc == NULL) {
 			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
 		} else {
@@ -446,6 +447,8 @@ worker_main(const struct worker_config *wc)
 			log_msg(LOG_ERROR, "opening the agent workspace's lock failed: %s",
 			        strerror(errno));
 	}
+	/* before the first request: the template must be a copy of nothing but the zygote */
+	run.warm = wc->warm_enabled && warm_template_start(&run) == 0;
 	if (run_init_reaper() < 0 || FCGX_Init() != 0 ||
 	    FCGX_InitRequest(&req, wc->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
 		log_msg(LOG_ERROR, "worker %d could not initialise FastCGI", wc->index);
@@ -482,10 +485,17 @@ worker_main(const struct worker_config *wc)
 		 * waits */
 		run_finish_deferred();
 		history_flush(&wc->history);
+		if (run.warm && warm_template_expired()) {
+			/* the pool starts a fresh worker, with a fresh template, from the zygote */
+			log_msg(LOG_INFO, "worker %d: its warm template is used up; renewing",
+			        wc->index);
+			break;
+		}
 		worker_build_ahead(&run);
 	}
 	run_box_discard(&run, &worker_box);
 	run_finish_deferred();
+	warm_template_stop();
 	log_msg(LOG_INFO, "worker %d stopping", wc->index);
 	_exit(0);
 }

@@ -24,6 +24,7 @@ struct worker_config {
 	struct agent_config agent;     /* port 8888 */
 	const char *nginx_busy_log;    /* nginx's log of its own 429s (metrics.h), or NULL */
 	struct history_config history; /* the audit trail; dir_fd -1: off */
+	bool warm_enabled; /* CODEBOX_WARM: runs are cloned from a warm template when one is up */
 };
 
 /*
