@@ -549,6 +549,7 @@ main(int argc, char **argv)
 	if (pc.worker.agent.workspace_fd >= 0)
 		close(pc.worker.agent.workspace_fd);
 	seccomp_free(&filter);
+	free((char *)pc.worker.history.dir);
 	free((char *)python);
 	free((char *)socket_path);
 	free((char *)runs_dir);
