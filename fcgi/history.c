@@ -115,7 +115,12 @@ history_setup(struct history_config *hc, char *why, size_t why_len)
 		hc->dir_fd = -1;
 		return -1;
 	}
-	hc->dir = dir;
+	/* a copy: the warm zygote zeroes the environment's strings, and workers are its clones */
+	hc->dir = strdup(dir);
+	if (hc->dir == NULL) {
+		snprintf(why, why_len, "out of memory");
+		return -1;
+	}
 	history_totals = mmap(NULL, sizeof(*history_totals), PROT_READ | PROT_WRITE,
 	                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (history_totals == MAP_FAILED)

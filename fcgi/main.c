@@ -20,6 +20,7 @@
 #include "sandbox.h"
 #include "seccomp.h"
 #include "workspace.h"
+#include "warm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -442,6 +443,9 @@ main(int argc, char **argv)
 		die("CODEBOX_DISABLE: %s", why);
 	if (iso_parse_list(getenv("CODEBOX_REQUIRE"), required, why, sizeof(why)) < 0)
 		die("CODEBOX_REQUIRE: %s", why);
+	if (warm_parse_settings(&pc.warm, why, sizeof(why)) < 0)
+		die("%s", why);
+	pc.worker.warm_enabled = pc.warm.enabled;
 
 	/* SIGTERM and friends are blocked from here on: pool and workers wait for them explicitly
 	 */
@@ -551,6 +555,26 @@ main(int argc, char **argv)
 		        strerror(errno));
 	pc.worker.nginx_busy_log = busy_log;
 
+	if (pc.warm.enabled) {
+		/* the embedded libpython must be the interpreter cold runs execute */
+		char real[4096];
+		if (realpath(python, real) == NULL || strcmp(real, WARM_INTERPRETER) != 0) {
+			log_msg(
+			    LOG_WARN,
+			    "warm interpreters: off, runs are cold: they embed %s's library and "
+			    "--python is %s",
+			    WARM_INTERPRETER, python);
+			pc.warm.enabled = pc.worker.warm_enabled = false;
+		}
+	}
+	if (pc.warm.enabled)
+		log_msg(LOG_INFO,
+		        "warm interpreters: on (%d preloaded modules, %s first; a template serves "
+		        "at most %lu runs or %lu s)",
+		        pc.warm.n_modules, pc.warm.n_modules ? pc.warm.modules[0] : "none",
+		        pc.warm.max_runs, pc.warm.max_seconds);
+	else
+		log_msg(LOG_INFO, "warm interpreters: off (CODEBOX_WARM=0); every run starts one");
 	pc.worker.listen_fd = listen_unix(socket_path, user, group);
 	pc.socket_path = socket_path;
 	c = pool_run(&pc);
@@ -560,6 +584,7 @@ main(int argc, char **argv)
 	if (pc.worker.agent.workspace_fd >= 0)
 		close(pc.worker.agent.workspace_fd);
 	seccomp_free(&filter);
+	free((char *)pc.worker.history.dir);
 	free((char *)python);
 	free((char *)socket_path);
 	free((char *)runs_dir);

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "proc.h"
 #include "slots.h"
+#include "warm.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -56,30 +57,43 @@ struct pool_slot {
 	bool respawn_pending;
 };
 
+/* The new worker's side: in a fork of the supervisor, or in a clone of the warm zygote. */
+static noreturn void
+pool_worker_child(void *ctx, int index)
+{
+	const struct pool_config *pc = ctx;
+	struct worker_config wc = pc->worker;
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+
+	sigaction(SIGCHLD, &dfl, NULL);
+	sigaction(SIGALRM, &dfl, NULL);
+	/* the worker dies with the pool rather than serving on alone */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() == 1)
+		_exit(1); /* the pool died before the signal was armed */
+	wc.index = index;
+	wc.run.drop_privileges = pc->drop_privileges;
+	wc.run.run_uid = pc->run_uid_base + (uid_t)index;
+	wc.run.run_gid = (gid_t)(pc->run_uid_base + (uid_t)index);
+	worker_main(&wc);
+}
+
 static pid_t
 pool_spawn(struct pool_config *pc, struct pool_slot *slot, int index)
 {
-	pid_t pid = fork();
+	/* warm: a clone of the zygote (still this process's child); else, or if that fails, a
+	 * cold worker */
+	pid_t pid = pc->warm.enabled ? warm_zygote_spawn(index) : -1;
 
+	if (pid < 0)
+		pid = fork();
 	if (pid < 0) {
 		log_msg(LOG_ERROR, "fork() failed while starting worker %d: %s", index,
 		        strerror(errno));
 		return -1;
 	}
-	if (pid == 0) {
-		struct worker_config wc = pc->worker;
-		struct sigaction dfl = {.sa_handler = SIG_DFL};
-
-		sigaction(SIGCHLD, &dfl, NULL);
-		sigaction(SIGALRM, &dfl, NULL);
-		/* the worker dies with the pool rather than serving on alone */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		wc.index = index;
-		wc.run.drop_privileges = pc->drop_privileges;
-		wc.run.run_uid = pc->run_uid_base + (uid_t)index;
-		wc.run.run_gid = (gid_t)(pc->run_uid_base + (uid_t)index);
-		worker_main(&wc);
-	}
+	if (pid == 0)
+		pool_worker_child(pc, index);
 	slot->pid = pid;
 	slot->started_ms = proc_now_ms();
 	slot->respawn_pending = false;
@@ -89,7 +103,10 @@ pool_spawn(struct pool_config *pc, struct pool_slot *slot, int index)
 static void
 pool_log_exit(int index, pid_t pid, int status, bool stopping)
 {
-	if (WIFEXITED(status))
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !stopping)
+		log_msg(LOG_INFO, "worker %d (pid %d) ended to renew its warm template", index,
+		        (int)pid);
+	else if (WIFEXITED(status))
 		log_msg(stopping && WEXITSTATUS(status) == 0 ? LOG_INFO : LOG_ERROR,
 		        "worker %d (pid %d) exited with status %d", index, (int)pid,
 		        WEXITSTATUS(status));
@@ -121,6 +138,10 @@ pool_run(struct pool_config *pc)
 		free(slots);
 		return -1;
 	}
+	/* before the handlers: the zygote is a plain copy of the supervisor at this point */
+	if (pc->warm.enabled &&
+	    warm_zygote_start(&pc->warm, pc->worker.run.python, pool_worker_child, pc) == 0)
+		log_msg(LOG_INFO, "warm interpreters: the zygote is ready");
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGCHLD, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -154,6 +175,7 @@ pool_run(struct pool_config *pc)
 				        strerror(errno));
 			log_msg(LOG_INFO, "shutting down: draining %d workers (at most %d s)",
 			        alive, pc->drain_seconds);
+			warm_zygote_stop();
 			for (int i = 0; i < pc->workers; i++)
 				if (slots[i].pid > 0)
 					proc_kill(slots[i].pid, SIGTERM, "a worker");

@@ -4,6 +4,7 @@
 #ifndef CODEBOX_POOL_H
 #define CODEBOX_POOL_H
 
+#include "warm.h"
 #include "worker.h"
 
 struct pool_config {
@@ -13,6 +14,7 @@ struct pool_config {
 	uid_t run_uid_base;          /* worker i runs programs as run_uid_base + i */
 	const char *socket_path;     /* removed when stopping starts, so nothing new connects */
 	struct worker_config worker; /* template; index and run uid are set per worker */
+	struct warm_settings warm;   /* warm interpreters (warm.c) */
 };
 
 /*

@@ -214,7 +214,7 @@ reply_capabilities(const struct probe_info *info, const struct limits *l, bool f
 }
 
 char *
-reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len)
+reply_isolation(const struct isolation *iso, const struct limits *l, bool warm, size_t *len)
 {
 	json_t *doc, *layers = json_object(), *off = json_object();
 
@@ -226,15 +226,15 @@ reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len
 			                    json_string(iso->why_off[i]));
 	}
 	doc = json_pack(
-	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:b}, s:{s:I, s:I, s:o, s:b}, "
+	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:b, s:s}, s:{s:I, s:I, s:o, s:b}, "
 	    "s:{s:I, s:I, s:I, s:I}}",
 	    "layers", layers, "off", off, "details", "readOnlySystem", iso->on[ISO_MOUNTNS],
 	    "privateProc", iso->proc, "landlockAbi", iso->landlock_abi, "cgroupVersion",
 	    iso->on[ISO_CGROUP] ? iso->cgroup_version : 0, "memoryLimit",
 	    iso->on[ISO_CGROUP] ? "cgroup" : "rlimit-as", "processLimit", iso_process_limit(iso),
 	    "diskLimit", iso->on[ISO_MOUNTNS] ? "tmpfs" : "rlimit-fsize (per file)",
-	    "noNewPrivileges", true, "uid", "hostFirst", (json_int_t)iso->uid_first, "hostLast",
-	    (json_int_t)iso->uid_last, "inner",
+	    "noNewPrivileges", true, "interpreter", warm ? "warm" : "cold", "uid", "hostFirst",
+	    (json_int_t)iso->uid_first, "hostLast", (json_int_t)iso->uid_last, "inner",
 	    iso->on[ISO_USERNS] ? json_integer(SANDBOX_INNER_ID) : json_null(), "rootPool",
 	    iso->root_pool, "limits", "memoryBytes", (json_int_t)l->memory_bytes, "maxProcesses",
 	    (json_int_t)l->max_processes, "diskBytes", (json_int_t)l->disk_bytes, "maxStdinBytes",

@@ -32,8 +32,9 @@ char *reply_capabilities(const struct probe_info *info, const struct limits *l,
 
 /*
  * The /isolation document: the layers in force (probed at start-up), why each missing one is
- * off, the uids runs execute as, and the limits /capabilities cannot carry.
+ * off, the uids runs execute as, whether this worker's runs fork from a warm interpreter
+ * (details.interpreter "warm") or start one (cold), and the limits /capabilities cannot carry.
  */
-char *reply_isolation(const struct isolation *iso, const struct limits *l, size_t *len);
+char *reply_isolation(const struct isolation *iso, const struct limits *l, bool warm, size_t *len);
 
 #endif

@@ -35,6 +35,28 @@
  * nginx (spec->client_fd) for a hang-up: nginx closes it when its client leaves (499). The
  * run is then killed at once, whatever it was doing, and marked abandoned: nobody waits for
  * its reply, and its execution slot must not stay taken.
+ *
+ * Warm mode (CODEBOX_WARM=1, warm.c). Starting an interpreter and importing numpy costs more
+ * than everything else of a run, so the pool keeps interpreters that have done it once:
+ *
+ *   supervisor ─fork─▶ zygote (libpython embedded, the preloaded modules imported, the GC
+ *                      frozen, its heap on huge pages; it never runs a program)
+ *   zygote ─clone(CLONE_PARENT)─▶ worker: the supervisor's child, sharing the zygote's pages
+ *   worker ─fork─▶ template, before its first request (so it holds nothing of any request)
+ *   template ─clone(CLONE_PARENT | the run's namespaces)─▶ init, or the program in direct mode
+ *
+ * CLONE_PARENT makes the run's first process the worker's own child, so everything above is
+ * unchanged: the worker writes the uid maps, moves it into the cgroup, sends 'G' and the
+ * request, polls its pidfd, reaps it and kills what is left (the sweep spares the template).
+ * The child takes the same sandbox.c steps in the same order, from the same run_child_prepare()
+ * spec; only the program's last step differs: instead of execve() it reseeds the random state,
+ * sets the environment, argv and signals as the interpreter's start-up would, and runs main.py
+ * in the template's interpreter (warm.c's warm_enter()). The template's clone is built ahead
+ * like any sandbox, and with a pid namespace init forks the program and the program takes
+ * its steps and prepares the interpreter ahead too (sandbox.c), so a request pays for
+ * reading itself, main.py, stdin, the rlimits, the program itself and the teardown. Any failure of
+ * the warm path before the program runs (no template, a dead one, an error in the entry) is a cold
+ * run with one log line, never a failed request.
  */
 #include "run.h"
 
@@ -44,6 +66,7 @@
 #include "sandbox.h"
 #include "seccomp.h"
 #include "util.h"
+#include "warm.h"
 #include "workdir.h"
 
 #include <errno.h>
@@ -234,6 +257,78 @@ run_box_discard(const struct run_config *cfg, struct run_box *box)
 		box_teardown(cfg, box, &reaped, &st, &ru, false);
 }
 
+void
+run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned long long disk_bytes,
+                  struct run_child *c)
+{
+	bool ns_mode = cfg->clone_flags != 0;
+	bool agent = cfg->workspace_fd >= 0;
+	int n = 0;
+
+	memset(c, 0, sizeof(*c));
+	snprintf(c->home, sizeof(c->home), "HOME=%s", workdir);
+	snprintf(c->tmpdir, sizeof(c->tmpdir), "TMPDIR=%s", workdir);
+	c->envp[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+	c->envp[n++] = c->home;
+	c->envp[n++] = c->tmpdir;
+	c->envp[n++] = "LANG=C.UTF-8";
+	c->envp[n++] = "OPENBLAS_NUM_THREADS=1";
+	c->envp[n++] = "OMP_NUM_THREADS=1";
+	c->envp[n++] = "MKL_NUM_THREADS=1";
+	c->envp[n] = NULL;
+	/* an agent's shell: its home is the workspace, and `python` is the sandbox's python3 */
+	n = 0;
+	c->agent_envp[n++] = "PATH=/opt/codebox/bin:/usr/local/bin:/usr/bin:/bin";
+	c->agent_envp[n++] = "HOME=/app";
+	c->agent_envp[n++] = c->tmpdir;
+	c->agent_envp[n++] = "LANG=C.UTF-8";
+	c->agent_envp[n++] = "OPENBLAS_NUM_THREADS=1";
+	c->agent_envp[n++] = "OMP_NUM_THREADS=1";
+	c->agent_envp[n++] = "MKL_NUM_THREADS=1";
+	c->agent_envp[n] = NULL;
+	c->argv[0] = (char *)cfg->python;
+	c->argv[1] = "-I";
+	c->argv[2] = "-u";
+	c->argv[3] = "main.py";
+	c->argv[4] = NULL;
+	c->ms = (struct mounts_spec){
+	    .workdir = workdir,
+	    .parent_dir = cfg->work_parent,
+	    .etc_dir = cfg->etc_dir,
+	    .python = cfg->python,
+	    .disk_bytes = disk_bytes,
+	    .owner_uid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
+	    .owner_gid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
+	    .mount_proc = cfg->mount_proc,
+	    .workspace_fd = cfg->workspace_fd,
+	};
+	c->sb = (struct sandbox_spec){
+	    .stdin_fd = -1,
+	    .stdout_fd = -1,
+	    .stderr_fd = -1,
+	    .error_fd = -1,
+	    .ctl_fd = -1,
+	    .report_fd = -1,
+	    .workdir = workdir,
+	    .python = cfg->python,
+	    .argv = c->argv,
+	    .envp = agent ? c->agent_envp : c->envp,
+	    /* direct mode: the program switches under a root pool; namespace mode: init does */
+	    .set_ids = ns_mode ? (cfg->userns || cfg->drop_privileges) : cfg->drop_privileges,
+	    .uid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
+	    .gid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
+	    .parent_pid = ns_mode ? 1 : getpid(),
+	    .nofile = 1024,
+	    .landlock_fd = cfg->landlock_fd,
+	    .seccomp = cfg->seccomp,
+	    .mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS) ? &c->ms : NULL,
+	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
+	    .ids_before_mounts = cfg->userns,
+	    .agent = agent,
+	    .workspace_fd = agent ? cfg->workspace_fd : -1,
+	};
+}
+
 int
 run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
               unsigned long max_processes, unsigned long long disk_bytes, struct run_box *box,
@@ -242,8 +337,8 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, fail_p[2] = {-1, -1};
 	int ctl_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
 	bool ns_mode = cfg->clone_flags != 0;
-	char home[4200], tmpdir[4200], cg_name[80];
-	struct mounts_spec ms;
+	char cg_name[80];
+	static struct run_child child; /* large; the worker is single-threaded */
 
 	memset(box, 0, sizeof(*box));
 	box->pid = -1;
@@ -276,71 +371,29 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 		goto fail;
 	}
 
-	snprintf(home, sizeof(home), "HOME=%s", box->wd.path);
-	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", box->wd.path);
-	char *const envp[] = {
-	    "PATH=/usr/local/bin:/usr/bin:/bin",
-	    home,
-	    tmpdir,
-	    "LANG=C.UTF-8",
-	    "OPENBLAS_NUM_THREADS=1",
-	    "OMP_NUM_THREADS=1",
-	    "MKL_NUM_THREADS=1",
-	    NULL,
-	};
-	char *const argv[] = {(char *)cfg->python, "-I", "-u", "main.py", NULL};
-	bool agent = cfg->workspace_fd >= 0;
-	/* an agent's shell: its home is the workspace, and `python` is the sandbox's python3 */
-	char *const agent_envp[] = {
-	    "PATH=/opt/codebox/bin:/usr/local/bin:/usr/bin:/bin",
-	    "HOME=/app",
-	    tmpdir,
-	    "LANG=C.UTF-8",
-	    "OPENBLAS_NUM_THREADS=1",
-	    "OMP_NUM_THREADS=1",
-	    "MKL_NUM_THREADS=1",
-	    NULL,
-	};
-	ms = (struct mounts_spec){
-	    .workdir = box->wd.path,
-	    .parent_dir = cfg->work_parent,
-	    .etc_dir = cfg->etc_dir,
-	    .python = cfg->python,
-	    .disk_bytes = disk_bytes,
-	    .owner_uid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
-	    .owner_gid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
-	    .mount_proc = cfg->mount_proc,
-	    .workspace_fd = cfg->workspace_fd,
-	};
-	struct sandbox_spec sb = {
-	    .stdin_fd = -1,
-	    .stdout_fd = out_p[1],
-	    .stderr_fd = err_p[1],
-	    .error_fd = fail_p[1],
-	    .ctl_fd = ctl_p[0],
-	    .report_fd = rep_p[1],
-	    .workdir = box->wd.path,
-	    .python = cfg->python,
-	    .argv = argv,
-	    .envp = agent ? agent_envp : envp,
-	    /* direct mode: the program switches under a root pool; namespace mode: init does */
-	    .set_ids = ns_mode ? (cfg->userns || cfg->drop_privileges) : cfg->drop_privileges,
-	    .uid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
-	    .gid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
-	    .parent_pid = ns_mode ? 1 : getpid(),
-	    .nofile = 1024,
-	    .landlock_fd = cfg->landlock_fd,
-	    .seccomp = cfg->seccomp,
-	    .mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS) ? &ms : NULL,
-	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
-	    .ids_before_mounts = cfg->userns,
-	    .agent = agent,
-	    .workspace_fd = agent ? cfg->workspace_fd : -1,
-	};
+	run_child_prepare(cfg, box->wd.path, disk_bytes, &child);
+	child.sb.stdout_fd = out_p[1];
+	child.sb.stderr_fd = err_p[1];
+	child.sb.error_fd = fail_p[1];
+	child.sb.ctl_fd = ctl_p[0];
+	child.sb.report_fd = rep_p[1];
 
-	if (ns_mode)
+	/* warm: Python programs only (an agent's command is a shell's) */
+	if (cfg->warm && cfg->workspace_fd < 0 && warm_template_usable()) {
+		/* the worker's template clones the child, as this process's child (CLONE_PARENT) */
+		int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
+		char wwhy[256];
+
+		box->pid = warm_template_clone(box->wd.path, disk_bytes, fds, &box->as_base_bytes,
+		                               wwhy, sizeof(wwhy));
+		if (box->pid > 0)
+			box->warm = true;
+		else
+			log_msg(LOG_WARN, "the warm template failed (%s); this run is cold", wwhy);
+	}
+	if (box->pid < 0 && ns_mode)
 		box->pid = (pid_t)syscall(SYS_clone, cfg->clone_flags | SIGCHLD, 0, 0, 0, 0);
-	else
+	else if (box->pid < 0)
 		box->pid = fork();
 	if (box->pid < 0) {
 		set_fault(fault, ns_mode ? RUN_FAULT_CLONE : RUN_FAULT_OTHER, why, why_len,
@@ -349,8 +402,8 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	}
 	if (box->pid == 0) {
 		if (ns_mode)
-			sandbox_init(&sb);
-		sandbox_run_program(&sb);
+			sandbox_init(&child.sb);
+		sandbox_run_program(&child.sb);
 	}
 
 	close_fd(&out_p[1]);
@@ -409,7 +462,8 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	    .max_result_bytes = (uint32_t)spec->max_result_bytes,
 	    .nproc = cfg->nproc_rlimit ? spec->max_processes : 0,
 	    .fsize_bytes = spec->disk_bytes,
-	    .as_bytes = cfg->cgroup == NULL ? spec->memory_bytes : 0,
+	    /* warm: the template's own address space is shared, not the run's */
+	    .as_bytes = cfg->cgroup == NULL ? spec->memory_bytes + box->as_base_bytes : 0,
 	    /* a backstop only: CPU time can exceed wall time only with threads */
 	    .cpu_limit_seconds = spec->wall_ms / 1000 + 2,
 	};

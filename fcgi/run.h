@@ -11,6 +11,7 @@
 #include "capture.h"
 #include "cgroup.h"
 #include "result.h"
+#include "sandbox.h"
 #include "workdir.h"
 
 enum run_status {
@@ -53,6 +54,7 @@ struct run_config {
 	 * instead of python3 main.py; needs a mount namespace */
 	int workspace_fd;
 	int worker_index;
+	bool warm; /* a warm template (warm.c) clones the run's child */
 };
 
 /* What one run is asked to do. */
@@ -120,7 +122,28 @@ struct run_box {
 	unsigned long long memory_bytes;
 	unsigned long max_processes;
 	unsigned long long disk_bytes;
+	bool warm;                        /* cloned from the worker's warm template */
+	unsigned long long as_base_bytes; /* warm: the template's address space (RLIMIT_AS) */
 };
+
+/* What a run's child is given: its sandbox spec and the storage the spec points into. */
+struct run_child {
+	char home[4200];
+	char tmpdir[4200];
+	char *envp[8];
+	char *agent_envp[8];
+	char *argv[5];
+	struct mounts_spec ms;
+	struct sandbox_spec sb;
+};
+
+/*
+ * Fills c for a run in workdir under cfg: environment, argv, mounts and every sandbox step's
+ * parameters; the caller sets the fds. Used by the worker (cold) and by the warm template,
+ * so that both modes take exactly the same steps.
+ */
+void run_child_prepare(const struct run_config *cfg, const char *workdir,
+                       unsigned long long disk_bytes, struct run_child *c);
 
 /*
  * Builds a sandbox for a later run_execute(). Returns 0, or -1 with the reason in why and, in

@@ -26,7 +26,19 @@
  *   no_new_privs  required by Landlock and seccomp, and no setuid binary can give privileges back
  *   landlock      read-only system, read-write run directory, no TCP, scoped signals
  *   seccomp       last, so that the steps above may use what it denies
- *   execve        with the environment the worker built; nothing inherited
+ *   execve        with the environment the worker built; nothing inherited. In warm mode
+ *                 (warm.c) the process is a copy of a template interpreter instead, and
+ *                 spec->enter takes over here: the same steps, in the same order, are in
+ *                 force before any of the run's code executes.
+ *
+ * Warm mode with a pid namespace (spec->prepare): init forks the program as soon as the
+ * sandbox is ready, before the request. The program takes the same steps in the same order,
+ * except stdin and the rlimits, which need the request; then the template's interpreter
+ * prepares (spec->prepare: reseeding, environment, signals), and only then does the program
+ * read the request, write main.py, make stdin, set the rlimits, hand init the result's size
+ * limit and enter the interpreter. Init does not read the control pipe until that handoff.
+ * sandbox_program() and sandbox_program_ahead() call the same step functions in the same
+ * order: a step added to one belongs in the other.
  *
  * Init's steps, before it forks the program: wait for the worker's go (the worker writes the
  * uid and gid maps and moves init into the run's cgroup first), parent death, hostname,
@@ -124,6 +136,27 @@ sandbox_retitle(void)
 		return;
 	memset(title_area, 0, title_len);
 	memcpy(title_area, title, sizeof(title));
+}
+
+void
+sandbox_set_title(char *const *argv)
+{
+	const char *slash = strrchr(argv[0], '/');
+	char name[16] = "";
+	size_t n = 0;
+
+	strncpy(name, slash ? slash + 1 : argv[0], sizeof(name) - 1);
+	(void)prctl(PR_SET_NAME, name);
+	if (title_area == NULL)
+		return;
+	memset(title_area, 0, title_len);
+	for (int i = 0; argv[i] != NULL; i++) {
+		size_t len = strlen(argv[i]) + 1;
+		if (n + len > title_len)
+			break;
+		memcpy(title_area + n, argv[i], len);
+		n += len;
+	}
 }
 
 static noreturn void
@@ -374,6 +407,74 @@ sandbox_program(const struct sandbox_spec *s)
 	}
 	if (s->seccomp != NULL && seccomp_apply(s->seccomp) < 0)
 		sandbox_fail(s, SANDBOX_SECCOMP, 0);
+	/* warm mode: the template's interpreter takes over here; if it cannot, exec as cold */
+	if (s->enter != NULL)
+		s->enter(s);
+	execve(s->python, s->argv, s->envp);
+	sandbox_fail(s, SANDBOX_EXEC, 0);
+}
+
+/*
+ * Warm mode in a pid namespace: the program forked by init before the request. It takes the
+ * program's steps in the same order, except the two that need the request (stdin and the
+ * rlimits), which follow it; then the interpreter prepares, the request is read, main.py
+ * written, init told the result's size limit through handoff_fd, and the program entered.
+ * No code of the run executes before every step is in force.
+ */
+static noreturn void
+sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
+{
+	char *code, *input;
+	size_t code_len, input_len;
+	uint64_t max_result;
+	bool prepared;
+
+	if (sandbox_signals() < 0)
+		sandbox_fail(s, SANDBOX_SIGNALS, 0);
+	if (setsid() < 0)
+		sandbox_fail(s, SANDBOX_SETSID, 0);
+	if (dup2(s->stdout_fd, 1) < 0 || dup2(s->stderr_fd, 2) < 0)
+		sandbox_fail(s, SANDBOX_STDIO, 0);
+	{
+		int keep[] = {s->error_fd, s->landlock_fd, s->ctl_fd, handoff_fd};
+		if (sandbox_close_fds(keep, 4) < 0)
+			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
+	}
+	if (sandbox_parent_death(s) < 0)
+		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
+	if (sandbox_oom_score() < 0)
+		sandbox_fail(s, SANDBOX_OOM_SCORE, 0);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		sandbox_fail(s, SANDBOX_NO_NEW_PRIVS, 0);
+	if (s->landlock_fd >= 0) {
+		if (landlock_apply(s->landlock_fd) < 0)
+			sandbox_fail(s, SANDBOX_LANDLOCK, 0);
+		close(s->landlock_fd);
+	}
+	if (s->seccomp != NULL && seccomp_apply(s->seccomp) < 0)
+		sandbox_fail(s, SANDBOX_SECCOMP, 0);
+	prepared = s->prepare(s) == 0;
+
+	/* the request: from here on the run's clock is running */
+	if (sandbox_read_request(s->ctl_fd, s, &code, &code_len, &input, &input_len) < 0)
+		_exit(0); /* the worker gave this sandbox up */
+	close(s->ctl_fd);
+	s->stdin_fd = sandbox_make_stdin(input, input_len);
+	if (s->stdin_fd < 0 || dup2(s->stdin_fd, 0) < 0)
+		sandbox_fail(s, SANDBOX_STDIO, 0);
+	close(s->stdin_fd);
+	if (sandbox_write_code(code, code_len) < 0)
+		sandbox_fail(s, SANDBOX_CODE, 0);
+	free(code);
+	free(input);
+	if (sandbox_rlimits(s) < 0)
+		sandbox_fail(s, SANDBOX_RLIMITS, 0);
+	max_result = s->max_result_bytes;
+	if (util_write_all(handoff_fd, &max_result, sizeof(max_result)) < 0)
+		sandbox_fail(s, SANDBOX_FORK, 1);
+	close(handoff_fd);
+	if (prepared)
+		s->enter(s);
 	execve(s->python, s->argv, s->envp);
 	sandbox_fail(s, SANDBOX_EXEC, 0);
 }
@@ -484,6 +585,44 @@ sandbox_init(const struct sandbox_spec *spec)
 	if (chdir(s->workdir) < 0)
 		sandbox_fail(s, SANDBOX_CHDIR, 0);
 
+	if (s->prepare != NULL) {
+		/* warm: the program is forked now and reads the request itself (above) */
+		int hp[2];
+		uint64_t max_result = 0;
+		ssize_t r;
+
+		if (pipe2(hp, O_CLOEXEC) < 0)
+			sandbox_fail(s, SANDBOX_FORK, 0);
+		prog = fork();
+		if (prog < 0)
+			sandbox_fail(s, SANDBOX_FORK, 0);
+		if (prog == 0) {
+			close(hp[0]);
+			sandbox_program_ahead(s, hp[1]);
+		}
+		close(hp[1]);
+		close(s->stdout_fd);
+		close(s->stderr_fd);
+		close(s->error_fd);
+		/* until the program has read the request, the control pipe is its own */
+		do
+			r = read(hp[0], &max_result, sizeof(max_result));
+		while (r < 0 && errno == EINTR);
+		close(hp[0]);
+		if (r != (ssize_t)sizeof(max_result)) {
+			/* gone before the request: the worker gave the sandbox up (status 0),
+			 * or a step failed (reported on the error pipe); report what happened */
+			while (waitpid(prog, &st, 0) < 0 && errno == EINTR)
+				;
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				_exit(0);
+			rep.program_reaped = 1;
+			rep.program_status = st;
+		}
+		s->max_result_bytes = (size_t)max_result;
+		goto wait;
+	}
+
 	/* the sandbox is ready: from here on, it waits for its request */
 	if (sandbox_read_request(s->ctl_fd, s, &code, &code_len, &input, &input_len) < 0)
 		_exit(0); /* the worker gave this sandbox up */
@@ -516,6 +655,7 @@ sandbox_init(const struct sandbox_spec *spec)
 	close(s->stderr_fd);
 	close(s->error_fd);
 
+wait:
 	while (!rep.program_reaped && !rep.stopped) {
 		struct pollfd pfd = {.fd = s->ctl_fd, .events = POLLIN};
 		struct timespec tick = {1, 0};

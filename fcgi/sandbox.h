@@ -116,6 +116,20 @@ struct sandbox_spec {
 	bool agent;
 	int workspace_fd;        /* -1, or the workspace init attaches; closed before the program */
 	size_t max_result_bytes; /* from the request */
+
+	/*
+	 * Warm mode (warm.c): called by the program in place of execve(), once every step above
+	 * is in force. It returns only when it could not take over before any of the run's
+	 * code executed; the program then execs the interpreter as in cold mode.
+	 */
+	void (*enter)(const struct sandbox_spec *s);
+	/*
+	 * Warm mode, with a pid namespace: init forks the program before the request arrives,
+	 * and the program calls prepare once the steps that do not depend on the request are in
+	 * force (everything but stdin and the rlimits), then waits for the request. Returns 0, or
+	 * -1 when enter cannot take over (the program then execs as cold).
+	 */
+	int (*prepare)(const struct sandbox_spec *s);
 };
 
 /*
@@ -124,6 +138,12 @@ struct sandbox_spec {
  * Call once from main().
  */
 void sandbox_set_title_area(char *start, size_t len);
+
+/*
+ * Shows argv (NULL-terminated) as this process's command line and its last component of
+ * argv[0] as its name, within the area recorded above. Async-signal-safe.
+ */
+void sandbox_set_title(char *const *argv);
 
 /*
  * Direct mode: the forked child waits for the go and the request, writes main.py, becomes the

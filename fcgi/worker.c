@@ -24,6 +24,7 @@
 #include "request.h"
 #include "tool.h"
 #include "slots.h"
+#include "warm.h"
 #include "workdir.h"
 
 #include <dirent.h>
@@ -340,7 +341,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 		worker_execute(wc, run, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
-		char *doc = reply_isolation(wc->iso, &l, &len);
+		char *doc = reply_isolation(wc->iso, &l, run->warm && warm_template_usable(), &len);
 		if (doc == NULL) {
 			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
 		} else {
@@ -498,6 +499,8 @@ worker_main(const struct worker_config *wc)
 			log_msg(LOG_ERROR, "opening the agent workspace's lock failed: %s",
 			        strerror(errno));
 	}
+	/* before the first request: the template must be a copy of nothing but the zygote */
+	run.warm = wc->warm_enabled && warm_template_start(&run) == 0;
 	if (run_init_reaper() < 0 || FCGX_Init() != 0 ||
 	    FCGX_InitRequest(&req, wc->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
 		log_msg(LOG_ERROR, "worker %d could not initialise FastCGI", wc->index);
@@ -534,11 +537,17 @@ worker_main(const struct worker_config *wc)
 		 * waits */
 		run_finish_deferred();
 		history_flush(&wc->history);
+		if (run.warm && warm_template_expired()) {
+			/* the pool starts a fresh worker, with a fresh template, from the zygote */
+			log_msg(LOG_INFO, "worker %d: its warm template is used up; renewing",
+			        wc->index);
+			break;
+		}
 		worker_build_ahead(&run);
 	}
 	/* requests already in the socket's backlog get a clear answer, not a reset; the
 	 * supervisor has removed the socket's path, so no new ones arrive */
-	while (FCGX_Accept_r(&req) >= 0) {
+	while (worker_stopping && FCGX_Accept_r(&req) >= 0) {
 		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
 		worker_send_error(&req, 503, NULL, "sandbox_unavailable",
 		                  "the service is stopping; retry shortly");
@@ -546,6 +555,7 @@ worker_main(const struct worker_config *wc)
 	}
 	run_box_discard(&run, &worker_box);
 	run_finish_deferred();
+	warm_template_stop();
 	log_msg(LOG_INFO, "worker %d stopping", wc->index);
 	_exit(0);
 }

@@ -30,6 +30,7 @@ struct worker_config {
 	struct slots *slots;           /* the execution slots, shared by every worker */
 	const struct limits *ceilings; /* every request's limits are capped at these */
 	size_t max_body_bytes;         /* nginx's client_max_body_size */
+	bool warm_enabled; /* CODEBOX_WARM: runs are cloned from a warm template when one is up */
 };
 
 /*

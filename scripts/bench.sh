@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# Latency and throughput of codebox through nginx, next to bare interpreter start-up, all in
-# one run on this machine. Loopback only; every loop is bounded in count and time.
+# Latency, throughput and memory of codebox through nginx, warm and cold side by side, next to
+# bare interpreter start-up, all in one run on this machine. Loopback only; every loop is
+# bounded in count and time.
 #
-#   median/p95 of print(1) and of the café program through the service
-#   median/p95 of /usr/bin/python3 -I -c pass and -c 'import numpy' started directly
-#   throughput of print(1) with wrk at concurrency 4 and 20 (10 s each)
-#   print(1) with the isolation layers added one group at a time (CODEBOX_DISABLE)
+#   references: /usr/bin/python3 -I -c pass, -c 'import numpy', the five modules, started directly
+#   per mode (warm: CODEBOX_WARM=1, cold: CODEBOX_WARM=0), every isolation layer on:
+#     median/p95 of print(1), the café program (numpy) and the five-module program
+#     throughput of print(1) and of the café program with wrk at 4 and 20 connections
+#     the whole stack's PSS (nginx, supervisor, zygote, workers, templates) after warm-up
+#   --layers: print(1) with the isolation layers added one group at a time (cold, CODEBOX_DISABLE)
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 [--runs N] [--seconds S] [--pool BIN]"
+	echo "usage: $0 [--runs N] [--seconds S] [--pool BIN] [--layers]"
 	echo "  --runs N     sequential requests per latency measurement (default 100)"
 	echo "  --seconds S  duration of each throughput measurement (default 10)"
+	echo "  --layers     also measure the cost of each isolation layer (cold mode)"
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=100
 seconds=10
+layers=0
 pool="$here/build/codebox-pool"
 while (($#)); do
 	case $1 in
@@ -36,6 +41,10 @@ while (($#)); do
 		pool=${2:?}
 		shift 2
 		;;
+	--layers)
+		layers=1
+		shift
+		;;
 	*)
 		usage >&2
 		exit 2
@@ -53,11 +62,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# stack_start NAME [CODEBOX_DISABLE]: a private stack on a random loopback port
+# stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM]: a private stack on a random loopback port
 stack_start() {
 	local port i
 	port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	CODEBOX_DISABLE=${2:-} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
+	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
 		--pool "$pool" --quiet >"$work/$1.out" 2>&1 &
 	stack=$!
 	base="http://127.0.0.1:$port"
@@ -126,43 +135,78 @@ paired() {
 	done
 }
 
-cd "$work"
-stack_start full
-cafe=$(jq -cn --rawfile code "$here/tests/programs/cafe.py" '{code: $code}')
-time_http print1.ms '{"code":"print(1)"}'
-time_cmd bare-pass.ms "$PY" -I -c pass
-time_http cafe.ms "$cafe"
-time_cmd bare-numpy.ms "$PY" -I -c 'import numpy'
-
-echo "# codebox bench: $runs sequential runs each; milliseconds"
-echo "# isolation: $(curl -s "$base/isolation" | jq -c .layers)"
-printf "%-52s %8s %8s\n" "what" "median" "p95"
-printf "%-52s %s\n" "service, every layer: print(1)" "$(stats print1.ms)"
-printf "%-52s %s\n" "bare: python3 -I -c pass" "$(stats bare-pass.ms)"
-printf "%-52s %s\n" "service, every layer: café program (numpy)" "$(stats cafe.ms)"
-printf "%-52s %s\n" "bare: python3 -I -c 'import numpy'" "$(stats bare-numpy.ms)"
-m1=$(stats print1.ms | awk '{print $1}')
-m0=$(stats bare-pass.ms | awk '{print $1}')
-echo "added by the service at the median (print(1) - bare pass): $(awk -v a="$m1" -v b="$m0" 'BEGIN { printf "%.2f", a - b }') ms"
-paired added.ms '{"code":"print(1)"}'
-echo "added by the service, paired (median and p95 of request - bare, alternating): $(stats added.ms) ms"
-
-if command -v wrk >/dev/null; then
-	cat >post.lua <<'LUA'
-wrk.method = "POST"
-wrk.body = '{"code":"print(1)"}'
-wrk.headers["Content-Type"] = "application/json"
-LUA
-	for c in 4 20; do
-		wrk -t 2 -c "$c" -d "${seconds}s" --timeout 30s -s post.lua "$base/execute" >"wrk$c.txt"
-		rps=$(awk '/Requests\/sec/ { print $2 }' "wrk$c.txt")
-		non2xx=$(awk '/Non-2xx/ { print $5 }' "wrk$c.txt")
-		echo "throughput print(1) at concurrency $c: $rps requests/s (non-2xx: ${non2xx:-0})"
+# pss_mb NAME: the proportional set size of the stack NAME (nginx and the pool with every
+# descendant: zygote, workers, templates, sandboxes built ahead), in MiB
+pss_mb() {
+	local roots pids p kb=0 v
+	roots=$(pgrep -f -- "$work/$1" || true)
+	pids=$(ps -e -o pid=,ppid= | awk -v roots="$roots" '
+		BEGIN { n = split(roots, r, /[ \n]+/); for (i = 1; i <= n; i++) if (r[i] != "") keep[r[i]] = 1 }
+		{ parent[$1] = $2 }
+		END { for (changed = 1; changed;) { changed = 0
+			for (p in parent) if (!(p in keep) && (parent[p] in keep)) { keep[p] = 1; changed = 1 } }
+			for (p in keep) print p }')
+	for p in $pids; do
+		v=$(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || true)
+		kb=$((kb + ${v:-0}))
 	done
-else
-	echo "wrk is not installed: no throughput numbers (scripts/install-deps.sh installs it)"
-fi
-stack_stop
+	awk -v kb="$kb" 'BEGIN { printf "%.0f", kb / 1024 }'
+}
+
+# wrk_rps BODY CONNECTIONS: requests per second (and non-2xx) with wrk
+wrk_rps() {
+	printf 'wrk.method = "POST"\nwrk.body = [==[%s]==]\nwrk.headers["Content-Type"] = "application/json"\n' "$1" >post.lua
+	wrk -t 2 -c "$2" -d "${seconds}s" --timeout 30s -s post.lua "$base/execute" >wrk.txt
+	awk '/Requests\/sec/ { r = $2 } /Non-2xx/ { n = $5 } END { printf "%.1f", r; if (n) printf " (non-2xx: %s)", n }' wrk.txt
+}
+
+cd "$work"
+print1='{"code":"print(1)"}'
+cafe=$(jq -cn --rawfile code "$here/tests/programs/cafe.py" '{code: $code}')
+five=$(jq -cn --rawfile code "$here/tests/programs/five.py" '{code: $code}')
+time_cmd bare-pass.ms "$PY" -I -c pass
+time_cmd bare-numpy.ms "$PY" -I -c 'import numpy'
+runs_saved=$runs
+runs=$(((runs + 9) / 10))
+time_cmd bare-five.ms "$PY" -I -c 'import numpy, pandas, scipy, sympy, sklearn'
+runs=$runs_saved
+
+echo "# codebox bench: $runs sequential runs each (the cold five-module program: $(((runs + 9) / 10))); milliseconds"
+echo "# $(nproc) cores, shared: other processes on this machine add noise"
+printf "%-50s %8s %8s\n" "what" "median" "p95"
+printf "%-50s %s\n" "bare: python3 -I -c pass" "$(stats bare-pass.ms)"
+printf "%-50s %s\n" "bare: python3 -I -c 'import numpy'" "$(stats bare-numpy.ms)"
+printf "%-50s %s\n" "bare: python3 -I -c 'import <the five modules>'" "$(stats bare-five.ms)"
+
+for mode in warm cold; do
+	stack_start "$mode" "" "$([[ $mode == warm ]] && echo 1 || echo 0)"
+	echo "# $mode: interpreter $(curl -s "$base/isolation" | jq -r .details.interpreter), layers $(curl -s "$base/isolation" | jq -c '[.layers | to_entries[] | select(.value) | .key] | join(",")')"
+	# warm-up: every worker has served and built its next sandbox
+	for ((i = 0; i < 30; i++)); do
+		curl -s -o /dev/null --max-time 60 --data-binary "$print1" "$base/execute"
+	done
+	time_http "$mode-print1.ms" "$print1"
+	time_http "$mode-cafe.ms" "$cafe"
+	if [[ $mode == cold ]]; then
+		runs=$(((runs + 9) / 10))
+	fi
+	time_http "$mode-five.ms" "$five"
+	runs=$runs_saved
+	printf "%-50s %s\n" "$mode: print(1)" "$(stats "$mode-print1.ms")"
+	printf "%-50s %s\n" "$mode: café program (numpy)" "$(stats "$mode-cafe.ms")"
+	printf "%-50s %s\n" "$mode: five-module program" "$(stats "$mode-five.ms")"
+	echo "$mode: PSS of the whole stack after warm-up: $(pss_mb "$mode") MiB"
+	if command -v wrk >/dev/null; then
+		for c in 4 20; do
+			echo "$mode: throughput at $c connections: print(1) $(wrk_rps "$print1" "$c") req/s, café $(wrk_rps "$cafe" "$c") req/s"
+		done
+		echo "$mode: PSS of the whole stack after the load: $(pss_mb "$mode") MiB"
+	else
+		echo "wrk is not installed: no throughput numbers (scripts/install-deps.sh installs it)"
+	fi
+	stack_stop
+done
+((layers)) || exit 0
 
 # Layer by layer: the same print(1) with layers switched off, each paired with bare start-up.
 echo "# print(1) layer by layer (CODEBOX_DISABLE): added over bare start-up, paired, in ms"

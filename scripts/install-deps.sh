@@ -20,7 +20,7 @@ esac
 
 packages=(
 	# build
-	gcc make pkg-config libfcgi-dev libjansson-dev libseccomp-dev
+	gcc make pkg-config libfcgi-dev libjansson-dev libseccomp-dev libpython3.11-dev
 	# runtime: HTTP front end and the sandbox's interpreter with its modules
 	nginx-light python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-sklearn
 	# tests and checks

@@ -21,6 +21,11 @@ full_pool() {
 	[[ $(worker_pids | wc -l) -eq 10 ]] # 2 slots + 4 meta + 4 agent
 }
 
+# respawned PID: the pool is full again and PID is gone
+respawned() {
+	full_pool && ! kill -0 "$1" 2>/dev/null
+}
+
 two_in_flight() {
 	[[ $(runs_in_flight) -eq 2 ]]
 }
@@ -63,7 +68,7 @@ two_in_flight() {
 	local victim
 	victim=$(worker_pids | head -1)
 	kill -KILL "$victim"
-	wait_for "the respawn" 100 bash -c "[[ \$(pgrep -P $(pool_pid) | wc -l) -eq 10 ]] && ! kill -0 $victim 2>/dev/null"
+	wait_for "the respawn" 100 respawned "$victim"
 	run -0 grep -c "(pid $victim) was killed by signal 9" "$STACK_DIR/logs/pool.log"
 	post '{"code":"print(1)"}'
 	assert_equal "$code" 200
@@ -129,6 +134,7 @@ two_in_flight() {
 	# every worker that served has built its next sandbox: kill those idle inits
 	for w in $(worker_pids); do
 		for child in $(pgrep -P "$w"); do
+			[[ $(cat "/proc/$child/comm") == codebox-init ]] || continue
 			kill -KILL "$child" && killed=$((killed + 1))
 		done
 	done

@@ -175,9 +175,32 @@ pool_pid() {
 	pgrep -o -f -- "--runs-dir $STACK_DIR/runs"
 }
 
-# worker_pids: the workers of this stack.
+# worker_pids: the workers of this stack (the pool's children but its warm zygote).
 worker_pids() {
-	pgrep -P "$(pool_pid)"
+	local p
+	for p in $(pgrep -P "$(pool_pid)"); do
+		[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-zygote ]] || echo "$p"
+	done
+}
+
+# zygote_pid: the warm zygote of this stack (none when runs are cold).
+zygote_pid() {
+	local p
+	for p in $(pgrep -P "$(pool_pid)"); do
+		[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-zygote ]] && echo "$p"
+	done
+	return 0
+}
+
+# template_pids: the workers' warm templates.
+template_pids() {
+	local w p
+	for w in $(worker_pids); do
+		for p in $(pgrep -P "$w"); do
+			[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-warm ]] && echo "$p"
+		done
+	done
+	return 0
 }
 
 # marker_gone MARKER: no process has MARKER on its command line (a function, so that no
@@ -188,7 +211,9 @@ marker_gone() {
 
 # no_run_leftovers: nothing of any finished run remains. Each worker may hold one sandbox
 # built ahead for its next request: an empty directory, a cgroup holding only that box's
-# idle init, and that init (named codebox-init) without children.
+# idle init (warm: and its program, prepared and waiting for the request), and that init
+# (named codebox-init) without other children; and, warm, its template (named codebox-warm)
+# without children.
 no_run_leftovers() {
 	local pool worker child workers
 	pool=$(pool_pid)
@@ -205,15 +230,23 @@ no_run_leftovers() {
 	local cg
 	while read -r cg; do
 		[[ -n $cg ]] || continue
-		if (($(wc -l <"$cg/cgroup.procs") > 1)); then
-			echo "the cgroup $cg holds more than a waiting init" >&2
+		if (($(wc -l <"$cg/cgroup.procs") > 2)); then
+			echo "the cgroup $cg holds more than a waiting init and program" >&2
 			return 1
 		fi
 	done < <(find /sys/fs/cgroup/memory /sys/fs/cgroup/pids /sys/fs/cgroup/unified -maxdepth 6 -type d \
 		-path "*/codebox-$pool/w*-run-*" 2>/dev/null)
 	for worker in $(worker_pids); do
 		for child in $(pgrep -P "$worker"); do
-			if [[ $(cat "/proc/$child/comm") != codebox-init || -n $(pgrep -P "$child") ]]; then
+			local comm waiting
+			comm=$(cat "/proc/$child/comm" 2>/dev/null || true)
+			# warm: the box's program, prepared, waits for the request (no child of its own)
+			waiting=$(pgrep -P "$child" || true)
+			if [[ $comm == codebox-init && -n $waiting && $(wc -w <<<"$waiting") -eq 1 &&
+				$(cat "/proc/$waiting/comm" 2>/dev/null) == python3 && -z $(pgrep -P "$waiting") ]]; then
+				waiting=""
+			fi
+			if [[ ($comm != codebox-init && $comm != codebox-warm) || -n $waiting ]]; then
 				echo "worker $worker has a child that is not an idle sandbox: $child" >&2
 				ps -o pid,ppid,comm,args -p "$child" >&2
 				return 1

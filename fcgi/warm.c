@@ -1,0 +1,1108 @@
+/*
+ * warm.c - warm interpreters: the zygote, the templates, and a run's entry into Python.
+ *
+ * Processes (the whole picture is in run.c's theory of operation):
+ *
+ *   supervisor ─fork─▶ zygote   scrubs the environment it inherited (zeroes the strings, so
+ *                               no secret of the pool's environment is anywhere in its memory),
+ *                               embeds libpython as `python3 -I -u` would configure itself,
+ *                               imports the preloaded modules, freezes the garbage collector
+ *                               and backs its heap with huge pages (MADV_COLLAPSE), so that
+ *                               copying it costs page-table entries per 2 MiB, not per 4 KiB.
+ *              ◀─clone(CLONE_PARENT)─ workers: on the supervisor's request the zygote clones
+ *                               each worker, which is thus the supervisor's child (supervised
+ *                               as before) and shares the zygote's pages.
+ *   worker ─fork─▶ template     before the worker's first request: a pristine copy that never
+ *                               runs Python code. Per run, on the worker's request (a
+ *                               SOCK_SEQPACKET message with the run's directory and the child's
+ *                               ends of the pipes as SCM_RIGHTS), it clone()s the run's child
+ *                               with CLONE_PARENT and the run's namespaces: the child is the
+ *                               worker's own child, exactly as if the worker had cloned it, and
+ *                               takes the same sandbox.c steps (init, then the program).
+ *   program                     after the last step (seccomp), sandbox.c calls warm_enter()
+ *                               instead of execve(): reseed, environment, signals, argv, then
+ *                               main.py, as `python3 -I -u main.py` runs it.
+ *
+ * Lifetimes: the zygote seeds string hashing once; it is replaced after max_seconds, and a
+ * template after max_runs or max_seconds (the worker ends after its reply and the supervisor
+ * clones a new one from the current zygote). A template that dies makes its worker run cold
+ * and end after the reply. Nothing is ever fatal: any failure means a cold run.
+ *
+ * The worker is single-threaded and so are the zygote and templates (OPENBLAS_NUM_THREADS=1:
+ * no module starts a thread on import; checked before each template starts), which creating
+ * a user namespace requires.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "warm.h"
+
+#include "log.h"
+#include "proc.h"
+#include "run.h"
+#include "sandbox.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+/* How long the zygote may take to import the modules (a cold page cache, sanitizers). */
+#define WARM_ZYGOTE_READY_MS 180000
+/* How long the zygote or a template may take to answer one request. */
+#define WARM_ANSWER_MS 10000
+
+extern char **environ;
+/* set by the interpreter when KeyboardInterrupt ended the program (exported by libpython) */
+extern int _Py_UnhandledKeyboardInterrupt;
+/* the interpreter's own handling of SystemExit: the exit code, the message printed */
+int _Py_HandleSystemExit(int *exitcode_p);
+
+static struct warm_settings warm_settings;
+
+/* ---- settings ---- */
+
+static int
+parse_ulong(const char *name, unsigned long dflt, unsigned long min, unsigned long *out, char *why,
+            size_t why_len)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long n;
+
+	*out = dflt;
+	if (v == NULL || *v == '\0')
+		return 0;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end != '\0' || v[0] == '-' || n < min) {
+		snprintf(why, why_len, "%s must be an integer >= %lu, not \"%.40s\"", name, min, v);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+static bool
+module_name_ok(const char *m)
+{
+	if (*m == '\0' || *m == '.')
+		return false;
+	for (const char *p = m; *p; p++)
+		if (!(*p == '_' || *p == '.' || (*p >= 'a' && *p <= 'z') ||
+		      (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+			return false;
+	return true;
+}
+
+int
+warm_parse_settings(struct warm_settings *s, char *why, size_t why_len)
+{
+	const char *on = getenv("CODEBOX_WARM");
+	const char *mods = getenv("CODEBOX_WARM_MODULES");
+
+	memset(s, 0, sizeof(*s));
+	if (on == NULL || *on == '\0' || strcmp(on, "1") == 0) {
+		s->enabled = true;
+	} else if (strcmp(on, "0") != 0) {
+		snprintf(why, why_len, "CODEBOX_WARM must be 0 or 1, not \"%.40s\"", on);
+		return -1;
+	}
+	if (mods == NULL)
+		mods = WARM_DEFAULT_MODULES;
+	for (const char *p = mods; *p;) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (n > 0) {
+			if (s->n_modules >= WARM_MAX_MODULES || n >= sizeof(s->modules[0])) {
+				snprintf(why, why_len,
+				         "CODEBOX_WARM_MODULES: at most %d names of at most %zu "
+				         "characters",
+				         WARM_MAX_MODULES, sizeof(s->modules[0]) - 1);
+				return -1;
+			}
+			memcpy(s->modules[s->n_modules], p, n);
+			s->modules[s->n_modules][n] = '\0';
+			if (!module_name_ok(s->modules[s->n_modules])) {
+				snprintf(why, why_len,
+				         "CODEBOX_WARM_MODULES: \"%s\" is not a module name",
+				         s->modules[s->n_modules]);
+				return -1;
+			}
+			s->n_modules++;
+		}
+		p = end ? end + 1 : p + n;
+	}
+	if (parse_ulong("CODEBOX_WARM_MAX_RUNS", 1000, 1, &s->max_runs, why, why_len) < 0 ||
+	    parse_ulong("CODEBOX_WARM_MAX_SECONDS", 900, 1, &s->max_seconds, why, why_len) < 0)
+		return -1;
+	return 0;
+}
+
+/* ---- small helpers ---- */
+
+/* Waits until fd is readable, at most ms. Returns 1, 0 on timeout, -1 on error. */
+static int
+wait_readable(int fd, long long ms)
+{
+	long long deadline = proc_now_ms() + ms;
+
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		long long left = deadline - proc_now_ms();
+		int r;
+
+		if (left < 0)
+			left = 0;
+		r = poll(&pfd, 1, (int)left);
+		if (r > 0)
+			return 1;
+		if (r == 0)
+			return 0;
+		if (errno != EINTR)
+			return -1;
+	}
+}
+
+/* Sends buf with up to n fds (those < 0 are left out). */
+static int
+send_with_fds(int sock, const void *buf, size_t len, const int *fds, int n)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	int kept[8], k = 0;
+
+	for (int i = 0; i < n && k < 8; i++)
+		if (fds[i] >= 0)
+			kept[k++] = fds[i];
+	if (k > 0) {
+		struct cmsghdr *c;
+		memset(cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)k);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)k);
+		memcpy(CMSG_DATA(c), kept, sizeof(int) * (size_t)k);
+	}
+	for (;;) {
+		ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL);
+		if (w == (ssize_t)len)
+			return 0;
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w >= 0)
+			errno = EMSGSIZE;
+		return -1;
+	}
+}
+
+/* Receives one message of exactly len bytes with up to max fds (close-on-exec). Returns the
+ * number of fds, 0 with errno 0 at EOF... -1 on error or EOF (errno EPIPE). */
+static int
+recv_with_fds(int sock, void *buf, size_t len, int *fds, int max)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr msg = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	ssize_t r;
+	int n = 0;
+
+	do
+		r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); r >= 0 && c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int got = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int *p = (int *)CMSG_DATA(c);
+		for (int i = 0; i < got; i++) {
+			if (n < max)
+				fds[n++] = p[i];
+			else
+				close(p[i]);
+		}
+	}
+	if (r != (ssize_t)len || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		for (int i = 0; i < n; i++)
+			close(fds[i]);
+		errno = r == 0 ? EPIPE : r < 0 ? errno : EPROTO;
+		return -1;
+	}
+	return n;
+}
+
+static int
+count_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* ---- the zygote ---- */
+
+static int zygote_sock = -1;
+static pid_t zygote_pid = -1;
+static bool zygote_failed; /* a start failed: the pool stays cold */
+static long long zygote_started_ms;
+static warm_worker_fn zygote_fn;
+static void *zygote_ctx;
+static const char *zygote_python;
+
+/* The functions every run calls on entry and exit (defined in the zygote, private here). */
+static PyObject *warm_enter_fn;
+static PyObject *warm_leave_fn;
+
+static const char warm_enter_source[] =
+    "def enter(env, orig_argv):\n"
+    "    import os, random, signal, sys\n"
+    "    os.environ.clear()\n"
+    "    os.environ.update(env)\n"
+    "    sys.orig_argv = orig_argv\n"
+    "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "    random.seed()\n"
+    "    np = sys.modules.get('numpy')\n"
+    "    if np is not None and hasattr(np, 'random'):\n"
+    "        np.random.seed()\n"
+    "    tf = sys.modules.get('tempfile')\n"
+    "    if tf is not None:\n"
+    "        tf.tempdir = None\n"
+    "\n"
+    "def leave():\n"
+    "    # what the interpreter's finalisation does that a program can see: wait for\n"
+    "    # non-daemon threads, run atexit handlers, drop __main__'s objects (their __del__\n"
+    "    # runs, open files are flushed and closed), collect cycles, flush stdout and\n"
+    "    # stderr. The template's own modules are not torn down: the process ends.\n"
+    "    import atexit, gc, sys\n"
+    "    try:\n"
+    "        t = sys.modules.get('threading')\n"
+    "        if t is not None:\n"
+    "            t._shutdown()\n"
+    "    except BaseException:\n"
+    "        pass\n"
+    "    atexit._run_exitfuncs()\n"
+    "    m = sys.modules.get('__main__')\n"
+    "    if m is not None:\n"
+    "        m.__dict__.clear()\n"
+    "    gc.collect()\n"
+    "    ok = True\n"
+    "    for f in (sys.stdout, sys.stderr):\n"
+    "        try:\n"
+    "            if f is not None:\n"
+    "                f.flush()\n"
+    "        except BaseException:\n"
+    "            ok = False\n"
+    "    return ok\n";
+
+/*
+ * Run once by the zygote after the imports, never by a run: the submodules programs commonly
+ * import and the first calls that fill the modules' caches, so that a run does not pay for
+ * them again. Only the configured modules are touched; a failure only costs speed.
+ */
+static const char warm_exercise_source[] =
+    "import sys\n"
+    "def exercise(wanted):\n"
+    "    if 'numpy' in wanted:\n"
+    "        import numpy as np\n"
+    "        a = np.array([[2.0, 1, 1], [1, 3, 2], [3, 2, 1]])\n"
+    "        np.linalg.solve(a, np.array([13.0, 19, 18])).round(2).tolist()\n"
+    "        np.linalg.inv(a); np.linalg.eigvals(a); np.random.default_rng(0).normal(size=8)\n"
+    "        import json; json.dumps({'a': [1.5]})\n"
+    "    if 'pandas' in wanted:\n"
+    "        import pandas as pd\n"
+    "        f = pd.DataFrame({'x': [1.0, 2.0, 3.0], 'g': ['a', 'b', 'a']})\n"
+    "        f.groupby('g')['x'].mean(); f.describe(); f['x'].sum(); f.to_dict(); str(f)\n"
+    "    if 'scipy' in wanted:\n"
+    "        import scipy.optimize, scipy.stats, scipy.linalg, scipy.integrate\n"
+    "        import scipy.interpolate, scipy.special, scipy.sparse, scipy.signal\n"
+    "        scipy.optimize.brentq(lambda v: v * v - 2, 0, 2)\n"
+    "        scipy.optimize.minimize(lambda v: (v[0] - 1) ** 2, [0.0])\n"
+    "        scipy.stats.norm.cdf(0.5); scipy.integrate.quad(lambda v: v, 0, 1)\n"
+    "    if 'sympy' in wanted:\n"
+    "        import sympy\n"
+    "        t = sympy.symbols('t')\n"
+    "        str(sympy.diff(t ** 3 + 2 * t, t)); sympy.solve(t ** 2 - 2, t)\n"
+    "        sympy.simplify(sympy.sin(t) ** 2 + sympy.cos(t) ** 2); sympy.integrate(t ** 2, t)\n"
+    "    if 'sklearn' in wanted:\n"
+    "        import numpy as np\n"
+    "        import sklearn.linear_model, sklearn.model_selection, sklearn.preprocessing\n"
+    "        import sklearn.metrics, sklearn.cluster, sklearn.tree, sklearn.ensemble\n"
+    "        x = np.arange(10, dtype=float).reshape(-1, 1)\n"
+    "        m = sklearn.linear_model.LinearRegression().fit(x, 3 * x.ravel() + 2)\n"
+    "        m.predict(x); sklearn.metrics.r2_score(x.ravel(), x.ravel())\n";
+
+/* Zeroes the inherited environment's strings and installs the runs' fixed one. */
+static void
+zygote_scrub_environment(void)
+{
+	for (char **e = environ; e != NULL && *e != NULL; e++)
+		explicit_bzero(*e, strlen(*e));
+	clearenv();
+	setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+	setenv("LANG", "C.UTF-8", 1);
+	setenv("OPENBLAS_NUM_THREADS", "1", 1);
+	setenv("OMP_NUM_THREADS", "1", 1);
+	setenv("MKL_NUM_THREADS", "1", 1);
+}
+
+/* Backs every private anonymous mapping with huge pages where 2 MiB-aligned ranges exist. */
+static void
+zygote_collapse(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	const unsigned long huge = 2UL << 20;
+
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long lo, hi, ino;
+		char perms[8], path[256] = "";
+
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %lu %255s", &lo, &hi, perms, &ino, path) < 4)
+			continue;
+		if (strcmp(perms, "rw-p") != 0 || ino != 0 ||
+		    (path[0] != '\0' && strcmp(path, "[heap]") != 0))
+			continue;
+		lo = (lo + huge - 1) & ~(huge - 1);
+		hi &= ~(huge - 1);
+		if (hi <= lo)
+			continue;
+		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+		(void)madvise((void *)lo, hi - lo, MADV_COLLAPSE);
+	}
+	fclose(f);
+}
+
+static int
+zygote_python_init(const char *python, char *why, size_t why_len)
+{
+	PyPreConfig pre;
+	PyConfig cfg;
+	PyStatus st;
+	char *argv[] = {"main.py"};
+	PyObject *ns, *r, *gc;
+
+	PyPreConfig_InitPythonConfig(&pre);
+	pre.isolated = 1;
+	pre.use_environment = 0;
+	/* glibc's malloc: its arenas are what MADV_COLLAPSE turns into huge pages */
+	pre.allocator = PYMEM_ALLOCATOR_MALLOC;
+	st = Py_PreInitialize(&pre);
+	if (PyStatus_Exception(st)) {
+		snprintf(why, why_len, "Py_PreInitialize: %s", st.err_msg ? st.err_msg : "?");
+		return -1;
+	}
+	/* what `python3 -I -u main.py` configures */
+	PyConfig_InitPythonConfig(&cfg);
+	cfg.isolated = 1;
+	cfg.use_environment = 0;
+	cfg.user_site_directory = 0;
+	cfg.safe_path = 1;
+	cfg.buffered_stdio = 0;
+	cfg.parse_argv = 0;
+	cfg.install_signal_handlers = 1;
+	st = PyConfig_SetBytesString(&cfg, &cfg.program_name, python);
+	if (!PyStatus_Exception(st))
+		st = PyConfig_SetBytesString(&cfg, &cfg.executable, python);
+	if (!PyStatus_Exception(st))
+		st = PyConfig_SetBytesArgv(&cfg, 1, argv);
+	if (!PyStatus_Exception(st))
+		st = Py_InitializeFromConfig(&cfg);
+	PyConfig_Clear(&cfg);
+	if (PyStatus_Exception(st)) {
+		snprintf(why, why_len, "Py_InitializeFromConfig: %s",
+		         st.err_msg ? st.err_msg : "?");
+		return -1;
+	}
+	for (int i = 0; i < warm_settings.n_modules; i++) {
+		PyObject *m = PyImport_ImportModule(warm_settings.modules[i]);
+		if (m == NULL) {
+			PyErr_Print();
+			snprintf(why, why_len, "importing %s failed (the traceback is above)",
+			         warm_settings.modules[i]);
+			return -1;
+		}
+		Py_DECREF(m);
+	}
+	ns = PyDict_New();
+	if (ns == NULL || PyDict_SetItemString(ns, "__builtins__", PyEval_GetBuiltins()) < 0) {
+		snprintf(why, why_len, "out of memory");
+		return -1;
+	}
+	{
+		PyObject *wanted = PySet_New(NULL), *fn;
+		for (int i = 0; wanted && i < warm_settings.n_modules; i++) {
+			PyObject *name = PyUnicode_FromString(warm_settings.modules[i]);
+			if (name == NULL || PySet_Add(wanted, name) < 0)
+				Py_CLEAR(wanted);
+			Py_XDECREF(name);
+		}
+		r = wanted ? PyRun_String(warm_exercise_source, Py_file_input, ns, ns) : NULL;
+		Py_XDECREF(r);
+		fn = r ? PyDict_GetItemString(ns, "exercise") : NULL;
+		r = fn ? PyObject_CallOneArg(fn, wanted) : NULL;
+		if (r == NULL) {
+			log_msg(LOG_WARN, "the warm-up exercise failed (runs pay for it):");
+			PyErr_Print();
+		}
+		Py_XDECREF(r);
+		Py_XDECREF(wanted);
+	}
+	r = PyRun_String(warm_enter_source, Py_file_input, ns, ns);
+	warm_enter_fn = r ? PyDict_GetItemString(ns, "enter") : NULL;
+	warm_leave_fn = r ? PyDict_GetItemString(ns, "leave") : NULL;
+	Py_XDECREF(r);
+	if (warm_enter_fn == NULL || warm_leave_fn == NULL) {
+		PyErr_Print();
+		snprintf(why, why_len, "defining the entry function failed");
+		return -1;
+	}
+	Py_INCREF(warm_enter_fn);
+	Py_INCREF(warm_leave_fn);
+	/* what the entry imports, imported now (a run's copy need not) */
+	PyRun_SimpleString("import os, random, signal, sys\n");
+	/* objects that exist now are never scanned again: a run's collections do not write to
+	 * (and so copy) the template's pages */
+	gc = PyImport_ImportModule("gc");
+	r = gc ? PyObject_CallMethod(gc, "freeze", NULL) : NULL;
+	Py_XDECREF(r);
+	Py_XDECREF(gc);
+	PyErr_Clear();
+	return 0;
+}
+
+struct zygote_ready {
+	int ok;
+	char why[240];
+};
+
+static noreturn void
+zygote_main(int sock)
+{
+	struct zygote_ready ready = {0};
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	long long t0 = proc_now_ms();
+	int devnull;
+
+	log_set_component("zygote");
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	(void)prctl(PR_SET_NAME, "codebox-zygote");
+	sigaction(SIGCHLD, &dfl, NULL);
+	zygote_scrub_environment();
+	/* nothing a run reads comes from the pool's stdin */
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull >= 0) {
+		dup2(devnull, 0);
+		close(devnull);
+	}
+	if (zygote_python_init(zygote_python, ready.why, sizeof(ready.why)) == 0) {
+		int threads = count_threads();
+		if (threads != 1) {
+			snprintf(ready.why, sizeof(ready.why),
+			         "the preloaded modules started threads (%d): a user namespace "
+			         "needs a single-threaded process",
+			         threads);
+		} else {
+			zygote_collapse();
+			ready.ok = 1;
+			log_msg(LOG_INFO, "zygote ready: %d modules imported in %lld ms",
+			        warm_settings.n_modules, proc_now_ms() - t0);
+		}
+	}
+	if (util_write_all(sock, &ready, sizeof(ready)) < 0 || !ready.ok)
+		_exit(1);
+	for (;;) {
+		int index;
+		ssize_t r = read(sock, &index, sizeof(index));
+		pid_t pid;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != (ssize_t)sizeof(index))
+			_exit(0); /* the supervisor is gone or stops us */
+		/* the worker becomes the supervisor's child: it supervises it as any other */
+		pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+		if (pid == 0) {
+			close(sock);
+			(void)prctl(PR_SET_NAME, "codebox-pool");
+			log_set_component("pool");
+			zygote_fn(zygote_ctx, index);
+			_exit(1);
+		}
+		if (pid < 0)
+			pid = -errno;
+		if (util_write_all(sock, &pid, sizeof(pid)) < 0)
+			_exit(0);
+	}
+}
+
+int
+warm_zygote_start(const struct warm_settings *s, const char *python, warm_worker_fn fn, void *ctx)
+{
+	struct zygote_ready ready;
+	int sv[2];
+	pid_t pid;
+
+	warm_settings = *s;
+	zygote_fn = fn;
+	zygote_ctx = ctx;
+	zygote_python = python;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_msg(LOG_ERROR, "socketpair() failed while starting the zygote: %s",
+		        strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_msg(LOG_ERROR, "fork() failed while starting the zygote: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		zygote_main(sv[1]);
+	}
+	close(sv[1]);
+	memset(&ready, 0, sizeof(ready));
+	if (wait_readable(sv[0], WARM_ZYGOTE_READY_MS) != 1 ||
+	    read(sv[0], &ready, sizeof(ready)) != (ssize_t)sizeof(ready) || !ready.ok) {
+		ready.why[sizeof(ready.why) - 1] = '\0';
+		log_msg(LOG_ERROR, "warm interpreters are unavailable, runs are cold: %s",
+		        ready.why[0] ? ready.why : "the zygote did not start in time");
+		zygote_failed = true;
+		proc_kill(pid, SIGKILL, "the zygote");
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		close(sv[0]);
+		return -1;
+	}
+	zygote_sock = sv[0];
+	zygote_pid = pid;
+	zygote_started_ms = proc_now_ms();
+	return 0;
+}
+
+void
+warm_zygote_stop(void)
+{
+	if (zygote_pid > 0) {
+		proc_kill(zygote_pid, SIGKILL, "the zygote");
+		/* reaped by the supervisor's loop (it reaps every child) */
+	}
+	if (zygote_sock >= 0)
+		close(zygote_sock);
+	zygote_sock = -1;
+	zygote_pid = -1;
+}
+
+pid_t
+warm_zygote_spawn(int index)
+{
+	pid_t pid = -1;
+	int w;
+
+	if (zygote_fn == NULL || zygote_failed)
+		return -1; /* never started, or cannot: the pool is cold */
+	if (zygote_sock >= 0 &&
+	    proc_now_ms() - zygote_started_ms >= (long long)warm_settings.max_seconds * 1000) {
+		log_msg(LOG_INFO, "the zygote is %lu s old: replacing it",
+		        warm_settings.max_seconds);
+		warm_zygote_stop();
+	}
+	if (zygote_sock < 0 &&
+	    warm_zygote_start(&warm_settings, zygote_python, zygote_fn, zygote_ctx) < 0)
+		return -1;
+	w = util_write_all(zygote_sock, &index, sizeof(index));
+	if (w < 0 && errno == EPIPE) {
+		/* it died since the last worker: a new one */
+		log_msg(LOG_WARN, "the zygote is gone: starting a new one");
+		warm_zygote_stop();
+		if (warm_zygote_start(&warm_settings, zygote_python, zygote_fn, zygote_ctx) < 0)
+			return -1;
+		w = util_write_all(zygote_sock, &index, sizeof(index));
+	}
+	if (w < 0 || wait_readable(zygote_sock, WARM_ANSWER_MS) != 1 ||
+	    read(zygote_sock, &pid, sizeof(pid)) != (ssize_t)sizeof(pid) || pid <= 0) {
+		log_msg(LOG_ERROR, "the zygote could not start worker %d (%s); it is cold", index,
+		        pid < 0 && pid != -1 ? strerror(-pid) : "the zygote is gone");
+		warm_zygote_stop();
+		return -1;
+	}
+	return pid;
+}
+
+/* ---- the template ---- */
+
+struct template_build {
+	unsigned long long disk_bytes;
+	char workdir[4096];
+};
+
+struct template_answer {
+	int pid; /* or -errno */
+	unsigned long long as_bytes;
+};
+
+static int template_sock = -1;
+static pid_t template_pid = -1;
+static long long template_started_ms;
+static unsigned long template_runs;
+static bool template_dead;
+
+/* LeakSanitizer: a run's exit is the interpreter's, whose memory is not ours to account */
+static volatile int warm_in_run;
+int __lsan_is_turned_off(void);
+int
+__lsan_is_turned_off(void)
+{
+	return warm_in_run;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+/* A warm run's interpreter allocates with the sanitizer's malloc: out of address space
+ * (RLIMIT_AS, no cgroup) it must fail as glibc's does, for Python to raise MemoryError. */
+const char *__asan_default_options(void);
+const char *
+__asan_default_options(void)
+{
+	return "allocator_may_return_null=1";
+}
+#endif
+
+static unsigned long long
+address_space_bytes(void)
+{
+	char buf[128];
+	unsigned long long pages = 0;
+	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	pages = strtoull(buf, NULL, 10);
+	return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+}
+
+/* The fields of the memory map a process cannot change, read once by the template (a
+ * fork keeps them); PR_SET_MM_MAP wants them all back. */
+static struct prctl_mm_map template_mm;
+static bool template_mm_known;
+
+static void
+template_read_mm(void)
+{
+	char buf[2048], *p;
+	unsigned long long v[64];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), n = 0;
+	ssize_t r;
+
+	if (fd < 0)
+		return;
+	r = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (r <= 0)
+		return;
+	buf[r] = '\0';
+	p = strrchr(buf, ')'); /* the name may hold anything; the fields follow its ')' */
+	if (p == NULL)
+		return;
+	p += 2;
+	while (*p && n < 64) {
+		char *end;
+		v[n++] = strtoull(p, &end, 10);
+		p = *end ? end + 1 : end;
+	}
+	if (n < 49)
+		return;
+	/* v[k - 3] is field k of proc(5)'s /proc/pid/stat */
+	template_mm.start_code = v[26 - 3];
+	template_mm.end_code = v[27 - 3];
+	template_mm.start_stack = v[28 - 3];
+	template_mm.start_data = v[45 - 3];
+	template_mm.end_data = v[46 - 3];
+	template_mm.start_brk = v[47 - 3];
+	template_mm.exe_fd = (uint32_t)-1;
+	template_mm_known = true;
+}
+
+/* Packs strings NUL-separated into a fresh anonymous mapping (the only kind /proc reads a
+ * command line from). Returns the end, or 0. */
+static unsigned long
+pack_strings(char *const *strs, char **area)
+{
+	size_t len = 0, n = 0;
+
+	for (int i = 0; strs[i] != NULL; i++)
+		len += strlen(strs[i]) + 1;
+	*area = mmap(NULL, len + 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (*area == MAP_FAILED)
+		return 0;
+	for (int i = 0; strs[i] != NULL; i++) {
+		memcpy(*area + n, strs[i], strlen(strs[i]) + 1);
+		n += strlen(strs[i]) + 1;
+	}
+	return (unsigned long)*area + n;
+}
+
+/*
+ * /proc/self/cmdline and /proc/self/environ show exactly what a cold run's do: the
+ * interpreter's argv and the run's environment (PR_SET_MM_MAP needs no privilege when the
+ * executable is not changed). Else the name at least.
+ */
+static void
+warm_set_proc_view(const struct sandbox_spec *s)
+{
+	struct prctl_mm_map m = template_mm;
+	char *args, *env;
+
+	m.arg_end = pack_strings(s->argv, &args);
+	m.env_end = pack_strings(s->envp, &env);
+	m.arg_start = (unsigned long)args;
+	m.env_start = (unsigned long)env;
+	m.brk = (unsigned long)sbrk(0);
+	if (!template_mm_known || m.arg_end == 0 || m.env_end == 0 ||
+	    prctl(PR_SET_MM, PR_SET_MM_MAP, &m, sizeof(m), 0) < 0) {
+		sandbox_set_title(s->argv);
+		return;
+	}
+	(void)prctl(PR_SET_NAME, "python3");
+}
+
+/*
+ * The program's entry, after every sandbox step (sandbox.c calls it where it would execve).
+ * Returning means falling back to execve: only before any of the run's code ran.
+ */
+static bool warm_prepared;
+
+/*
+ * The interpreter's side of a run's start, once every step that does not need the request is
+ * in force: with a pid namespace before the request arrives (sandbox.c's prepare), else from
+ * warm_enter(). No code of the run executes here.
+ */
+static int
+warm_prepare(const struct sandbox_spec *s)
+{
+	PyObject *env = NULL, *orig = NULL, *r = NULL;
+
+	PyOS_AfterFork_Child(); /* the thread state, at-fork hooks (random reseeds itself) */
+	/* execve() would make the program dumpable again (init is not: its memory is its own);
+	 * its /proc/self files are then its own, as cold */
+	(void)prctl(PR_SET_DUMPABLE, 1);
+	/* what the interpreter's start-up does; sandbox.c reset every signal */
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGXFSZ, SIG_IGN);
+	env = PyDict_New();
+	orig = PyList_New(0);
+	for (int i = 0; env && s->envp[i] != NULL; i++) {
+		const char *eq = strchr(s->envp[i], '=');
+		PyObject *k, *v;
+		if (eq == NULL)
+			continue;
+		k = PyUnicode_DecodeFSDefaultAndSize(s->envp[i], eq - s->envp[i]);
+		v = PyUnicode_DecodeFSDefault(eq + 1);
+		if (k == NULL || v == NULL || PyDict_SetItem(env, k, v) < 0)
+			Py_CLEAR(env);
+		Py_XDECREF(k);
+		Py_XDECREF(v);
+	}
+	for (int i = 0; orig && s->argv[i] != NULL; i++) {
+		PyObject *a = PyUnicode_DecodeFSDefault(s->argv[i]);
+		if (a == NULL || PyList_Append(orig, a) < 0)
+			Py_CLEAR(orig);
+		Py_XDECREF(a);
+	}
+	if (env != NULL && orig != NULL)
+		r = PyObject_CallFunctionObjArgs(warm_enter_fn, env, orig, NULL);
+	Py_XDECREF(env);
+	Py_XDECREF(orig);
+	if (r == NULL) {
+		PyErr_Clear();
+		return -1;
+	}
+	Py_DECREF(r);
+	warm_set_proc_view(s);
+	warm_prepared = true;
+	return 0;
+}
+
+/*
+ * The program's entry, after every sandbox step (sandbox.c calls it where it would execve).
+ * Returning means falling back to execve: only before any of the run's code ran.
+ */
+static void
+warm_enter(const struct sandbox_spec *s)
+{
+	PyCompilerFlags cf = _PyCompilerFlags_INIT;
+	PyObject *r = NULL, *main_dict, *file;
+	char path[4200];
+	FILE *fp;
+	int code = 0;
+
+	if (!warm_prepared && warm_prepare(s) < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/main.py", s->workdir);
+	fp = fopen(path, "rbe");
+	if (fp == NULL)
+		return;
+	main_dict = PyModule_GetDict(PyImport_AddModule("__main__"));
+	file = PyUnicode_DecodeFSDefault(path);
+	if (file == NULL || PyDict_SetItemString(main_dict, "__file__", file) < 0 ||
+	    PyDict_SetItemString(main_dict, "__cached__", Py_None) < 0) {
+		Py_XDECREF(file);
+		fclose(fp);
+		PyErr_Clear();
+		return;
+	}
+	Py_DECREF(file);
+	warm_in_run = 1;
+	/* from here on the run's code runs: no fallback. The error pipe's end is closed as
+	 * execve would close it. */
+	close(s->error_fd);
+	/* as `python3 main.py` runs it (pymain_run_file): __main__, __file__, the flags */
+	r = PyRun_FileExFlags(fp, path, Py_file_input, main_dict, main_dict, 1, &cf);
+	if (r != NULL) {
+		code = 0;
+	} else if (!_Py_HandleSystemExit(&code)) {
+		PyErr_Print(); /* sys.excepthook: the traceback */
+		code = 1;
+	}
+	Py_XDECREF(r);
+	if (PyDict_DelItemString(main_dict, "__file__") < 0)
+		PyErr_Clear();
+	r = PyObject_CallNoArgs(warm_leave_fn);
+	if (r == NULL) {
+		if (!_Py_HandleSystemExit(&code)) /* sys.exit() in an atexit handler */
+			PyErr_Clear();
+	} else if (r == Py_False) {
+		code = 120; /* as the interpreter: flushing stdout or stderr failed */
+	}
+	Py_XDECREF(r);
+	if (code != 0 && _Py_UnhandledKeyboardInterrupt) {
+		/* as the interpreter does: die of SIGINT, so the parent sees it */
+		signal(SIGINT, SIG_DFL);
+		kill(getpid(), SIGINT);
+	}
+	_exit(code);
+}
+
+static noreturn void
+template_main(const struct run_config *run, int sock)
+{
+	static struct run_child child;
+	bool ns_mode = run->clone_flags != 0;
+
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() == 1)
+		_exit(0);
+	{
+		/* nothing of the worker: its listen socket, epoll, FastCGI connection */
+		int keep_lo =
+		    sock < run->landlock_fd || run->landlock_fd < 0 ? sock : run->landlock_fd;
+		int keep_hi = keep_lo == sock ? run->landlock_fd : sock;
+		(void)syscall(SYS_close_range, 3u, (unsigned)keep_lo - 1, 0u);
+		if (keep_hi > keep_lo) {
+			(void)syscall(SYS_close_range, (unsigned)keep_lo + 1, (unsigned)keep_hi - 1,
+			              0u);
+			(void)syscall(SYS_close_range, (unsigned)keep_hi + 1, ~0u, 0u);
+		} else {
+			(void)syscall(SYS_close_range, (unsigned)keep_lo + 1, ~0u, 0u);
+		}
+	}
+	template_read_mm();
+	{
+		char *const title[] = {"codebox-warm", NULL};
+		sandbox_set_title(title);
+	}
+	for (;;) {
+		struct template_build b;
+		struct template_answer a = {0};
+		int fds[5] = {-1, -1, -1, -1, -1};
+		int n = recv_with_fds(sock, &b, sizeof(b), fds, 5);
+		pid_t pid;
+
+		if (n < 0)
+			_exit(0); /* the worker is gone or stops us */
+		b.workdir[sizeof(b.workdir) - 1] = '\0';
+		if (n != (ns_mode ? 5 : 4) || b.workdir[0] != '/') {
+			a.pid = -EPROTO;
+		} else {
+			run_child_prepare(run, b.workdir, b.disk_bytes, &child);
+			child.sb.stdout_fd = fds[0];
+			child.sb.stderr_fd = fds[1];
+			child.sb.error_fd = fds[2];
+			child.sb.ctl_fd = fds[3];
+			child.sb.report_fd = ns_mode ? fds[4] : -1;
+			child.sb.enter = warm_enter;
+			/* with init, the program is forked and prepared before the request */
+			child.sb.prepare = ns_mode ? warm_prepare : NULL;
+			/* direct mode: the program's parent is the worker (CLONE_PARENT) */
+			if (!ns_mode)
+				child.sb.parent_pid = getppid();
+			pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | run->clone_flags | SIGCHLD,
+			                     0, 0, 0, 0);
+			if (pid == 0) {
+				if (ns_mode)
+					sandbox_init(&child.sb);
+				sandbox_run_program(&child.sb);
+			}
+			a.pid = pid < 0 ? -errno : pid;
+			a.as_bytes = address_space_bytes();
+		}
+		for (int i = 0; i < 5; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (util_write_all(sock, &a, sizeof(a)) < 0)
+			_exit(0);
+	}
+}
+
+int
+warm_template_start(const struct run_config *run)
+{
+	int sv[2], threads;
+	pid_t pid;
+
+	if (!Py_IsInitialized() || warm_enter_fn == NULL)
+		return -1; /* a cold worker (forked by the supervisor itself) */
+	threads = count_threads();
+	if (threads != 1) {
+		log_msg(LOG_ERROR, "the worker has %d threads: no warm template", threads);
+		return -1;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_msg(LOG_ERROR, "socketpair() failed while starting the template: %s",
+		        strerror(errno));
+		return -1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_msg(LOG_ERROR, "fork() failed while starting the template: %s",
+		        strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(sv[0]);
+		template_main(run, sv[1]);
+	}
+	close(sv[1]);
+	template_sock = sv[0];
+	template_pid = pid;
+	template_started_ms = proc_now_ms();
+	template_runs = 0;
+	template_dead = false;
+	proc_spare(pid); /* not part of any run: the kill sweep leaves it alone */
+	return 0;
+}
+
+bool
+warm_template_usable(void)
+{
+	return template_sock >= 0 && !template_dead;
+}
+
+void
+warm_template_stop(void)
+{
+	if (template_sock >= 0)
+		close(template_sock);
+	template_sock = -1;
+	if (template_pid > 0) {
+		proc_spare(0);
+		proc_kill(template_pid, SIGKILL, "the warm template");
+		/* it may have been reaped by the kill sweep already */
+		while (waitpid(template_pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	template_pid = -1;
+	template_dead = true;
+}
+
+pid_t
+warm_template_clone(const char *workdir, unsigned long long disk_bytes, const int fds[5],
+                    unsigned long long *as_base_bytes, char *why, size_t why_len)
+{
+	struct template_build b = {.disk_bytes = disk_bytes};
+	struct template_answer a;
+	int w;
+
+	*as_base_bytes = 0;
+	if (!warm_template_usable()) {
+		snprintf(why, why_len, "no template");
+		return -1;
+	}
+	if (strlen(workdir) >= sizeof(b.workdir)) {
+		snprintf(why, why_len, "the run's path is too long");
+		return -1;
+	}
+	memcpy(b.workdir, workdir, strlen(workdir) + 1);
+	if (send_with_fds(template_sock, &b, sizeof(b), fds, 5) < 0) {
+		snprintf(why, why_len, "sending to the template: %s", strerror(errno));
+		goto dead;
+	}
+	w = wait_readable(template_sock, WARM_ANSWER_MS);
+	if (w != 1) {
+		snprintf(why, why_len, "the template did not answer");
+		goto dead;
+	}
+	if (read(template_sock, &a, sizeof(a)) != (ssize_t)sizeof(a)) {
+		snprintf(why, why_len, "the template is gone");
+		goto dead;
+	}
+	if (a.pid <= 0) {
+		snprintf(why, why_len, "the template's clone() failed: %s", strerror(-a.pid));
+		goto dead;
+	}
+	template_runs++;
+	*as_base_bytes = a.as_bytes;
+	return (pid_t)a.pid;
+dead:
+	warm_template_stop();
+	return -1;
+}
+
+bool
+warm_template_expired(void)
+{
+	if (template_pid < 0 && !template_dead)
+		return false; /* a cold worker stays */
+	return template_dead || template_runs >= warm_settings.max_runs ||
+	       proc_now_ms() - template_started_ms >= (long long)warm_settings.max_seconds * 1000;
+}

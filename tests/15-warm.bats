@@ -1,0 +1,186 @@
+#!/usr/bin/env bats
+# Warm interpreters: runs forked from a template that has imported the five modules, seeing
+# what a cold `python3 -I -u main.py` sees, with fresh random state, nothing of the pool's
+# environment anywhere in their memory, charged only for the pages they write, and a warm
+# path that heals itself (a template renewed after CODEBOX_WARM_MAX_RUNS runs, a dead
+# template or zygote replaced) without a failed request.
+
+load helpers/stack
+
+setup_file() {
+	export CODEBOX_WARM=1 CODEBOX_WARM_MAX_RUNS=3
+	export CODEBOX_TEST_SECRET="codebox-warm-secret-$RANDOM$RANDOM$RANDOM"
+	stack_start
+}
+
+teardown_file() {
+	stack_stop
+}
+
+# cold_local PROGRAM [STDIN]: runs PROGRAM as the sandbox would, without it: a fresh directory,
+# the runs' environment, /usr/bin/python3 -I -u main.py. Prints exit code, stdout, stderr as
+# JSON, the directory's path replaced by CWD.
+cold_local() {
+	local dir rc=0
+	dir=$(mktemp -d "$BATS_TEST_TMPDIR/cold.XXXXXX")
+	printf '%s' "$1" >"$dir/main.py"
+	(cd "$dir" && printf '%s' "${2:-}" | env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$dir" TMPDIR="$dir" \
+		LANG=C.UTF-8 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+		/usr/bin/python3 -I -u main.py >"$dir.out" 2>"$dir.err") || rc=$?
+	((rc > 128)) && rc=$((128 - rc))
+	jq -cn --arg d "$dir" --argjson rc "$rc" --rawfile o "$dir.out" --rawfile e "$dir.err" \
+		'{exitCode: $rc, stdout: ($o | gsub($d; "CWD")), stderr: ($e | gsub($d; "CWD"))}'
+}
+
+# warm_remote PROGRAM [STDIN]: the same through the service, in the same shape.
+warm_remote() {
+	execute "$1" "$(jq -cn --arg s "${2:-}" '{stdin: $s}')"
+	jq -c '(.stdout | capture("(?<d>/[^ \"\\n]*/run-[0-9a-f]+)") // {d: "\u0000"}) as $m
+		| {exitCode, stdout: (.stdout | gsub($m.d; "CWD")),
+		   stderr: (.stderr | gsub("\"/[^\"]*/run-[0-9a-f]+/main.py\""; "\"CWD/main.py\""))}' <<<"$reply"
+}
+
+@test "warm: /isolation says warm" {
+	run -0 curl -s "$BASE/isolation"
+	assert_equal "$(jq -r .details.interpreter <<<"$output")" warm
+	run -0 grep -c "zygote ready: 5 modules imported" "$STACK_DIR/logs/pool.log"
+}
+
+@test "warm: the program sees what python3 -I -u main.py sees cold" {
+	local programs=(
+		$'import os, sys\nprint(__name__, __file__ == os.path.join(os.getcwd(), "main.py"), sys.argv, sys.orig_argv)'
+		$'import sys\nprint(sys.path, tuple(sys.flags), sys.executable, sys.stdout.write_through, sys.stdin.encoding)'
+		$'import os\nprint(sorted(os.environ), open("/proc/self/cmdline").read().split("\\0"))'
+		$'import sys\nprint(repr(sys.stdin.read()))'
+		$'raise ValueError("boom")'
+		$'import sys\nsys.exit("bye")'
+		$'import sys\nprint("out")\nsys.exit(3)'
+		$'import atexit\natexit.register(print, "atexit ran")\nprint("main")'
+		$'import os\nprint("x", flush=True)\nos._exit(7)'
+		$'import os, signal\nos.kill(os.getpid(), signal.SIGTERM)'
+		$'import threading, time\ndef late():\n    time.sleep(0.3)\n    print("thread done")\nthreading.Thread(target=late).start()\nprint("main done")'
+		$'raise KeyboardInterrupt'
+		$'class A:\n    def __del__(self):\n        print("del ran")\na = A()\nprint("end")'
+		$'import sys\nsys.stdout.write("no newline")'
+	)
+	local p want got
+	for p in "${programs[@]}"; do
+		want=$(cold_local "$p" "some input")
+		got=$(warm_remote "$p" "some input")
+		if [[ $want != "$got" ]]; then
+			echo "program: $p" >&2
+			echo "cold: $want" >&2
+			echo "warm: $got" >&2
+			return 1
+		fi
+	done
+}
+
+@test "warm: a result.json left open is flushed at exit, as cold" {
+	execute $'import json\nf = open("result.json", "w")\njson.dump({"a": 1}, f)'
+	assert_equal "$(field .result.a)" 1
+}
+
+@test "warm: random state differs per run (random, numpy's RandomState, default_rng)" {
+	local prog=$'import random, numpy\nprint(random.random(), numpy.random.rand(), numpy.random.default_rng().random())'
+	execute "$prog"
+	local first=$reply
+	execute "$prog"
+	local a b i
+	for i in 1 2 3; do
+		a=$(jq -r '.stdout | split(" ")['$((i - 1))']' <<<"$first")
+		b=$(field '.stdout | split(" ")['$((i - 1))']')
+		[[ -n $a && $a != "$b" ]] || {
+			echo "value $i is the same in two runs: $a" >&2
+			return 1
+		}
+	done
+}
+
+@test "warm: nothing of the pool's environment is anywhere in a run's memory" {
+	# the sanitizers' runtime reads /proc/self/environ into a buffer of its own at start-up
+	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the sanitizer runtime keeps a copy of the environment"
+	# the secret is looked for in two halves, so the program itself never holds it whole
+	local half=$((${#CODEBOX_TEST_SECRET} / 2))
+	execute "$(cat "$ROOT/tests/programs/memory-scan.py")" "$(jq -cn --arg a "${CODEBOX_TEST_SECRET:0:half}" --arg b "${CODEBOX_TEST_SECRET:half}" '{stdin: ($a + "\n" + $b)}')"
+	assert_equal "$(field .status)" succeeded
+	assert_equal "$(field '.stdout | fromjson | .found')" 0
+	(($(field '.stdout | fromjson | .scanned_mb') > 50))
+}
+
+@test "warm: a run is charged for the pages it writes, not for the template's" {
+	# cold, importing the five modules costs some 150 MB; warm, they are the template's
+	execute 'import numpy, pandas, scipy, sympy, sklearn; print(len(numpy.arange(1000)))' '{details: true}'
+	assert_equal "$(field .stdout)" 1000
+	(($(field .details.maxRssBytes) < 64 * 1024 * 1024))
+	# and what it writes counts: past memoryBytes (1 GiB here) the run is stopped
+	execute 'b = bytearray(1536 * 1024 * 1024); print("allocated")' '{details: true}'
+	assert_equal "$(field .details.limitExceeded)" memory
+}
+
+@test "warm: a template is renewed after CODEBOX_WARM_MAX_RUNS runs, and no request fails" {
+	local i
+	for i in $(seq 1 40); do
+		post '{"code":"print(6 * 7)"}'
+		assert_equal "$code" 200
+		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	done
+	run -0 grep -c "its warm template is used up; renewing" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "ended to renew its warm template" "$STACK_DIR/logs/pool.log"
+	run grep -c "this run is cold" "$STACK_DIR/logs/pool.log"
+	assert_output 0
+}
+
+@test "warm: a killed template makes one cold run with one log line, then its worker renews" {
+	local t i killed=0
+	for t in $(template_pids); do
+		kill -KILL "$t" && killed=$((killed + 1))
+	done
+	((killed > 0))
+	for i in $(seq 1 12); do
+		post '{"code":"print(6 * 7)"}'
+		assert_equal "$code" 200
+		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	done
+	run -0 grep -c "the warm template failed (.*); this run is cold" "$STACK_DIR/logs/pool.log"
+	wait_for "healthy pool" 100 no_run_leftovers
+}
+
+@test "warm: a zygote that dies is replaced, and new workers are warm again" {
+	local z new i
+	z=$(zygote_pid)
+	[[ -n $z ]]
+	kill -KILL "$z"
+	# renewals need new workers from the zygote
+	for i in $(seq 1 12); do
+		post '{"code":"print(6 * 7)"}'
+		assert_equal "$code" 200
+	done
+	wait_for "a new zygote" 300 bash -c "grep -q 'the zygote is gone: starting a new one' '$STACK_DIR/logs/pool.log'"
+	new=$(zygote_pid)
+	[[ -n $new && $new != "$z" ]]
+	run -0 curl -s "$BASE/isolation"
+	assert_equal "$(jq -r .details.interpreter <<<"$output")" warm
+}
+
+@test "warm: the preloaded modules are configurable, and bad settings refuse the start" {
+	local dir
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir"
+	mkdir "$dir/runs"
+	run env CODEBOX_WARM=yes "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" \
+		--runs-dir "$dir/runs" --workers 1
+	assert_failure 1
+	assert_output --partial 'CODEBOX_WARM must be 0 or 1, not "yes"'
+	run env CODEBOX_WARM_MODULES='numpy,os;rm' "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" \
+		--socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1
+	assert_failure 1
+	assert_output --partial '"os;rm" is not a module name'
+	rm -rf "$dir"
+	stack_stop
+	CODEBOX_WARM_MODULES=json stack_start
+	execute 'import sys; print("numpy" in sys.modules, "json" in sys.modules); import numpy; print(numpy.eye(2).sum())'
+	assert_equal "$(field .stdout)" $'False True\n2.0'
+	run -0 curl -s "$BASE/isolation"
+	assert_equal "$(jq -r .details.interpreter <<<"$output")" warm
+}
