@@ -120,3 +120,41 @@ KIND
 	assert_output --partial "no worker answered on $STACK_DIR/no-such.sock"
 	stack_stop
 }
+
+@test "deploy: .ci/run stops at the first failing stage and its last line names it" {
+	local repo="$BATS_TEST_TMPDIR/repo" bin="$BATS_TEST_TMPDIR/bin"
+	mkdir -p "$repo/.ci" "$repo/scripts" "$bin"
+	cp "$ROOT/.ci/run" "$repo/.ci/run"
+	printf '#!/usr/bin/env bash\necho "ok 1 deps"\n' >"$repo/scripts/install-deps.sh"
+	# make test passes with TAP output; make image fails
+	cat >"$bin/make" <<'MAKE'
+#!/usr/bin/env bash
+case $1 in
+test) printf 'ok 1 a\nok 2 b\n' ;;
+image) echo "building"; exit 2 ;;
+*) echo "image-test must not run" ;;
+esac
+MAKE
+	chmod +x "$bin/make" "$repo/scripts/install-deps.sh"
+	PATH="$bin:$PATH" run -2 bash "$repo/.ci/run"
+	assert_equal "${lines[-1]}" "ci: FAILED at stage 'make image' (exit 2)"
+	refute_output --partial "image-test must not run"
+	refute_output --regexp '^tests: '
+	# and all passing: the last line is the count
+	sed -i 's/exit 2/true/' "$bin/make"
+	PATH="$bin:$PATH" run -0 bash "$repo/.ci/run"
+	assert_equal "${lines[-1]}" "tests: 3 passed, 0 failed"
+}
+
+@test "deploy: install-deps names a command still missing after installing, and its package, in one line" {
+	local bin="$BATS_TEST_TMPDIR/bin" c
+	mkdir -p "$bin"
+	# every command install-deps and the checks need, but wrk
+	for c in bash dirname cat dpkg-query sha256sum unzip mkdir chmod mv rm cc make pkg-config \
+		bats curl jq shellcheck clang-format yamllint node npm setpriv nsenter pgrep ps realpath \
+		cgi-fcgi; do
+		ln -s "$(type -P "$c")" "$bin/$c"
+	done
+	PATH="$bin" run -1 "$ROOT/scripts/install-deps.sh"
+	assert_output "install-deps: still missing after installing: wrk (package wrk)"
+}
