@@ -35,20 +35,37 @@ tsc() {
 		--target es2022 --moduleResolution node --skipLibCheck "$@")
 }
 
+# param CONF_DIR NAME: the value codebox-limits.conf gives NAME
+param() {
+	awk -v k="$2" '$1 == "fastcgi_param" && $2 == k { sub(";", "", $3); print $3 }' "$1/codebox-limits.conf"
+}
+
 # pod_limits RENDERED.yaml VERSION|-: the pod's ConfigMap limits, rendered as the containers
-# render them at start, pass check-config against the pool's memory limit, and the grace
-# period covers the drain, the longest preStop sleep and 5 s for nginx's last answers.
+# render them at start, pass check-config against the pool's memory limit; the grace period
+# covers the drain, the longest preStop sleep and 5 s for nginx's last answers; the runs
+# volume holds every concurrent run's diskBytes (where runs write to it: no mount
+# namespace), and the pool's ephemeral-storage limit its emptyDirs.
 pod_limits() {
-	local dir facts memory grace pre_stop drain
+	local dir facts memory grace pre_stop runs_b storage_b disk_b drain conc disk
 	dir=$(mktemp -d "$out/limits.XXXXXX")
 	facts=$(node "$checks/podfacts.mjs" "$1" "$dir/limits" "$2") || return 1
-	read -r memory grace pre_stop <<<"$facts"
+	read -r memory grace pre_stop runs_b storage_b disk_b <<<"$facts"
 	"$here/scripts/render-limits.sh" --from "$dir/limits" --conf-dir "$here/nginx" --out "$dir/conf" ||
 		return 1
 	drain=$("$here/scripts/check-config.sh" --memory-limit "$memory" --print-drain-seconds \
 		"$dir/conf/nginx.conf") || return 1
 	if ((grace < drain + pre_stop + 5)); then
 		echo "check-deploy: terminationGracePeriodSeconds ($grace) must cover the pool's drain (${drain} s) + preStop (${pre_stop} s) + 5 s for nginx's last answers" >&2
+		return 1
+	fi
+	conc=$(param "$dir/conf" CODEBOX_MAX_CONCURRENT_EXECUTIONS)
+	disk=$(param "$dir/conf" CODEBOX_DISK_BYTES)
+	if ((runs_b < conc * disk)); then
+		echo "check-deploy: the runs emptyDir's sizeLimit ($((runs_b >> 20)) MiB) must hold CODEBOX_MAX_CONCURRENT_EXECUTIONS ($conc) * CODEBOX_DISK_BYTES ($((disk >> 20)) MiB)" >&2
+		return 1
+	fi
+	if ((storage_b < disk_b)); then
+		echo "check-deploy: the pool's ephemeral-storage limit ($((storage_b >> 20)) MiB) must cover its emptyDirs' sizeLimits ($((disk_b >> 20)) MiB)" >&2
 		return 1
 	fi
 }

@@ -2,7 +2,8 @@
 // ConfigMap's keys as files into LIMITS_DIR (as the pod mounts them), checks that every
 // image is tagged with the release (VERSION, never a moving tag like dev or latest; "-" skips
 // this), and prints "<pool memory limit in bytes> <terminationGracePeriodSeconds> <longest
-// preStop sleep in seconds>".
+// preStop sleep in seconds> <the runs emptyDir's sizeLimit in bytes> <the pool's
+// ephemeral-storage limit in bytes> <the sizeLimits of the pool's disk-backed emptyDirs>".
 //   node podfacts.mjs RENDERED.yaml LIMITS_DIR VERSION|-
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
@@ -51,4 +52,19 @@ for (const c of pod.containers) {
   const m = /\bsleep\s+([0-9]+)/.exec((h.exec?.command ?? []).join(" "));
   if (m) preStop = Math.max(preStop, Number(m[1]));
 }
-console.log(`${bytes(memory)} ${pod.terminationGracePeriodSeconds ?? 30} ${preStop}`);
+// disk: the runs volume, and every disk-backed emptyDir the pool writes to
+const volume = (name) => (pod.volumes ?? []).find((v) => v.name === name);
+const runsMount = (pool.volumeMounts ?? []).find((m) => m.mountPath === "/var/lib/codebox/runs");
+const runs = runsMount && volume(runsMount.name);
+if (!runs?.emptyDir?.sizeLimit) die("the pool's runs volume (/var/lib/codebox/runs) must be an emptyDir with a sizeLimit");
+let disk = 0;
+for (const m of pool.volumeMounts ?? []) {
+  const v = volume(m.name);
+  if (v?.emptyDir && v.emptyDir.medium !== "Memory") {
+    if (!v.emptyDir.sizeLimit) die(`the pool's emptyDir ${v.name} needs a sizeLimit`);
+    disk += bytes(v.emptyDir.sizeLimit);
+  }
+}
+const storage = pool.resources?.limits?.["ephemeral-storage"];
+if (!storage) die("the pool container has no ephemeral-storage limit");
+console.log(`${bytes(memory)} ${pod.terminationGracePeriodSeconds ?? 30} ${preStop} ${bytes(runs.emptyDir.sizeLimit)} ${bytes(storage)} ${disk}`);
