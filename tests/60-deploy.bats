@@ -158,3 +158,15 @@ MAKE
 	PATH="$bin" run -1 "$ROOT/scripts/install-deps.sh"
 	assert_output "install-deps: still missing after installing: wrk (package wrk)"
 }
+
+@test "deploy: when npm ci fails, install-deps shows npm's own error and says where" {
+	local repo="$BATS_TEST_TMPDIR/repo"
+	mkdir -p "$repo"
+	tar -C "$ROOT" --exclude=node_modules --exclude=.out --exclude=bin -c scripts deploy VERSION |
+		tar -x -C "$repo"
+	# a registry that refuses at once, and a cache of its own: npm has to fetch, and fails
+	npm_config_registry=http://127.0.0.1:9/ npm_config_cache="$BATS_TEST_TMPDIR/cache" \
+		npm_config_fetch_retries=0 run -1 "$repo/scripts/install-deps.sh"
+	assert_output --partial "npm error code ECONNREFUSED"
+	assert_output --partial "install-deps: npm ci failed in $repo/deploy/checks (npm's error is above)"
+}
