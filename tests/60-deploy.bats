@@ -150,7 +150,7 @@ MAKE
 	local bin="$BATS_TEST_TMPDIR/bin" c
 	mkdir -p "$bin"
 	# every command install-deps and the checks need, but wrk
-	for c in bash dirname cat dpkg-query sha256sum unzip mkdir chmod mv rm cc make pkg-config \
+	for c in bash dirname cat uname dpkg-query sha256sum unzip mkdir chmod mv rm cc make pkg-config \
 		bats curl jq shellcheck clang-format yamllint node npm setpriv nsenter pgrep ps realpath \
 		cgi-fcgi; do
 		ln -s "$(type -P "$c")" "$bin/$c"
