@@ -96,10 +96,10 @@ KIND
 	run -0 grep -E 'limit_conn codebox_execute 8;' "$out/nginx.conf"
 	run -0 grep -E 'fastcgi_read_timeout +75s;' "$out/nginx.conf"
 	run -0 grep -E 'CODEBOX_EXECUTION_TIMEOUT_SECONDS +60;' "$out/codebox-limits.conf"
-	# 8 runs of 512 MiB + 64 MiB and the pool's 256 MiB: 4864 MiB
+	# 8 runs of 512 MiB + 64 MiB and the pool's 256 MiB: 4864 MiB; 8 + 4 meta + 4 agent workers
 	run -0 "$ROOT/scripts/check-config.sh" --memory-limit $((4864 << 20)) --print-workers \
 		--print-drain-seconds "$out/nginx.conf"
-	assert_output $'12\n70'
+	assert_output $'16\n70'
 	run -1 "$ROOT/scripts/check-config.sh" --memory-limit $((4863 << 20)) "$out/nginx.conf"
 	assert_output --partial "need 4864 MiB, more than the memory limit of 4863 MiB"
 	# a misspelled key, a value that is no number
@@ -152,7 +152,7 @@ MAKE
 	# every command install-deps and the checks need, but wrk
 	for c in bash dirname cat uname dpkg-query sha256sum unzip mkdir chmod mv rm cc make pkg-config \
 		bats curl jq shellcheck clang-format yamllint node npm setpriv nsenter pgrep ps realpath \
-		cgi-fcgi; do
+		cgi-fcgi promtool; do
 		ln -s "$(type -P "$c")" "$bin/$c"
 	done
 	PATH="$bin" run -1 "$ROOT/scripts/install-deps.sh"
