@@ -1,10 +1,5 @@
 # codebox: nginx in front of a prefork pool of FastCGI workers running sandboxed Python.
-#
-#   make run    install what is missing, build, check the config, serve on 127.0.0.1:8080
-#   make test   install what is missing, build, run the unit tests, the bats suites (warm,
-#               and the contract, limits, isolation and attacks suites cold too) and the
-#               same suites against an ASan+UBSan build (warm)
-#   make asan   only the sanitizer pass
+# `make help` lists the targets.
 
 CC       ?= cc
 PKGS      = jansson
@@ -48,9 +43,25 @@ UNIT_DEPS_isolation = isolation
 UNIT_DEPS_multipart = multipart workspace util
 UNIT_DEPS_slots   = slots
 
-.PHONY: all deps build run test unit bats asan check lint format clean bench
+.PHONY: all help deps build run test unit bats asan check lint format clean bench
 
 all: build
+
+PORT     ?= 8080
+
+help:
+	@echo 'codebox make targets (as root on Debian 12; each installs what it needs first):'
+	@echo '  make run [PORT=8080]  build, check the config, serve on 127.0.0.1:PORT in the'
+	@echo '                        foreground (logs to the terminal; Ctrl-C stops everything)'
+	@echo '  make test             lint, unit tests, every bats suite, then all again under'
+	@echo '                        ASan+UBSan (what CI runs first)'
+	@echo '  make build | unit | bats | asan | lint | format | bench | clean'
+	@echo '  make check            check-config on nginx/: the limits and timeouts agree'
+	@echo '  make deploy-check     the offline checks of deploy/ (render, schemas, hardening,'
+	@echo '                        limits fit memory, grace covers the drain)'
+	@echo '  make image            build localhost/codebox:$(VERSION) and print its size'
+	@echo '  make image-test       run the image as the hardened pod and test it (CI runs it)'
+	@echo '  make kind-up | kind-test | kind-down   codebox on a kind cluster (needs kind)'
 
 deps:
 	@scripts/install-deps.sh
@@ -77,7 +88,7 @@ $(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(addsuffix .o,$$(addprefix $(BUILD)/,
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 run: build
-	scripts/codebox-run.sh --port 8080 --pool $(POOL)
+	scripts/codebox-run.sh --port $(PORT) --pool $(POOL)
 
 unit: deps $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done
@@ -99,10 +110,11 @@ asan:
 	    bats --print-output-on-failure tests/
 
 check: build
-	scripts/check-config.sh nginx/nginx.conf
+	scripts/check-config.sh nginx/nginx.conf && echo "check-config: nginx/nginx.conf is consistent"
 
 lint:
-	shellcheck scripts/*.sh scripts/cafe-agent .ci/run tests/helpers/*.bash image/codebox-nginx image/codebox-pool-start
+	shellcheck scripts/*.sh scripts/cafe-agent .ci/run tests/helpers/*.bash image/codebox-nginx \
+	    image/codebox-pool-start image/codebox-config image/codebox-probe
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
 
 format:
@@ -117,8 +129,9 @@ clean:
 	rm -rf build build-asan
 .SECONDARY:
 
-# ---- image and deployment (issue: one image, one hardened pod) ----
-IMAGE      ?= localhost/codebox:dev
+# ---- image and deployment ----
+VERSION    := $(shell cat VERSION)
+IMAGE      ?= localhost/codebox:$(VERSION)
 BASE_IMAGE ?= localhost/codebox-base:bookworm
 export CONTAINERS_CONF := $(CURDIR)/image/containers.conf
 
@@ -130,16 +143,19 @@ deploy-check: deps
 kind-up kind-down kind-test:
 	scripts/kind.sh $(@:kind-%=%)
 
-# the image, as the podman overlay's pod, with the contract suite against it
+# the image as the podman overlay's pod: hardening, the root-owned emptyDir, the contract,
+# limits and attacks suites against it
 image-test: image
-	scripts/image-test.sh
+	IMAGE=$(IMAGE) scripts/image-test.sh
 
 # docker where an engine answers; otherwise podman on a debootstrap base (no registry here)
 image:
 	@if docker info >/dev/null 2>&1; then \
-	    docker build -f image/Dockerfile -t $(IMAGE) . ; \
+	    docker build -f image/Dockerfile -t $(IMAGE) . && \
+	    echo "image: $(IMAGE) is $$(( $$(docker image inspect --format '{{.Size}}' $(IMAGE)) / 1000000 )) MB"; \
 	else \
 	    scripts/install-deps.sh --image && scripts/build-base.sh --tag $(BASE_IMAGE) && \
 	    podman build --isolation chroot --build-arg BASE=$(BASE_IMAGE) \
-	        -f image/Dockerfile -t $(IMAGE) . ; \
+	        -f image/Dockerfile -t $(IMAGE) . && \
+	    echo "image: $(IMAGE) is $$(( $$(podman image inspect --format '{{.Size}}' $(IMAGE)) / 1000000 )) MB"; \
 	fi

@@ -198,6 +198,49 @@ etc_prepare(int runs_fd, const char *runs_dir, char *etc, size_t etc_len)
 	close(fd);
 }
 
+/*
+ * The directory the runs live in: DIR itself when the pool may chmod it (its owner, or root),
+ * else a directory of the pool's own inside it, DIR/codebox-<uid>. A Kubernetes emptyDir is
+ * root-owned: 0777, or with the pod's fsGroup as its group and g+rwxs; a non-root pool cannot
+ * chmod it but can create its own directory there. Either way the result is 0311: runs must
+ * not list it (write and search for the owner, search for the others). REAL receives the path.
+ */
+static void
+runs_dir_claim(const char *dir, char *real, size_t real_len)
+{
+	char base[4096];
+	struct stat st;
+	int n;
+
+	if (realpath(dir, base) == NULL)
+		die("the runs directory %s: %s", dir, strerror(errno));
+	if (chmod(base, 0311) == 0) {
+		snprintf(real, real_len, "%s", base);
+		return;
+	}
+	if (errno != EPERM)
+		die("chmod(%s) failed: %s", base, strerror(errno));
+	if (stat(base, &st) < 0)
+		die("stat(%s) failed: %s", base, strerror(errno));
+	n = snprintf(real, real_len, "%s/codebox-%u", base, (unsigned)geteuid());
+	if (n < 0 || (size_t)n >= real_len)
+		die("the runs directory %s: path too long", base);
+	/* a restarted container finds the directory its predecessor made: reuse it */
+	if (mkdir(real, 0700) < 0 && errno != EEXIST)
+		die("the runs directory %s belongs to uid %u (mode %04o) and the pool, uid %u, can "
+		    "neither chmod it nor create %s in it: %s; give the pool a directory it owns, "
+		    "or one it can write (an emptyDir with the pod's fsGroup)",
+		    base, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777), (unsigned)geteuid(),
+		    real, strerror(errno));
+	if (lstat(real, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+		die("%s exists and is not a directory of the pool's uid %u: refusing to run in it",
+		    real, (unsigned)geteuid());
+	if (chmod(real, 0311) < 0)
+		die("chmod(%s) failed: %s", real, strerror(errno));
+	log_msg(LOG_INFO, "the runs directory %s is not the pool's to chmod: runs live in %s", base,
+	        real);
+}
+
 /* The run configuration the layers in force call for; Landlock is added per worker. */
 static void
 config_from_isolation(struct run_config *run, const struct isolation *iso,
@@ -457,12 +500,8 @@ main(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &blocked, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (realpath(runs_dir, runs_real) == NULL)
-		die("the runs directory %s: %s", runs_dir, strerror(errno));
+	runs_dir_claim(runs_dir, runs_real, sizeof(runs_real));
 	pc.drop_privileges = geteuid() == 0;
-	/* runs must not list it: write and search only, for its owner; search for the others */
-	if (chmod(runs_real, 0311) < 0)
-		die("chmod(%s) failed: %s", runs_real, strerror(errno));
 	pc.worker.runs_dir = runs_real;
 	/* O_PATH: a non-root owner has no read permission on 0311 either */
 	pc.worker.runs_dir_fd = open(runs_real, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the image's base, debian:bookworm-slim's equivalent, without a registry:
-# debootstrap --variant=minbase from the Debian mirror this machine's apt already uses, then
-# podman import. Idempotent: an existing image of that name is kept unless --force.
+# debootstrap --variant=minbase from the Debian mirror this machine's apt already uses, with
+# apt sources for bookworm, bookworm-updates and bookworm-security (the Dockerfile upgrades
+# from them), then podman import. Idempotent: an existing image of that name made by this
+# version of the script is kept unless --force.
 set -euo pipefail
 
 usage() {
@@ -33,21 +35,42 @@ while (($#)); do
 	esac
 done
 
-if ((!force)) && podman image exists "$tag"; then
+# what the base holds; an older base (bookworm main only) is rebuilt
+BASE_VERSION=2
+if ((!force)) && podman image exists "$tag" &&
+	[[ $(podman image inspect --format '{{index .Labels "org.codebox.base-version"}}' "$tag") == "$BASE_VERSION" ]]; then
 	echo "build-base: $tag exists"
 	exit 0
 fi
 
-# The mirror apt already uses (deb822 sources or the classic list), never a hard-coded one.
-mirror=""
-if [[ -f /etc/apt/sources.list.d/debian.sources ]]; then
-	mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources)
-fi
-if [[ -z $mirror && -f /etc/apt/sources.list ]]; then
-	mirror=$(awk '$1 == "deb" && $3 ~ /^bookworm/ { print $2; exit }' /etc/apt/sources.list)
-fi
+# The mirrors apt already uses (deb822 sources or the classic list), never hard-coded ones:
+# the archive's, and the security archive's.
+# suite_uri SUITE: the URI of the first source that carries SUITE
+suite_uri() {
+	local f uri=""
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[[ -f $f ]] || continue
+		uri=$(awk -v s="$1" '
+			/^$/ { uri = ""; found = 0 }
+			/^URIs:/ { uri = $2 }
+			/^Suites:/ { for (i = 2; i <= NF; i++) if ($i == s) found = 1 }
+			found && uri != "" { print uri; exit }' "$f")
+		[[ -n $uri ]] && break
+	done
+	if [[ -z $uri ]]; then
+		uri=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+			awk -v s="$1" '$1 == "deb" { u = $2; if ($2 ~ /^\[/) u = $3; for (i = 2; i <= NF; i++) if ($i == s) { print u; exit } }')
+	fi
+	echo "$uri"
+}
+mirror=$(suite_uri bookworm)
+security=$(suite_uri bookworm-security)
 [[ -n $mirror ]] || {
-	echo "build-base: no Debian mirror found in the apt sources" >&2
+	echo "build-base: no source for bookworm in the apt sources" >&2
+	exit 1
+}
+[[ -n $security ]] || {
+	echo "build-base: no source for bookworm-security in the apt sources (the base must get security updates)" >&2
 	exit 1
 }
 
@@ -59,7 +82,24 @@ debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1 || {
 	exit 1
 }
 rm -f "$root.log"
+# like debian:bookworm-slim: the release, its updates and the security archive
+rm -f "$root/etc/apt/sources.list"
+cat >"$root/etc/apt/sources.list.d/debian.sources" <<SOURCES
+Types: deb
+URIs: $mirror
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: $security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
 # slim, like debian:bookworm-slim: no apt lists or caches in the base
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin
-tar -C "$root" --numeric-owner -c . | podman import --change 'CMD ["/bin/bash"]' - "$tag"
-echo "build-base: imported $tag" >&2
+tar -C "$root" --numeric-owner -c . |
+	podman import --change 'CMD ["/bin/bash"]' \
+		--change "LABEL org.codebox.base-version=$BASE_VERSION" - "$tag"
+echo "build-base: imported $tag (sources: $mirror bookworm bookworm-updates, $security bookworm-security)" >&2

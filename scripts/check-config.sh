@@ -7,11 +7,14 @@
 #      nginx worker's $pid (a crashed worker's counts must not outlive it), and the pool's
 #      workers >= CODEBOX_MAX_CONCURRENT_EXECUTIONS + limit_conn codebox_meta;
 #   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024;
-#   5. every location passes the same limits (so /capabilities reports what /execute enforces).
+#   5. every location passes the same limits (so /capabilities reports what /execute enforces);
+#   6. with --memory-limit: the runs fit it (CODEBOX_MAX_CONCURRENT_EXECUTIONS *
+#      (CODEBOX_MEMORY_BYTES + CODEBOX_DISK_BYTES, a run's tmpfs is memory) + the pool's own).
 # A violated invariant is refused with a message naming both numbers.
 set -euo pipefail
 
 GRACE_SECONDS=5 # run.c: 3 s to kill, 1 s to drain, 1 s to read the result and reply
+POOL_OWN_BYTES=$((256 * 1024 * 1024)) # the pool, its workers and their idle sandboxes
 
 usage() {
 	cat <<USAGE
@@ -25,6 +28,9 @@ Checks the invariants between nginx's limits, its timeouts and the pool size.
   --print-ceilings print the pool's ceilings, NAME=VALUE,...: every limit of
                    codebox-limits.conf and CODEBOX_MAX_BODY_BYTES (client_max_body_size);
                    the pool caps whatever a request brings at these (codebox-pool --ceilings)
+  --memory-limit BYTES
+                   refuse limits whose concurrent runs cannot fit BYTES of memory (the
+                   pool container's limit)
 USAGE
 }
 
@@ -32,6 +38,7 @@ workers=""
 print_workers=0
 print_drain=0
 print_ceilings=0
+memory_limit=""
 conf=""
 while (($#)); do
 	case $1 in
@@ -54,6 +61,14 @@ while (($#)); do
 	--print-ceilings)
 		print_ceilings=1
 		shift
+		;;
+	--memory-limit)
+		memory_limit=${2:?--memory-limit needs a number of bytes}
+		[[ $memory_limit =~ ^[0-9]+$ ]] || {
+			echo "check-config: --memory-limit must be a number of bytes" >&2
+			exit 2
+		}
+		shift 2
 		;;
 	-*)
 		usage >&2
@@ -136,6 +151,8 @@ for name in CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT
 	CODEBOX_MAX_STDIN_BYTES CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES; do
 	ceilings+=",$name=$(one_value "$name")"
 done
+memory_b=$(one_value CODEBOX_MEMORY_BYTES)
+disk_b=$(one_value CODEBOX_DISK_BYTES)
 
 # 2. the timeout of the location that carries runs: the longest one declared (/readyz has
 # its own short one) before the agent server (port 8888 has its own command timeout,
@@ -183,6 +200,14 @@ body_b=$(bytes "${body:-1m}")
 min_body=$((4 * max_code + 1024))
 if ((body_b < min_body)); then
 	fail "client_max_body_size ($body_b bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES + 1024 ($min_body bytes)"
+fi
+
+# 6. memory
+if [[ -n $memory_limit ]]; then
+	need_b=$((max_conc * (memory_b + disk_b) + POOL_OWN_BYTES))
+	if ((need_b > memory_limit)); then
+		fail "CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) runs of CODEBOX_MEMORY_BYTES ($memory_b) + CODEBOX_DISK_BYTES ($disk_b) and the pool's own $((POOL_OWN_BYTES >> 20)) MiB need $((need_b >> 20)) MiB, more than the memory limit of $((memory_limit >> 20)) MiB"
+	fi
 fi
 
 if ((print_workers)); then

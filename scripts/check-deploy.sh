@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Offline checks of deploy/ (no cluster): yamllint; kubectl kustomize of every overlay; schema
-# validation with kubernetes-models and a TypeScript excess-property check of every rendered
-# object; codebox's hardening rules; the seccomp profile is current; and fixtures that break
-# one rule each must fail.
+# Offline checks of deploy/ (no cluster): yamllint; `kubectl kustomize` of every overlay with
+# the pinned kubectl (deploy/tools, installed by install-deps.sh); schema validation with
+# kubernetes-models and a TypeScript excess-property check of every rendered object;
+# codebox's hardening rules; per overlay, the pod's limits (its ConfigMap, rendered into the
+# nginx config) pass check-config, fit the pool container's memory limit, and
+# terminationGracePeriodSeconds covers the drain; images carry the release tag; the seccomp
+# profile is current; and fixtures that break one rule each must fail.
 set -euo pipefail
 
 usage() {
@@ -17,6 +20,14 @@ fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 checks="$here/deploy/checks"
 out="$checks/.out"
+kubectl="$here/deploy/tools/bin/kubectl"
+version=$(cat "$here/VERSION")
+for need in "$kubectl" "$checks/node_modules"; do
+	[[ -e $need ]] || {
+		echo "check-deploy: $need is missing: run scripts/install-deps.sh (make deploy-check does)" >&2
+		exit 1
+	}
+done
 rm -rf "$out"
 mkdir -p "$out/fixtures"
 tsc() {
@@ -24,14 +35,47 @@ tsc() {
 		--target es2022 --moduleResolution node --skipLibCheck "$@")
 }
 
-[[ -d $checks/node_modules ]] || (cd "$checks" && npm ci --no-audit --no-fund --silent)
+# param CONF_DIR NAME: the value codebox-limits.conf gives NAME
+param() {
+	awk -v k="$2" '$1 == "fastcgi_param" && $2 == k { sub(";", "", $3); print $3 }' "$1/codebox-limits.conf"
+}
+
+# pod_limits RENDERED.yaml VERSION|-: the pod's ConfigMap limits, rendered as the containers
+# render them at start, pass check-config against the pool's memory limit; the grace period
+# covers the drain, the longest preStop sleep and 5 s for nginx's last answers; the runs
+# volume holds every concurrent run's diskBytes (where runs write to it: no mount
+# namespace), and the pool's ephemeral-storage limit its emptyDirs.
+pod_limits() {
+	local dir facts memory grace pre_stop runs_b storage_b disk_b drain conc disk
+	dir=$(mktemp -d "$out/limits.XXXXXX")
+	facts=$(node "$checks/podfacts.mjs" "$1" "$dir/limits" "$2") || return 1
+	read -r memory grace pre_stop runs_b storage_b disk_b <<<"$facts"
+	"$here/scripts/render-limits.sh" --from "$dir/limits" --conf-dir "$here/nginx" --out "$dir/conf" ||
+		return 1
+	drain=$("$here/scripts/check-config.sh" --memory-limit "$memory" --print-drain-seconds \
+		"$dir/conf/nginx.conf") || return 1
+	if ((grace < drain + pre_stop + 5)); then
+		echo "check-deploy: terminationGracePeriodSeconds ($grace) must cover the pool's drain (${drain} s) + preStop (${pre_stop} s) + 5 s for nginx's last answers" >&2
+		return 1
+	fi
+	conc=$(param "$dir/conf" CODEBOX_MAX_CONCURRENT_EXECUTIONS)
+	disk=$(param "$dir/conf" CODEBOX_DISK_BYTES)
+	if ((runs_b < conc * disk)); then
+		echo "check-deploy: the runs emptyDir's sizeLimit ($((runs_b >> 20)) MiB) must hold CODEBOX_MAX_CONCURRENT_EXECUTIONS ($conc) * CODEBOX_DISK_BYTES ($((disk >> 20)) MiB)" >&2
+		return 1
+	fi
+	if ((storage_b < disk_b)); then
+		echo "check-deploy: the pool's ephemeral-storage limit ($((storage_b >> 20)) MiB) must cover its emptyDirs' sizeLimits ($((disk_b >> 20)) MiB)" >&2
+		return 1
+	fi
+}
 
 (cd "$here/deploy" && yamllint -c .yamllint.yaml .)
 
 overlays=("$here/deploy/base" "$here"/deploy/overlays/*)
 for dir in "${overlays[@]}"; do
 	name=$(basename "$dir")
-	kubectl kustomize "$dir" >"$out/$name.yaml"
+	"$kubectl" kustomize "$dir" >"$out/$name.yaml"
 	if [[ $name == agent-sandbox ]]; then
 		# agent-sandbox's own kinds: checked against their CRD schema, then what the
 		# controller derives from them (a Pod, its NetworkPolicy, a Service) goes through the
@@ -42,20 +86,29 @@ for dir in "${overlays[@]}"; do
 	node "$checks/validate.mjs" "$out/$name.ts" "$out/$name.yaml"
 	tsc ".out/$name.ts"
 	node "$checks/hardening.mjs" "$out/$name.yaml"
+	# the base names its image "codebox": the overlays say which release
+	[[ $name == base ]] && tag=- || tag=$version
+	if [[ $name == agent-sandbox ]]; then
+		echo "check-deploy: agent-sandbox: its Pod's limits, grace and storage are not checked (the limits ConfigMap and the runs emptyDir are the Deployment's)"
+	else
+		pod_limits "$out/$name.yaml" "$tag"
+	fi
 done
-echo "check-deploy: ${#overlays[@]} overlays render, validate and pass the hardening rules"
+echo "check-deploy: ${#overlays[@]} overlays render, validate, pass the hardening rules, and their limits fit"
 
 "$here/scripts/gen-seccomp-profile.sh" --check
 
 failed=0
 while IFS=$'\t' read -r name expect; do
 	set +e
-	if [[ $name == typo ]]; then
+	case $name in
+	typo)
 		node "$checks/validate.mjs" "$out/fixtures/$name.ts" "$out/fixtures/$name.yaml" >/dev/null &&
 			msg=$(tsc ".out/fixtures/$name.ts" 2>&1)
-	else
-		msg=$(node "$checks/hardening.mjs" "$out/fixtures/$name.yaml" 2>&1)
-	fi
+		;;
+	pod-*) msg=$(pod_limits "$out/fixtures/$name.yaml" "$version" 2>&1) ;;
+	*) msg=$(node "$checks/hardening.mjs" "$out/fixtures/$name.yaml" 2>&1) ;;
+	esac
 	rc=$?
 	set -e
 	if ((rc == 0)) || [[ $msg != *"$expect"* ]]; then

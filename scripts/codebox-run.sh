@@ -215,10 +215,27 @@ fi
 setsid "$NGINX" -p "$rundir/" -e "$rundir/logs/error.log" -c "$rundir/conf/nginx.conf" 3>&- &
 nginx_pid=$!
 
+# Serving once nginx answers on its port (bounded: 30 s, and only while nginx is alive).
+for ((i = 0; i < 300; i++)); do
+	curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/healthz" && break
+	if ! kill -0 "$nginx_pid" 2>/dev/null; then
+		echo "codebox-run: nginx failed to start:" >&2
+		tail -n 5 "$rundir/logs/error.log" >&2
+		stop
+		exit 1
+	fi
+	sleep 0.1
+done
+((i < 300)) || {
+	echo "codebox-run: nginx does not answer on 127.0.0.1:$port within 30 s" >&2
+	stop
+	exit 1
+}
+
 if ((!quiet)); then
 	tail -n 0 -F "$rundir/logs/pool.log" "$rundir/logs/error.log" "$rundir/logs/access.log" 2>/dev/null 3>&- &
 	tail_pid=$!
-	echo "codebox: serving on http://127.0.0.1:$port ($workers workers; runtime dir $rundir)" >&2
+	echo "codebox: serving on http://127.0.0.1:$port ($workers workers; logs in $rundir/logs; Ctrl-C stops)" >&2
 fi
 
 # Supervise: a signal here starts the graceful stop, a second one the immediate one; a

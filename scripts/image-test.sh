@@ -1,44 +1,156 @@
 #!/usr/bin/env bash
-# Runs the image as the podman overlay's pod with no network at all (podman kube play
-# --network none), checks the pod's hardening from outside (uid 10001, read-only root, no
-# capabilities), prints what /isolation says the pod allows, and runs the bats contract suite
-# against it inside the pod's own network namespace (nsenter --net). Then removes the pod.
+# Tests the image (make image) as the podman overlay's pod:
+#   0. the image itself: at most 600 MB, no setuid or setgid file, no compiler or header;
+#   1. the pod as rendered, under podman's default seccomp profile, with the runs directory
+#      on a root-owned 0777 volume (a Kubernetes emptyDir without fsGroup): hardening from
+#      outside (uid 10001, read-only root, no capabilities), the limits of the ConfigMap in
+#      force, the pool's probe, which isolation layers are on, then the contract, limits and
+#      attacks suites against the pod;
+#   2. under the kind overlay's Localhost seccomp profile: every namespace on, the contract;
+#   3. the same pod under a profile as strict as a runtime default for a pod without
+#      CAP_SYS_ADMIN (no new namespaces, no mounts), with the runs directory root-owned and
+#      group-writable only (an emptyDir with the pod's fsGroup): the pool degrades, says so,
+#      and passes the contract suite (the attacks suite with --strict-attacks: it fails
+#      there today, where the run's process cap and working-directory confinement degrade);
+#   4. a bad limits ConfigMap: both containers refuse to start, saying why.
+# The pod has no network (podman kube play --network none); the suites reach it by entering
+# only its network namespace (nsenter --net), and see its processes and runs directory from
+# the host (CODEBOX_POD_*: tests/helpers/stack.bash).
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 [--keep]"
-	echo "Tests localhost/codebox:dev (make image) as a pod; --keep leaves the pod running."
+	echo "usage: $0 [--keep] [--strict-attacks]"
+	echo "Tests \$IMAGE (default localhost/codebox:\$(cat VERSION), made by make image) as a pod;"
+	echo "--keep leaves the last pod running; --strict-attacks also runs the attacks suite under"
+	echo "the strict profile (known to fail there: the degraded layers' gaps)."
 }
 keep=0
-case ${1:-} in
---help | -h)
-	usage
-	exit 0
-	;;
---keep) keep=1 ;;
-esac
+strict_attacks=0
+for arg in "$@"; do
+	case $arg in
+	--help | -h)
+		usage
+		exit 0
+		;;
+	--keep) keep=1 ;;
+	--strict-attacks) strict_attacks=1 ;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+done
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CONTAINERS_CONF="$here/image/containers.conf"
+image=${IMAGE:-localhost/codebox:$(cat "$here/VERSION")}
+kubectl="$here/deploy/tools/bin/kubectl"
+max_mb=600
 work=$(mktemp -d)
+chmod 0711 "$work"
 pod=codebox-pod-0
+current=""
 cleanup() {
-	if ((!keep)); then
-		podman kube down "$work/pod.yaml" >/dev/null 2>&1 || true
+	if ((!keep)) && [[ -n $current ]]; then
+		podman kube down "$current" >/dev/null 2>&1 || true
 	fi
-	rm -rf "$work"
+	rm -rf "$work" "$here/deploy/checks/.out/image-test"
 }
 trap cleanup EXIT
+fail() {
+	echo "image-test: $*" >&2
+	exit 1
+}
+say() { echo "image-test: $*"; }
+
+# 0. the image
+size=$(podman image inspect --format '{{.Size}}' "$image") || fail "no image $image: run make image"
+say "$image is $((size / 1000000)) MB"
+((size <= max_mb * 1000000)) || fail "$image is larger than $max_mb MB"
+found=$(podman run --rm --network none --user 0 --entrypoint /bin/sh "$image" -c '
+	find / -xdev -type f -perm /6000 2>/dev/null
+	for c in gcc cc g++ c++ cpp as ld clang tcc; do command -v "$c"; done
+	ls -d /usr/include /usr/lib/gcc 2>/dev/null
+	true')
+[[ -z $found ]] || fail "the image holds setuid/setgid files, compilers or headers: $(tr '\n' ' ' <<<"$found")"
+say "no setuid or setgid file, no compiler, no headers in the image"
+
+# render OVERLAY-NAME RUNS-HOST-DIR [PATCH...]: deploy/overlays/podman with the image under
+# test and the runs volume on a host directory (podman would hand an emptyDir to the
+# container's user, which hides what a cluster's root-owned emptyDir does); prints the path
+render() {
+	local name=$1 runs=$2 dir
+	shift 2
+	dir="$here/deploy/checks/.out/image-test/$name"
+	mkdir -p "$dir"
+	{
+		cat <<KUST
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../../../../overlays/podman
+images:
+  - name: localhost/codebox
+    newName: ${image%:*}
+    newTag: "${image##*:}"
+patches:
+  - target:
+      kind: Deployment
+      name: codebox
+    patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: codebox
+      spec:
+        template:
+          spec:
+            volumes:
+              - name: runs
+                emptyDir: null
+                hostPath:
+                  path: $runs
+                  type: Directory
+KUST
+		local p
+		for p in "$@"; do
+			printf '%s\n' "$p"
+		done
+	} >"$dir/kustomization.yaml"
+	"$kubectl" kustomize "$dir" >"$work/$name.yaml"
+	echo "$work/$name.yaml"
+}
+
+# kube_play YAML [PODMAN-ARGS...]: podman kube play without network. Podman turns liveness
+# probes into healthchecks run by systemd timers, which a machine without systemd lacks: its
+# complaints about that are dropped, anything else it says is shown.
+kube_play() {
+	local yaml=$1 rc=0
+	shift
+	# a pod of that name left by an interrupted run
+	if podman pod exists "$pod"; then
+		podman pod rm -f "$pod" >/dev/null 2>&1 || true
+	fi
+	current=$yaml
+	podman kube play --network none "$@" "$yaml" >/dev/null 2>"$work/play.err" || rc=$?
+	grep -v 'unable to get systemd connection' "$work/play.err" >&2 || true
+	((rc == 0)) || fail "podman kube play failed (exit $rc)"
+}
+
+# kube_down YAML: the pod down, with the same complaints dropped
+kube_down() {
+	podman kube down "$1" >/dev/null 2>"$work/down.err" || true
+	grep -v 'unable to get systemd connection' "$work/down.err" >&2 || true
+	current=""
+}
 
 # play_pod YAML [PODMAN-ARGS...]: starts the pod without network and waits until it is ready;
 # sets netns (the pod's network namespace, entered with nsenter --net by pcurl).
 play_pod() {
 	local yaml=$1 infra i
 	shift
-	podman kube down "$yaml" >/dev/null 2>&1 || true
-	podman kube play --network none "$@" "$yaml" >/dev/null
-	# The pod has no network but its own loopback: reach nginx there, from the host, by
-	# entering only the pod's network namespace (the infra container's).
+	current=$yaml
+	kube_play "$yaml" "$@"
 	infra=$(podman pod inspect "$pod" --format '{{.InfraContainerID}}')
 	netns="/proc/$(podman inspect "$infra" --format '{{.State.Pid}}')/ns/net"
 	for ((i = 0; i < 600; i++)); do
@@ -47,20 +159,40 @@ play_pod() {
 		fi
 		sleep 0.2
 	done
-	echo "image-test: the pod did not become ready" >&2
 	podman logs "$pod-pool" 2>&1 | tail -n 20 >&2
 	podman logs "$pod-nginx" 2>&1 | tail -n 20 >&2
-	exit 1
+	fail "the pod did not become ready"
 }
 pcurl() { nsenter --net="$netns" curl "$@"; }
-fail() {
-	echo "image-test: $*" >&2
-	exit 1
+
+# suites RUNS-HOST-DIR SUITE...: the bats suites against the running pod
+suites() {
+	local runs=$1
+	shift
+	CODEBOX_BASE=http://127.0.0.1:8080 CODEBOX_NETNS="$netns" \
+		CODEBOX_POD_RUNS="$runs/codebox-10001" \
+		CODEBOX_POD_RUNS_INSIDE=/var/lib/codebox/runs/codebox-10001 \
+		CODEBOX_POD_SOCKET=/run/codebox/fcgi.sock \
+		CODEBOX_POD_POOL_PID="$(podman inspect "$pod-pool" --format '{{.State.Pid}}')" \
+		CODEBOX_POD_NGINX_PID="$(podman inspect "$pod-nginx" --format '{{.State.Pid}}')" \
+		bats --print-output-on-failure "${@/#/$here/tests/}"
 }
 
-# 1. the podman overlay as it is, under podman's default seccomp profile
-kubectl kustomize "$here/deploy/overlays/podman" >"$work/pod.yaml"
-play_pod "$work/pod.yaml"
+# layers: what /isolation says is on, and why the rest is off
+layers() {
+	local iso
+	iso=$(pcurl -s http://127.0.0.1:8080/isolation)
+	say "isolation layers on in the pod ($1): $(jq -r '[.layers | to_entries[] | select(.value) | .key] | join(", ")' <<<"$iso")"
+	say "isolation layers off in the pod ($1): $(jq -r '[.off | to_entries[] | "\(.key) (\(.value))"] | join("; ")' <<<"$iso")"
+	say "isolation details in the pod ($1): $(jq -c .details <<<"$iso")"
+	echo "$iso" >"$work/iso.json"
+}
+
+# 1. the podman overlay, podman's default seccomp profile, a root-owned 0777 runs volume
+mkdir "$work/runs-emptydir"
+chmod 0777 "$work/runs-emptydir"
+yaml=$(render default "$work/runs-emptydir")
+play_pod "$yaml"
 for c in nginx pool; do
 	[[ $(podman exec "$pod-$c" id -u) == 10001 ]] || fail "$c does not run as uid 10001"
 	if podman exec "$pod-$c" sh -c 'touch /usr/codebox-write-test' 2>/dev/null; then
@@ -69,14 +201,41 @@ for c in nginx pool; do
 	[[ $(podman exec "$pod-$c" awk '/^CapEff/ { print $2 }' /proc/1/status) == 0000000000000000 ]] ||
 		fail "$c has capabilities"
 done
-echo "image-test: both containers run as uid 10001, read-only, without capabilities"
-echo "image-test: isolation in the pod: $(pcurl -s http://127.0.0.1:8080/isolation | jq -c .layers)"
-CODEBOX_BASE=http://127.0.0.1:8080 CODEBOX_NETNS="$netns" \
-	bats --print-output-on-failure "$here/tests/10-contract.bats"
-podman kube down "$work/pod.yaml" >/dev/null
+say "both containers run as uid 10001, read-only, without capabilities"
+[[ $(stat -c '%u %a' "$work/runs-emptydir/codebox-10001") == "10001 311" ]] ||
+	fail "the pool does not run in a directory of its own on the root-owned runs volume"
+say "the pool started on a root-owned 0777 runs volume, in codebox-10001/ (its own, 0311)"
+caps=$(pcurl -s http://127.0.0.1:8080/capabilities)
+[[ $(jq .limits.maxConcurrentExecutions <<<"$caps") == 8 ]] ||
+	fail "the ConfigMap's CODEBOX_MAX_CONCURRENT_EXECUTIONS=8 is not in force: $(jq -c .limits <<<"$caps")"
+layers "podman's default seccomp profile"
+[[ $(jq .limits.memoryBytes "$work/iso.json") == 536870912 ]] ||
+	fail "the ConfigMap's CODEBOX_MEMORY_BYTES is not in force"
+say "the limits of the ConfigMap are in force (8 executions, memoryBytes 536870912)"
+podman exec "$pod-pool" /usr/local/bin/codebox-probe >/dev/null || fail "the pool's probe fails on a ready pod"
+say "the pool's probe (codebox-probe) answers"
+suites "$work/runs-emptydir" 10-contract.bats 20-limits.bats 40-attacks.bats
+kube_down "$yaml"
 
-# 2. the same pod under a profile as strict as a runtime default for a pod without
-# CAP_SYS_ADMIN: no new namespaces, no mounts. The pool must degrade, say so, and still serve.
+# 2. the kind overlay's Localhost profile (deploy/seccomp/codebox.json): every namespace on
+mkdir "$work/runs-kind"
+chmod 0777 "$work/runs-kind"
+yaml=$(render kind "$work/runs-kind" '  - target:
+      kind: Deployment
+      name: codebox
+    patch: |-
+      - op: add
+        path: /spec/template/metadata/annotations
+        value:
+          seccomp.security.alpha.kubernetes.io/pod: localhost/codebox.json')
+play_pod "$yaml" --seccomp-profile-root "$here/deploy/seccomp"
+layers "the kind overlay's Localhost profile"
+jq -e '[.layers | (.userns, .pidns, .netns, .mountns, .ipcns, .utsns, .seccomp, .landlock)] | all' \
+	"$work/iso.json" >/dev/null || fail "the kind overlay's profile does not let the pool build every namespace"
+suites "$work/runs-kind" 10-contract.bats
+kube_down "$yaml"
+
+# 3. a profile without namespaces or mounts; the runs volume root-owned, fsGroup-writable
 jq '.syscalls |= map(if .action == "SCMP_ACT_ALLOW" then .names -= ["clone", "clone3",
 	"unshare", "mount", "umount", "umount2", "pivot_root", "setns", "mount_setattr",
 	"move_mount", "open_tree", "fsopen", "fsmount", "fspick", "fsconfig"] else . end)
@@ -85,34 +244,54 @@ jq '.syscalls |= map(if .action == "SCMP_ACT_ALLOW" then .names -= ["clone", "cl
 		"args": [{"index": 0, "value": 2114060288, "op": "SCMP_CMP_MASKED_EQ", "valueTwo": 0}]},
 		{"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}]' \
 	/usr/share/containers/seccomp.json >"$work/strict.json"
-mkdir -p "$here/deploy/checks/.out/strict"
-cat >"$here/deploy/checks/.out/strict/kustomization.yaml" <<'KUST'
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - ../../../overlays/podman
-patches:
-  - target:
+mkdir "$work/runs-fsgroup"
+chown 0:10001 "$work/runs-fsgroup"
+chmod 2770 "$work/runs-fsgroup"
+yaml=$(render strict "$work/runs-fsgroup" '  - target:
       kind: Deployment
       name: codebox
     patch: |-
       - op: add
         path: /spec/template/metadata/annotations
         value:
-          seccomp.security.alpha.kubernetes.io/pod: localhost/strict.json
-KUST
-kubectl kustomize "$here/deploy/checks/.out/strict" >"$work/strict.yaml"
-cp "$work/strict.yaml" "$work/pod.yaml" # what cleanup takes down
-play_pod "$work/strict.yaml" --seccomp-profile-root "$work"
-iso=$(pcurl -s http://127.0.0.1:8080/isolation)
-echo "image-test: isolation under a strict profile: $(jq -c .layers <<<"$iso")"
-jq -e '.layers.userns == false and .layers.pidns == false and .layers.seccomp == true' <<<"$iso" >/dev/null ||
+          seccomp.security.alpha.kubernetes.io/pod: localhost/strict.json')
+play_pod "$yaml" --seccomp-profile-root "$work"
+layers "a runtime-default-like profile: no namespaces, no mounts"
+jq -e '.layers.userns == false and .layers.pidns == false and .layers.seccomp == true' "$work/iso.json" >/dev/null ||
 	fail "/isolation does not report the strict profile's missing namespaces"
-CODEBOX_BASE=http://127.0.0.1:8080 CODEBOX_NETNS="$netns" \
-	bats --print-output-on-failure "$here/tests/10-contract.bats"
+[[ $(stat -c '%u %a' "$work/runs-fsgroup/codebox-10001") == "10001 311" ]] ||
+	fail "the pool does not run in a directory of its own on the fsGroup-owned runs volume"
+say "the pool started on a root-owned, group-writable (fsGroup) runs volume, in codebox-10001/"
+if ((strict_attacks)); then
+	suites "$work/runs-fsgroup" 10-contract.bats 40-attacks.bats
+else
+	suites "$work/runs-fsgroup" 10-contract.bats
+fi
+kube_down "$yaml"
+
+# 4. a limits ConfigMap with a bad value: neither container starts
+mkdir "$work/runs-bad"
+chmod 0777 "$work/runs-bad"
+yaml=$(render bad "$work/runs-bad" '  - target:
+      kind: ConfigMap
+    patch: |-
+      - op: replace
+        path: /data/CODEBOX_MAX_PROCESSES
+        value: "lots"')
+current=$yaml
+kube_play "$yaml"
+for c in pool nginx; do
+	for ((i = 0; i < 300; i++)); do
+		podman logs "$pod-$c" 2>&1 | grep -q "CODEBOX_MAX_PROCESSES must be a positive integer" && break
+		sleep 0.2
+	done
+	((i < 300)) || fail "the $c container did not refuse a bad limits ConfigMap: $(podman logs "$pod-$c" 2>&1 | tail -n 5)"
+done
+[[ ! -e $work/runs-bad/codebox-10001 ]] || fail "the pool started with a bad limits ConfigMap"
+say "both containers refuse a limits ConfigMap with a bad value, saying why"
 
 if command -v runsc >/dev/null; then
 	echo "image-test: runsc found; the single-container gVisor case is not automated yet" >&2
 else
-	echo "image-test: no runsc (gVisor) on this host: the gVisor case is not run"
+	say "no runsc (gVisor) on this host: the gVisor case is not run"
 fi

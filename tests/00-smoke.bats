@@ -71,3 +71,29 @@ teardown_file() {
 	execute 'pass' '{details: true}'
 	assert_equal "$(field .details.requestId)" "$(header X-Request-Id)"
 }
+
+@test "smoke: make run PORT=N serves on N, and says so only once nginx answers there" {
+	local port dir out pid i
+	port=$(free_port)
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	out="$dir/make-run.out"
+	# an nginx that takes a second to start: "serving on" must wait for it
+	printf '#!/usr/bin/env bash\nsleep 1\nexec /usr/sbin/nginx "$@"\n' >"$dir/slow-nginx"
+	chmod +x "$dir/slow-nginx"
+	NGINX="$dir/slow-nginx" setsid make -s -C "$ROOT" run PORT="$port" >"$out" 2>&1 3>&- &
+	pid=$!
+	for ((i = 0; i < 1200; i++)); do
+		grep -q "serving on" "$out" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	run -0 grep -o "serving on http://127.0.0.1:$port" "$out"
+	# the moment it says so, nginx answers
+	run -0 command curl -s "http://127.0.0.1:$port/healthz"
+	assert_output '{"status":"ok"}'
+	run -0 grep -o "logs in /tmp/codebox.[A-Za-z0-9]*/logs; Ctrl-C stops" "$out"
+	kill -TERM -- "-$pid"
+	wait "$pid" || true
+	wait_for "make run to stop" 600 marker_gone "$port --pool"
+	rm -rf "$dir" "$(grep -o '/tmp/codebox\.[A-Za-z0-9]*' "$out" | head -1)"
+}

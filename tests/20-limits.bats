@@ -75,8 +75,8 @@ marker() {
 	execute 'import os; print(os.getcwd())'
 	local dir
 	dir=$(field .stdout)
-	[[ $dir == "$STACK_DIR/runs/w"*"/run-"* ]]
-	assert [ ! -e "$dir" ]
+	[[ $dir == "$(stack_runs_inside)/w"*"/run-"* ]]
+	assert [ ! -e "$(stack_runs)${dir#"$(stack_runs_inside)"}" ]
 	# and runs leave nothing behind
 	no_run_leftovers
 }

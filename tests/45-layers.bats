@@ -191,3 +191,59 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 	run -0 grep -c "runs as the pool's uid" "$dir/pool.log"
 	rm -rf "$dir"
 }
+
+# pool_on_runs_dir DIR: starts an unprivileged pool (uid and gid 65534) on DIR/runs, as a pod's
+# pool on its emptyDir; waits for its socket or its exit. Sets $pid; the log is DIR/pool.log.
+pool_on_runs_dir() {
+	local dir=$1
+	setpriv --reuid 65534 --regid 65534 --clear-groups \
+		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/sock/s.sock" \
+		--runs-dir "$dir/runs" --workers 2 2>"$dir/pool.log" 3>&- &
+	pid=$!
+	wait_for "the pool's socket or its exit" 600 eval "test -S '$dir/sock/s.sock' || ! kill -0 $pid 2>/dev/null"
+}
+
+@test "layers: a non-root pool starts on a root-owned emptyDir (0777, or the fsGroup's g+rwxs)" {
+	[[ $EUID -eq 0 ]] || skip "needs root to make root-owned directories and switch uids"
+	local dir pid mode
+	for mode in 0777:0 2770:65534; do
+		dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+		chmod 0711 "$dir"
+		mkdir "$dir/sock" "$dir/runs"
+		chown 65534:65534 "$dir/sock"
+		# as the kubelet leaves an emptyDir: root's, and the fsGroup's where the pod has one
+		chown "0:${mode#*:}" "$dir/runs"
+		chmod "${mode%:*}" "$dir/runs"
+		pool_on_runs_dir "$dir"
+		run -0 test -S "$dir/sock/s.sock"
+		run -0 stat -c '%u %a' "$dir/runs/codebox-65534"
+		assert_output "65534 311"
+		run -0 grep -c "runs live in $dir/runs/codebox-65534" "$dir/pool.log"
+		kill -TERM "$pid"
+		wait "$pid"
+		# a restarted container reuses the directory its predecessor made
+		pool_on_runs_dir "$dir"
+		run -0 test -S "$dir/sock/s.sock"
+		kill -TERM "$pid"
+		wait "$pid"
+		rm -rf "$dir"
+	done
+}
+
+@test "layers: a non-root pool on a root-owned directory it cannot write refuses, saying why" {
+	[[ $EUID -eq 0 ]] || skip "needs root to make root-owned directories and switch uids"
+	local dir pid
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir"
+	mkdir "$dir/sock" "$dir/runs"
+	chown 65534:65534 "$dir/sock"
+	chmod 0755 "$dir/runs"
+	local rc=0
+	pool_on_runs_dir "$dir"
+	wait "$pid" || rc=$?
+	assert_equal "$rc" 1
+	run -0 cat "$dir/pool.log"
+	assert_output --partial "belongs to uid 0 (mode 0755) and the pool, uid 65534, can neither chmod it nor create"
+	assert [ ! -e "$dir/sock/s.sock" ]
+	rm -rf "$dir"
+}

@@ -1,12 +1,18 @@
 #!/usr/bin/env bats
-# Deployment tooling that needs no cluster: the offline manifest checks, and the promise that
-# the kind targets never change the current kubectl context, even when a step fails.
+# Deployment tooling that needs no cluster: the offline manifest checks, the pod's limits
+# from a ConfigMap, the pool's probe, and the kind targets (they never change the current
+# kubectl context, even when a step fails; without kind or its cluster they say what to do).
 
 load helpers/stack
 
+# the pinned kubectl of the offline checks, for machines without one of their own
+PATH="$PATH:$ROOT/deploy/tools/bin"
+
 @test "deploy: the manifests render, validate and pass the hardening rules; broken fixtures fail" {
+	local overlays
+	overlays=$(($(find "$ROOT/deploy/overlays" -mindepth 1 -maxdepth 1 -type d | wc -l) + 1))
 	run -0 "$ROOT/scripts/check-deploy.sh"
-	assert_output --partial "6 overlays render, validate and pass the hardening rules"
+	assert_output --partial "$overlays overlays render, validate, pass the hardening rules, and their limits fit"
 	assert_output --partial "every fixture fails as it should"
 }
 
@@ -46,4 +52,121 @@ KIND
 	kubectl config use-context mine >/dev/null
 	PATH="/usr/bin:/bin" run -0 "$ROOT/scripts/kind.sh" down
 	assert_equal "$(kubectl config current-context)" mine
+}
+
+@test "deploy: kind-up and kind-test without kind say how to install it" {
+	local bin="$BATS_TEST_TMPDIR/bin" target
+	mkdir -p "$bin"
+	# everything of the PATH but kind
+	for target in bash cat tr grep dirname basename mkdir kubectl; do
+		ln -s "$(command -v "$target")" "$bin/$target"
+	done
+	export KUBECONFIG="$BATS_TEST_TMPDIR/kubeconfig"
+	for target in up test; do
+		PATH="$bin" run -1 "$ROOT/scripts/kind.sh" "$target"
+		assert_output --partial "kind-$target: kind is not installed. Install kind v0.24 or later"
+		assert_output --partial "quick-start/#installation"
+	done
+}
+
+@test "deploy: kind-test refuses to run without the kind cluster or kind-up's port-forward, testing nothing" {
+	local bin="$BATS_TEST_TMPDIR/bin"
+	mkdir -p "$bin"
+	# a kind that knows no cluster
+	printf '#!/usr/bin/env bash\nexit 0\n' >"$bin/kind"
+	chmod +x "$bin/kind"
+	export KUBECONFIG="$BATS_TEST_TMPDIR/kubeconfig"
+	PATH="$bin:$PATH" run -1 "$ROOT/scripts/kind.sh" test
+	assert_output --partial 'there is no kind cluster "codebox": run make kind-up first'
+	refute_output --partial "1.."
+	# a cluster, but no port-forward of make kind-up's
+	printf '#!/usr/bin/env bash\n[[ "$1 $2" == "get clusters" ]] && echo codebox\nexit 0\n' >"$bin/kind"
+	PATH="$bin:$PATH" run -1 "$ROOT/scripts/kind.sh" test
+	assert_output --partial "port-forward to the cluster is not running"
+}
+
+@test "deploy: the pod's limits ConfigMap is rendered into nginx's config and checked; a bad one is refused" {
+	local lim="$BATS_TEST_TMPDIR/limits" out
+	mkdir -p "$lim"
+	printf 8 >"$lim/CODEBOX_MAX_CONCURRENT_EXECUTIONS"
+	printf '60\n' >"$lim/CODEBOX_EXECUTION_TIMEOUT_SECONDS"
+	printf 536870912 >"$lim/CODEBOX_MEMORY_BYTES"
+	out="$BATS_TEST_TMPDIR/conf"
+	run -0 "$ROOT/scripts/render-limits.sh" --from "$lim" --conf-dir "$ROOT/nginx" --out "$out"
+	run -0 grep -E 'limit_conn codebox_execute 8;' "$out/nginx.conf"
+	run -0 grep -E 'fastcgi_read_timeout +75s;' "$out/nginx.conf"
+	run -0 grep -E 'CODEBOX_EXECUTION_TIMEOUT_SECONDS +60;' "$out/codebox-limits.conf"
+	# 8 runs of 512 MiB + 64 MiB and the pool's 256 MiB: 4864 MiB; 8 + 4 meta + 4 agent workers
+	run -0 "$ROOT/scripts/check-config.sh" --memory-limit $((4864 << 20)) --print-workers \
+		--print-drain-seconds "$out/nginx.conf"
+	assert_output $'16\n70'
+	run -1 "$ROOT/scripts/check-config.sh" --memory-limit $((4863 << 20)) "$out/nginx.conf"
+	assert_output --partial "need 4864 MiB, more than the memory limit of 4863 MiB"
+	# a misspelled key, a value that is no number
+	printf 1 >"$lim/CODEBOX_MEMORY_BYTE"
+	run -1 "$ROOT/scripts/render-limits.sh" --from "$lim" --conf-dir "$ROOT/nginx" --out "$out"
+	assert_output --partial "unknown key CODEBOX_MEMORY_BYTE"
+	rm "$lim/CODEBOX_MEMORY_BYTE"
+	printf 1g >"$lim/CODEBOX_MEMORY_BYTES"
+	run -1 "$ROOT/scripts/render-limits.sh" --from "$lim" --conf-dir "$ROOT/nginx" --out "$out"
+	assert_output --partial "CODEBOX_MEMORY_BYTES must be a positive integer, not '1g'"
+}
+
+@test "deploy: the pool's probe answers 0 when a worker answers on the socket, 1 when none does" {
+	stack_start
+	run -0 "$ROOT/image/codebox-probe" "$STACK_DIR/fcgi.sock"
+	assert_output "codebox-probe: ready"
+	run -1 "$ROOT/image/codebox-probe" "$STACK_DIR/no-such.sock"
+	assert_output --partial "no worker answered on $STACK_DIR/no-such.sock"
+	stack_stop
+}
+
+@test "deploy: .ci/run stops at the first failing stage and its last line names it" {
+	local repo="$BATS_TEST_TMPDIR/repo" bin="$BATS_TEST_TMPDIR/bin"
+	mkdir -p "$repo/.ci" "$repo/scripts" "$bin"
+	cp "$ROOT/.ci/run" "$repo/.ci/run"
+	printf '#!/usr/bin/env bash\necho "ok 1 deps"\n' >"$repo/scripts/install-deps.sh"
+	# make test passes with TAP output; make image fails
+	cat >"$bin/make" <<'MAKE'
+#!/usr/bin/env bash
+case $1 in
+test) printf 'ok 1 a\nok 2 b\n' ;;
+image) echo "building"; exit 2 ;;
+*) echo "image-test must not run" ;;
+esac
+MAKE
+	chmod +x "$bin/make" "$repo/scripts/install-deps.sh"
+	PATH="$bin:$PATH" run -2 bash "$repo/.ci/run"
+	assert_equal "${lines[-1]}" "ci: FAILED at stage 'make image' (exit 2)"
+	refute_output --partial "image-test must not run"
+	refute_output --regexp '^tests: '
+	# and all passing: the last line is the count
+	sed -i 's/exit 2/true/' "$bin/make"
+	PATH="$bin:$PATH" run -0 bash "$repo/.ci/run"
+	assert_equal "${lines[-1]}" "tests: 3 passed, 0 failed"
+}
+
+@test "deploy: install-deps names a command still missing after installing, and its package, in one line" {
+	local bin="$BATS_TEST_TMPDIR/bin" c
+	mkdir -p "$bin"
+	# every command install-deps and the checks need, but wrk
+	for c in bash dirname cat uname dpkg-query sha256sum unzip mkdir chmod mv rm cc make pkg-config \
+		bats curl jq shellcheck clang-format yamllint node npm setpriv nsenter pgrep ps realpath \
+		cgi-fcgi promtool; do
+		ln -s "$(type -P "$c")" "$bin/$c"
+	done
+	PATH="$bin" run -1 "$ROOT/scripts/install-deps.sh"
+	assert_output "install-deps: still missing after installing: wrk (package wrk)"
+}
+
+@test "deploy: when npm ci fails, install-deps shows npm's own error and says where" {
+	local repo="$BATS_TEST_TMPDIR/repo"
+	mkdir -p "$repo"
+	tar -C "$ROOT" --exclude=node_modules --exclude=.out --exclude=bin -c scripts deploy VERSION |
+		tar -x -C "$repo"
+	# a registry that refuses at once, and a cache of its own: npm has to fetch, and fails
+	npm_config_registry=http://127.0.0.1:9/ npm_config_cache="$BATS_TEST_TMPDIR/cache" \
+		npm_config_fetch_retries=0 run -1 "$repo/scripts/install-deps.sh"
+	assert_output --partial "npm error code ECONNREFUSED"
+	assert_output --partial "install-deps: npm ci failed in $repo/deploy/checks (npm's error is above)"
 }

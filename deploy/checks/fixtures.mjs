@@ -22,6 +22,26 @@ const fixtures = [
   ["no-limits", "resources.limits.memory must be set", (d) => { delete pool(d).resources.limits.memory; }],
   ["no-probe", "a readiness probe on /readyz is missing", (d) => { for (const c of pod(d).containers) delete c.readinessProbe; }],
   ["egress", "no NetworkPolicy denies all egress", (d) => { d.find((x) => x.kind === "NetworkPolicy").spec.egress = [{}]; }],
+  ["select-all", "podSelector must select codebox's pods", (d) => { d.find((x) => x.kind === "NetworkPolicy").spec.podSelector = {}; }],
+  ["no-psa", "Pod Security restricted enforce, audit and warn labels", (d) => { delete d.find((x) => x.kind === "Namespace").metadata.labels["pod-security.kubernetes.io/enforce"]; }],
+  ["default-account", "serviceAccountName must name codebox's own account", (d) => { delete pod(d).serviceAccountName; }],
+  ["no-pdb", "no PodDisruptionBudget selects its pods", (d) => { d.splice(d.findIndex((x) => x.kind === "PodDisruptionBudget"), 1); }],
+  ["hpa-fights", "replicas must not be set when an HPA scales it", (d) => {
+    d.push({ apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler", metadata: { name: "codebox", namespace: "codebox" },
+      spec: { scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: "codebox" }, minReplicas: 3, maxReplicas: 10 } });
+  }],
+  ["no-spread", "several replicas need a topology spread", (d) => { d.find((x) => x.kind === "Deployment").spec.replicas = 3; }],
+  ["no-pool-probe", "an exec startupProbe (the pool answers on its socket) is missing", (d) => { delete pool(d).startupProbe; }],
+  ["probe-timeout", "livenessProbe.timeoutSeconds must be set on purpose", (d) => { delete pool(d).livenessProbe.timeoutSeconds; }],
+  ["no-storage-limit", "resources.limits.ephemeral-storage must be set", (d) => { delete pool(d).resources.limits["ephemeral-storage"]; }],
+  // the pod as a whole (check-deploy.sh's pod_limits): limits, memory, grace, release tag
+  ["pod-memory", "more than the memory limit", (d) => { pool(d).resources.limits.memory = "2Gi"; }],
+  ["pod-bad-limit", "CODEBOX_MAX_PROCESSES must be a positive integer", (d) => { d.find((x) => x.kind === "ConfigMap").data.CODEBOX_MAX_PROCESSES = "lots"; }],
+  ["pod-grace", "terminationGracePeriodSeconds (30) must cover the pool's drain", (d) => { pod(d).terminationGracePeriodSeconds = 30; }],
+  ["pod-timeout-grace", "terminationGracePeriodSeconds (50) must cover the pool's drain (130 s)", (d) => { d.find((x) => x.kind === "ConfigMap").data.CODEBOX_EXECUTION_TIMEOUT_SECONDS = "120"; }],
+  ["pod-runs-disk", "must hold CODEBOX_MAX_CONCURRENT_EXECUTIONS (8) * CODEBOX_DISK_BYTES (64 MiB)", (d) => { pod(d).volumes.find((v) => v.name === "runs").emptyDir.sizeLimit = "256Mi"; }],
+  ["pod-storage", "ephemeral-storage limit (512 MiB) must cover its emptyDirs' sizeLimits (1088 MiB)", (d) => { pool(d).resources.limits["ephemeral-storage"] = "512Mi"; }],
+  ["pod-dev-tag", "must be tagged with the release", (d) => { pool(d).image = "localhost/codebox:dev"; }],
   // a misspelled field: caught by the TypeScript excess-property check, not by hardening.mjs
   ["typo", "does not exist in type", (d) => { const c = pool(d); c.securityContex = c.securityContext; }],
 ];

@@ -1,4 +1,6 @@
-// codebox's hardening rules for its pod: the restricted Pod Security Standard and more.
+// codebox's hardening rules for its pod: the restricted Pod Security Standard and more, and
+// what a platform team expects around it (namespace, service account, disruption budget,
+// probes, storage limits, a NetworkPolicy and an HPA that select and own exactly codebox).
 //   node hardening.mjs FILE.yaml...   prints every violation, exits 1 if there is one
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
@@ -47,10 +49,42 @@ for (const w of workloads) {
   const probes = (pod.containers ?? []).flatMap((c) => [c.livenessProbe?.httpGet?.path, c.readinessProbe?.httpGet?.path]);
   if (!probes.includes("/healthz")) bad(name, "a liveness probe on /healthz is missing");
   if (!probes.includes("/readyz")) bad(name, "a readiness probe on /readyz is missing");
+  // the service's Deployment, as a platform team runs it (the agent-sandbox overlay's
+  // controller-made Pod has its own lifecycle: the rules above only)
+  if (w.kind !== "Deployment") continue;
+  for (const c of pod.containers ?? []) {
+    const cn = `${name} container ${c.name}`;
+    for (const kind of ["requests", "limits"])
+      if (!c.resources?.[kind]?.["ephemeral-storage"]) bad(cn, `resources.${kind}.ephemeral-storage must be set`);
+    for (const p of ["livenessProbe", "readinessProbe", "startupProbe"])
+      if (c[p] && c[p].timeoutSeconds === undefined) bad(cn, `${p}.timeoutSeconds must be set on purpose`);
+  }
+  const pool = (pod.containers ?? []).find((c) => c.name === "pool");
+  if (pool) {
+    for (const p of ["livenessProbe", "startupProbe"])
+      if (!pool[p]?.exec?.command?.length) bad(`${name} container pool`, `an exec ${p} (the pool answers on its socket) is missing`);
+  }
+  if (!pod.serviceAccountName || pod.serviceAccountName === "default") bad(name, "serviceAccountName must name codebox's own account");
+  else if (!docs.some((d) => d.kind === "ServiceAccount" && d.metadata?.name === pod.serviceAccountName))
+    bad(name, `the ServiceAccount ${pod.serviceAccountName} is not in the manifests`);
+  const labels = w.kind === "Pod" ? w.metadata?.labels ?? {} : w.spec?.template?.metadata?.labels ?? {};
+  const selects = (sel) => sel && Object.keys(sel.matchLabels ?? {}).length + (sel.matchExpressions ?? []).length > 0 &&
+    Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  const ns = w.metadata?.namespace;
+  const policies = docs.filter((d) => d.kind === "NetworkPolicy" && d.metadata?.namespace === ns);
+  for (const p of policies) if (!selects(p.spec?.podSelector)) bad(`NetworkPolicy ${p.metadata?.name}`, "podSelector must select codebox's pods, not every pod of the namespace");
+  if (!policies.some((p) => selects(p.spec?.podSelector) && (p.spec?.policyTypes ?? []).includes("Egress") && (p.spec?.egress ?? []).length === 0))
+    bad(name, "no NetworkPolicy denies all egress of codebox's pods");
+  if (!docs.some((d) => d.kind === "PodDisruptionBudget" && selects(d.spec?.selector))) bad(name, "no PodDisruptionBudget selects its pods");
+  const hpa = docs.find((d) => d.kind === "HorizontalPodAutoscaler" && d.spec?.scaleTargetRef?.name === w.metadata?.name);
+  if (hpa && w.spec?.replicas !== undefined) bad(name, "replicas must not be set when an HPA scales it (the two would fight at every apply)");
+  if ((hpa || (w.spec?.replicas ?? 1) > 1) && !(pod.topologySpreadConstraints ?? []).some((t) => t.topologyKey === "kubernetes.io/hostname"))
+    bad(name, "several replicas need a topology spread over kubernetes.io/hostname");
+  const namespace = docs.find((d) => d.kind === "Namespace" && d.metadata?.name === ns);
+  const psa = namespace?.metadata?.labels ?? {};
+  if (!["enforce", "audit", "warn"].every((m) => psa[`pod-security.kubernetes.io/${m}`] === "restricted"))
+    bad(name, `its namespace (${ns ?? "none"}) must be in the manifests with Pod Security restricted enforce, audit and warn labels`);
 }
-const policies = docs.filter((d) => d.kind === "NetworkPolicy");
-if (!policies.some((p) => (p.spec?.policyTypes ?? []).includes("Egress") && (p.spec?.egress ?? []).length === 0))
-  bad("manifests", "no NetworkPolicy denies all egress");
 if (!docs.some((d) => d.kind === "Service")) bad("manifests", "no Service");
 
 for (const p of problems) console.error(`hardening: ${p}`);

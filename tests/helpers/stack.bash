@@ -165,14 +165,42 @@ wait_for() {
 	return 1
 }
 
+# Where this stack's parts are. A pod (make image-test) says so through CODEBOX_POD_*: the
+# runs directory as the host sees it and as the pool sees it, the host pids of the pool and
+# of nginx, and the socket's path inside the pod.
+# stack_runs: the runs directory, as this shell reaches it
+stack_runs() {
+	echo "${CODEBOX_POD_RUNS:-$STACK_DIR/runs}"
+}
+# stack_runs_inside: the same directory as the pool and its runs name it
+stack_runs_inside() {
+	echo "${CODEBOX_POD_RUNS_INSIDE:-$STACK_DIR/runs}"
+}
+# stack_socket: the FastCGI socket's path, as the runs would name it
+stack_socket() {
+	echo "${CODEBOX_POD_SOCKET:-$STACK_DIR/fcgi.sock}"
+}
+# stack_nginx_pid: nginx's master
+stack_nginx_pid() {
+	if [[ -n ${CODEBOX_POD_NGINX_PID:-} ]]; then
+		echo "$CODEBOX_POD_NGINX_PID"
+	else
+		cat "$STACK_DIR/nginx.pid"
+	fi
+}
+
 # runs_in_flight: how many run directories exist right now.
 runs_in_flight() {
-	find "$STACK_DIR/runs" -mindepth 2 -maxdepth 2 -name 'run-*' | wc -l
+	find "$(stack_runs)" -mindepth 2 -maxdepth 2 -name 'run-*' | wc -l
 }
 
 # pool_pid: the supervisor of this stack.
 pool_pid() {
-	pgrep -o -f -- "--runs-dir $STACK_DIR/runs"
+	if [[ -n ${CODEBOX_POD_POOL_PID:-} ]]; then
+		echo "$CODEBOX_POD_POOL_PID"
+	else
+		pgrep -o -f -- "--runs-dir $STACK_DIR/runs"
+	fi
 }
 
 # worker_pids: the workers of this stack (the pool's children but its warm zygote).
@@ -212,18 +240,19 @@ marker_gone() {
 # no_run_leftovers: nothing of any finished run remains. Each worker may hold one sandbox
 # built ahead for its next request: an empty directory, a cgroup holding only that box's
 # idle init (warm: and its program, prepared and waiting for the request), and that init
-# (named codebox-init) without other children; and, warm, its template (named codebox-warm)
+# (named codebox-init; without a pid namespace, the box not yet exec'd, still named
+# codebox-pool) without other children; and, warm, its template (named codebox-warm)
 # without children.
 no_run_leftovers() {
 	local pool worker child workers
 	pool=$(pool_pid)
 	workers=$(worker_pids | wc -l)
-	if [[ -n $(find "$STACK_DIR/runs" -mindepth 3 -path '*/w*/run-*/*' -print -quit) ]]; then
+	if [[ -n $(find "$(stack_runs)" -mindepth 3 -path '*/w*/run-*/*' -print -quit) ]]; then
 		echo "a run directory is not empty:" >&2
-		find "$STACK_DIR/runs" -mindepth 3 -path '*/w*/run-*/*' >&2
+		find "$(stack_runs)" -mindepth 3 -path '*/w*/run-*/*' >&2
 		return 1
 	fi
-	if (($(find "$STACK_DIR/runs" -mindepth 2 -maxdepth 2 -name 'run-*' | wc -l) > workers)); then
+	if (($(find "$(stack_runs)" -mindepth 2 -maxdepth 2 -name 'run-*' | wc -l) > workers)); then
 		echo "more run directories than workers" >&2
 		return 1
 	fi
@@ -246,7 +275,7 @@ no_run_leftovers() {
 				$(cat "/proc/$waiting/comm" 2>/dev/null) == python3 && -z $(pgrep -P "$waiting") ]]; then
 				waiting=""
 			fi
-			if [[ ($comm != codebox-init && $comm != codebox-warm) || -n $waiting ]]; then
+			if [[ ($comm != codebox-init && $comm != codebox-warm && $comm != codebox-pool) || -n $waiting ]]; then
 				echo "worker $worker has a child that is not an idle sandbox: $child" >&2
 				ps -o pid,ppid,comm,args -p "$child" >&2
 				return 1

@@ -1,0 +1,70 @@
+// codebox's pod as a whole, for check-deploy.sh's limits check: writes the codebox-limits
+// ConfigMap's keys as files into LIMITS_DIR (as the pod mounts them), checks that every
+// image is tagged with the release (VERSION, never a moving tag like dev or latest; "-" skips
+// this), and prints "<pool memory limit in bytes> <terminationGracePeriodSeconds> <longest
+// preStop sleep in seconds> <the runs emptyDir's sizeLimit in bytes> <the pool's
+// ephemeral-storage limit in bytes> <the sizeLimits of the pool's disk-backed emptyDirs>".
+//   node podfacts.mjs RENDERED.yaml LIMITS_DIR VERSION|-
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { parseAllDocuments } from "yaml";
+
+const [file, limitsDir, version] = process.argv.slice(2);
+const docs = parseAllDocuments(readFileSync(file, "utf8")).map((d) => d.toJS()).filter(Boolean);
+const die = (msg) => {
+  console.error(`podfacts: ${msg}`);
+  process.exit(1);
+};
+
+const deployment = docs.find((d) => d.kind === "Deployment");
+if (!deployment) die("no Deployment");
+const pod = deployment.spec.template.spec;
+const pool = pod.containers.find((c) => c.name === "pool");
+if (!pool) die("no pool container");
+
+const mounted = (pod.volumes ?? []).find((v) => v.configMap && (pool.volumeMounts ?? []).some((m) => m.name === v.name && m.mountPath === "/etc/codebox/limits"));
+if (!mounted) die("the pool container mounts no ConfigMap at /etc/codebox/limits");
+const cm = docs.find((d) => d.kind === "ConfigMap" && d.metadata.name === mounted.configMap.name);
+if (!cm) die(`the ConfigMap ${mounted.configMap.name} is not in the manifests`);
+mkdirSync(limitsDir, { recursive: true });
+for (const [k, v] of Object.entries(cm.data ?? {})) writeFileSync(`${limitsDir}/${k}`, String(v));
+
+if (version !== "-")
+  for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+    const tag = c.image.includes(":") ? c.image.slice(c.image.lastIndexOf(":") + 1) : "";
+    if (tag !== version) die(`container ${c.name}: image ${c.image} must be tagged with the release ${version} (VERSION), not ${tag || "nothing"}`);
+  }
+
+const units = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12, "": 1 };
+const bytes = (q) => {
+  const m = /^([0-9.]+)(Ki|Mi|Gi|Ti|k|M|G|T|)$/.exec(String(q));
+  if (!m) die(`cannot read the quantity ${q}`);
+  return Math.floor(Number(m[1]) * units[m[2]]);
+};
+const memory = pool.resources?.limits?.memory;
+if (!memory) die("the pool container has no memory limit");
+
+// preStop: the sleep action, or an exec of sleep N
+let preStop = 0;
+for (const c of pod.containers) {
+  const h = c.lifecycle?.preStop;
+  if (!h) continue;
+  if (h.sleep?.seconds) preStop = Math.max(preStop, h.sleep.seconds);
+  const m = /\bsleep\s+([0-9]+)/.exec((h.exec?.command ?? []).join(" "));
+  if (m) preStop = Math.max(preStop, Number(m[1]));
+}
+// disk: the runs volume, and every disk-backed emptyDir the pool writes to
+const volume = (name) => (pod.volumes ?? []).find((v) => v.name === name);
+const runsMount = (pool.volumeMounts ?? []).find((m) => m.mountPath === "/var/lib/codebox/runs");
+const runs = runsMount && volume(runsMount.name);
+if (!runs?.emptyDir?.sizeLimit) die("the pool's runs volume (/var/lib/codebox/runs) must be an emptyDir with a sizeLimit");
+let disk = 0;
+for (const m of pool.volumeMounts ?? []) {
+  const v = volume(m.name);
+  if (v?.emptyDir && v.emptyDir.medium !== "Memory") {
+    if (!v.emptyDir.sizeLimit) die(`the pool's emptyDir ${v.name} needs a sizeLimit`);
+    disk += bytes(v.emptyDir.sizeLimit);
+  }
+}
+const storage = pool.resources?.limits?.["ephemeral-storage"];
+if (!storage) die("the pool container has no ephemeral-storage limit");
+console.log(`${bytes(memory)} ${pod.terminationGracePeriodSeconds ?? 30} ${preStop} ${bytes(runs.emptyDir.sizeLimit)} ${bytes(storage)} ${disk}`);
