@@ -167,7 +167,8 @@ bool
 run_box_fits(const struct run_box *box, const struct run_spec *spec)
 {
 	return box->active && box->memory_bytes == spec->memory_bytes &&
-	       box->max_processes == spec->max_processes && box->disk_bytes == spec->disk_bytes;
+	       box->max_processes == spec->max_processes && box->disk_bytes == spec->disk_bytes &&
+	       box->cpu_millicores == spec->cpu_millicores;
 }
 
 static void
@@ -234,15 +235,53 @@ run_box_discard(const struct run_config *cfg, struct run_box *box)
 		box_teardown(cfg, box, &reaped, &st, &ru, false);
 }
 
+/*
+ * clone() of the run's namespaces as the run's own host uid: the user namespace is then owned
+ * by that uid, so every per-user kernel quota charged through it (inotify, fanotify, pending
+ * signals, message queues, nested namespaces...) is the run uid's, not root's. Only the
+ * effective ids change, for the one call; the saved ids stay 0 and bring root back.
+ */
+static pid_t
+clone_as(const struct run_config *cfg, int flags)
+{
+	pid_t pid;
+	int err;
+
+	if (!cfg->drop_privileges || !(flags & CLONE_NEWUSER))
+		return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+	if (setresgid((gid_t)-1, cfg->run_gid, (gid_t)-1) < 0)
+		return -1;
+	if (setresuid((uid_t)-1, cfg->run_uid, (uid_t)-1) < 0) {
+		err = errno;
+		if (setresgid((gid_t)-1, 0, (gid_t)-1) < 0)
+			_exit(1); /* cannot happen: the real gid is 0 */
+		errno = err;
+		return -1;
+	}
+	pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0)
+		return 0; /* init switches all its ids once the maps exist */
+	err = errno;
+	if (setresuid((uid_t)-1, 0, (uid_t)-1) < 0 || setresgid((gid_t)-1, 0, (gid_t)-1) < 0) {
+		log_msg(LOG_ERROR, "cannot become root again after clone(): %s", strerror(errno));
+		_exit(1); /* a worker that is not root cannot serve; the pool starts another */
+	}
+	/* the euid change made the worker non-dumpable; it was dumpable before */
+	(void)prctl(PR_SET_DUMPABLE, 1);
+	errno = err;
+	return pid;
+}
+
 int
 run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
-              unsigned long max_processes, unsigned long long disk_bytes, struct run_box *box,
-              struct run_outcome *fault, char *why, size_t why_len)
+              unsigned long max_processes, unsigned long long disk_bytes,
+              unsigned long cpu_millicores, struct run_box *box, struct run_outcome *fault,
+              char *why, size_t why_len)
 {
 	int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, fail_p[2] = {-1, -1};
 	int ctl_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
 	bool ns_mode = cfg->clone_flags != 0;
-	char home[4200], tmpdir[4200], cg_name[80];
+	char home[4200], tmpdir[4200], cg_name[80], inner[128];
 	struct mounts_spec ms;
 
 	memset(box, 0, sizeof(*box));
@@ -253,6 +292,7 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	box->memory_bytes = memory_bytes;
 	box->max_processes = max_processes;
 	box->disk_bytes = disk_bytes;
+	box->cpu_millicores = cpu_millicores;
 	if (workdir_create(&box->wd, cfg->work_parent_fd, cfg->work_parent, cfg->drop_privileges,
 	                   cfg->run_uid, cfg->run_gid, NULL, 0) < 0) {
 		set_fault(fault, RUN_FAULT_OTHER, why, why_len,
@@ -262,8 +302,8 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	box->active = true;
 	if (cfg->cgroup != NULL) {
 		snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index, box->wd.name);
-		if (cgroup_run_create(cfg->cgroup, &box->cg, cg_name, memory_bytes, max_processes) <
-		    0) {
+		if (cgroup_run_create(cfg->cgroup, &box->cg, cg_name, memory_bytes, max_processes,
+		                      cpu_millicores) < 0) {
 			set_fault(fault, RUN_FAULT_CGROUP, why, why_len,
 			          "could not create the run's cgroup");
 			goto fail;
@@ -276,8 +316,13 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 		goto fail;
 	}
 
-	snprintf(home, sizeof(home), "HOME=%s", box->wd.path);
-	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", box->wd.path);
+	/* in a mount namespace the run sees its directory at a path that names nothing of the host
+	 */
+	bool mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS);
+	snprintf(inner, sizeof(inner), "%s/%s", SANDBOX_INNER_DIR, box->wd.name);
+	const char *run_dir = mounts ? inner : box->wd.path;
+	snprintf(home, sizeof(home), "HOME=%s", run_dir);
+	snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", run_dir);
 	char *const envp[] = {
 	    "PATH=/usr/local/bin:/usr/bin:/bin",
 	    home,
@@ -303,7 +348,7 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	};
 	ms = (struct mounts_spec){
 	    .workdir = box->wd.path,
-	    .parent_dir = cfg->work_parent,
+	    .inner_workdir = inner,
 	    .etc_dir = cfg->etc_dir,
 	    .python = cfg->python,
 	    .disk_bytes = disk_bytes,
@@ -319,7 +364,7 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	    .error_fd = fail_p[1],
 	    .ctl_fd = ctl_p[0],
 	    .report_fd = rep_p[1],
-	    .workdir = box->wd.path,
+	    .workdir = run_dir,
 	    .python = cfg->python,
 	    .argv = argv,
 	    .envp = agent ? agent_envp : envp,
@@ -330,16 +375,20 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	    .parent_pid = ns_mode ? 1 : getpid(),
 	    .nofile = 1024,
 	    .landlock_fd = cfg->landlock_fd,
+	    .landlock_abi = mounts ? cfg->landlock_abi : 0,
 	    .seccomp = cfg->seccomp,
-	    .mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS) ? &ms : NULL,
+	    .mounts = mounts ? &ms : NULL,
 	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
+	    .cgroupns = ns_mode && cfg->cgroupns,
+	    .high_pids = mounts && cfg->mount_proc && cfg->high_pids,
+	    .mask_proc = mounts && cfg->mount_proc && cfg->mask_proc,
 	    .ids_before_mounts = cfg->userns,
 	    .agent = agent,
 	    .workspace_fd = agent ? cfg->workspace_fd : -1,
 	};
 
 	if (ns_mode)
-		box->pid = (pid_t)syscall(SYS_clone, cfg->clone_flags | SIGCHLD, 0, 0, 0, 0);
+		box->pid = clone_as(cfg, cfg->clone_flags);
 	else
 		box->pid = fork();
 	if (box->pid < 0) {
@@ -475,7 +524,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		if (given != NULL)
 			run_box_discard(cfg, given);
 		if (run_box_build(cfg, spec->memory_bytes, spec->max_processes, spec->disk_bytes,
-		                  &local, out, why, why_len) < 0)
+		                  spec->cpu_millicores, &local, out, why, why_len) < 0)
 			return -1;
 	}
 	if (box->ns_mode) {
@@ -496,7 +545,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		run_box_discard(cfg, given);
 		box = &local;
 		if (run_box_build(cfg, spec->memory_bytes, spec->max_processes, spec->disk_bytes,
-		                  &local, out, why, why_len) < 0) {
+		                  spec->cpu_millicores, &local, out, why, why_len) < 0) {
 			free(rb.buf);
 			return -1;
 		}
@@ -515,8 +564,9 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	deadline = proc_now_ms() + spec->wall_ms;
 
 	for (;;) {
-		struct pollfd pfd[6];
+		struct pollfd pfd[7];
 		int n = 0, i_out = -1, i_err = -1, i_fail = -1, i_rep = -1, i_pid = -1, i_cli = -1;
+		int i_oom = -1;
 		long long now = proc_now_ms(), until;
 
 		if (main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
@@ -570,6 +620,10 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			i_cli = n;
 			pfd[n++] = (struct pollfd){.fd = client_fd, .events = POLLRDHUP};
 		}
+		if (!main_reaped && !stop_sent && box->cg.active && box->cg.oom_fd >= 0) {
+			i_oom = n;
+			pfd[n++] = (struct pollfd){.fd = box->cg.oom_fd, .events = POLLIN};
+		}
 		long long wait_ms = until - now;
 		if (wait_ms < 0)
 			wait_ms = 0;
@@ -589,6 +643,12 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			drain(&box->err_r, &out->err);
 		if (i_rep >= 0 && pfd[i_rep].revents)
 			drain_report(&box->rep_r, &rb);
+		if (i_oom >= 0 && pfd[i_oom].revents && cgroup_run_oom(&box->cg)) {
+			/* the run's first OOM ends it, before a second process is killed */
+			box->oom_stopped = true;
+			deadline = proc_now_ms(); /* stopped like a timeout, reported as memory */
+			continue;
+		}
 		if (i_fail >= 0 && pfd[i_fail].revents) {
 			ssize_t r = read(box->fail_r, &failure, sizeof(failure));
 			if (r == (ssize_t)sizeof(failure))
@@ -656,7 +716,7 @@ out:
 			if (complete) {
 				status = rep.program_status;
 				have_status = rep.program_reaped != 0;
-				timed_out = rep.stopped != 0;
+				timed_out = rep.stopped != 0 && !box->oom_stopped;
 				disk_full = rep.disk_full != 0;
 				out->result_status = (enum result_status)rep.result_status;
 				if (out->result_status == RESULT_OK) {
@@ -683,6 +743,10 @@ out:
 		} else {
 			out->result_status = result_read(box->wd.fd, spec->max_result_bytes,
 			                                 &out->result_json, &out->result_len);
+		}
+		if (box->oom_stopped) {
+			timed_out = false;
+			oom = true;
 		}
 		if (timed_out) {
 			out->status = RUN_TIMED_OUT;

@@ -44,6 +44,10 @@ struct run_config {
 	int clone_flags;     /* namespaces of a run; 0 = direct mode (fork, no init) */
 	bool userns;         /* CLONE_NEWUSER is in clone_flags */
 	bool mount_proc;     /* a private /proc in the mount namespace */
+	bool cgroupns;       /* init enters a cgroup namespace rooted at the run's group */
+	bool mask_proc;      /* the OCI masked and read-only /proc paths */
+	bool high_pids;      /* the program's pids start near the namespace's pid_max */
+	int landlock_abi;    /* with a mount namespace: init builds the run's own ruleset */
 	const char *etc_dir; /* the sandbox's /etc */
 	int landlock_fd;     /* -1: none */
 	const struct seccomp_filter *seccomp; /* NULL: none */
@@ -72,6 +76,7 @@ struct run_spec {
 	 * run is killed at once (run_outcome.abandoned) */
 	bool watch_client;
 	int client_fd;
+	unsigned long cpu_millicores; /* 0: no CPU quota */
 };
 
 /* Why the sandbox (not the program) failed; lets start-up turn a layer off. */
@@ -120,6 +125,8 @@ struct run_box {
 	unsigned long long memory_bytes;
 	unsigned long max_processes;
 	unsigned long long disk_bytes;
+	unsigned long cpu_millicores;
+	bool oom_stopped; /* the worker stopped the run at its first OOM (run_execute) */
 };
 
 /*
@@ -127,8 +134,9 @@ struct run_box {
  * fault (may be NULL), which layer failed.
  */
 int run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
-                  unsigned long max_processes, unsigned long long disk_bytes, struct run_box *box,
-                  struct run_outcome *fault, char *why, size_t why_len);
+                  unsigned long max_processes, unsigned long long disk_bytes,
+                  unsigned long cpu_millicores, struct run_box *box, struct run_outcome *fault,
+                  char *why, size_t why_len);
 
 /* Whether box was built with the caps spec asks for. */
 bool run_box_fits(const struct run_box *box, const struct run_spec *spec);

@@ -7,7 +7,9 @@
 #      nginx worker's $pid (a crashed worker's counts must not outlive it), and the pool's
 #      workers >= CODEBOX_MAX_CONCURRENT_EXECUTIONS + limit_conn codebox_meta;
 #   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024;
-#   5. every location passes the same limits (so /capabilities reports what /execute enforces).
+#   5. every location passes the same limits (so /capabilities reports what /execute enforces);
+#   6. CODEBOX_POOL_MEMORY_BYTES (0: derived by the pool) is at least CODEBOX_MEMORY_BYTES and
+#      at most the memory available (--memory-limit, else the container's or host's).
 # A violated invariant is refused with a message naming both numbers.
 set -euo pipefail
 
@@ -25,6 +27,11 @@ Checks the invariants between nginx's limits, its timeouts and the pool size.
   --print-ceilings print the pool's ceilings, NAME=VALUE,...: every limit of
                    codebox-limits.conf and CODEBOX_MAX_BODY_BYTES (client_max_body_size);
                    the pool caps whatever a request brings at these (codebox-pool --ceilings)
+  --memory-limit BYTES
+                   the memory the pool's container may use (a pod's limit); default: the
+                   limit of this process's memory cgroup, else the host's MemTotal
+  --print-pool-memory-bytes
+                   print CODEBOX_POOL_MEMORY_BYTES (for codebox-pool --pool-memory-bytes)
 USAGE
 }
 
@@ -32,6 +39,8 @@ workers=""
 print_workers=0
 print_drain=0
 print_ceilings=0
+print_pool_memory=0
+memory_limit=""
 conf=""
 while (($#)); do
 	case $1 in
@@ -54,6 +63,18 @@ while (($#)); do
 	--print-ceilings)
 		print_ceilings=1
 		shift
+		;;
+	--print-pool-memory-bytes)
+		print_pool_memory=1
+		shift
+		;;
+	--memory-limit)
+		memory_limit=${2:?--memory-limit needs a number of bytes}
+		[[ $memory_limit =~ ^[0-9]+$ ]] || {
+			echo "check-config: --memory-limit must be a number of bytes" >&2
+			exit 2
+		}
+		shift 2
 		;;
 	-*)
 		usage >&2
@@ -132,6 +153,9 @@ max_code=$(one_value CODEBOX_MAX_CODE_BYTES)
 max_conc=$(one_value CODEBOX_MAX_CONCURRENT_EXECUTIONS)
 ceilings="CODEBOX_EXECUTION_TIMEOUT_SECONDS=$timeout_s,CODEBOX_MAX_CODE_BYTES=$max_code"
 ceilings+=",CODEBOX_MAX_CONCURRENT_EXECUTIONS=$max_conc"
+run_memory=$(one_value CODEBOX_MEMORY_BYTES)
+one_value CODEBOX_CPU_MILLICORES >/dev/null
+pool_memory=$(one_value CODEBOX_POOL_MEMORY_BYTES)
 for name in CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT_BYTES \
 	CODEBOX_MAX_STDIN_BYTES CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES; do
 	ceilings+=",$name=$(one_value "$name")"
@@ -185,6 +209,31 @@ if ((body_b < min_body)); then
 	fail "client_max_body_size ($body_b bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES + 1024 ($min_body bytes)"
 fi
 
+# 6. the pool-wide memory budget against what the container (or host) has
+available_memory() {
+	local v
+	for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
+		if [[ -r $f ]] && v=$(<"$f") && [[ $v =~ ^[0-9]+$ ]] && ((v < 1 << 62)); then
+			echo "$v"
+			return
+		fi
+	done
+	awk '$1 == "MemTotal:" { printf "%.0f\n", $2 * 1024 }' /proc/meminfo
+}
+if [[ -z $memory_limit ]]; then
+	memory_limit=$(available_memory)
+fi
+if ((pool_memory != 0)); then
+	if ((pool_memory < run_memory)); then
+		fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must be at least CODEBOX_MEMORY_BYTES ($run_memory): one run must fit"
+	fi
+	if ((pool_memory > memory_limit)); then
+		fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must not exceed the memory available to the pool ($memory_limit bytes)"
+	fi
+elif ((memory_limit / 4 * 3 < run_memory)); then
+	fail "the derived pool memory budget (3/4 of $memory_limit bytes) is smaller than CODEBOX_MEMORY_BYTES ($run_memory)"
+fi
+
 if ((print_workers)); then
 	echo "${workers:-$need}"
 fi
@@ -193,4 +242,7 @@ if ((print_drain)); then
 fi
 if ((print_ceilings)); then
 	echo "$ceilings,CODEBOX_MAX_BODY_BYTES=$body_b"
+fi
+if ((print_pool_memory)); then
+	echo "$pool_memory"
 fi

@@ -120,7 +120,7 @@ exec /usr/bin/python3 -I -c 'import runpy, sys; sys.modules["sklearn"] = None; r
 PY
 	chmod 0755 "$dir/python-without-sklearn"
 	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
-		--workers 1 --python "$dir/python-without-sklearn"
+		--workers 1 --python "$dir/python-without-sklearn" --run-uid-base "$(uid_base_for "$(free_port)")"
 	assert_failure 1
 	assert_output --partial "refusing to start: a promised module is missing"
 	assert_output --partial "sklearn"

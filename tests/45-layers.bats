@@ -150,12 +150,14 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 	chmod 0711 "$dir"
 	mkdir "$dir/runs"
 	run env CODEBOX_DISABLE=landlock CODEBOX_REQUIRE=seccomp,landlock \
-		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1
+		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 \
+		--run-uid-base "$(uid_base_for "$(free_port)")"
 	assert_failure 1
 	assert_output --partial "CODEBOX_REQUIRE demands landlock, which is off: disabled by CODEBOX_DISABLE"
 	assert [ ! -e "$dir/s.sock" ]
 	run env CODEBOX_REQUIRE=seccomp,teleport \
-		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1
+		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 \
+		--run-uid-base "$(uid_base_for "$(free_port)")"
 	assert_failure 1
 	assert_output --partial 'unknown isolation layer "teleport"'
 	rm -rf "$dir"
