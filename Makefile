@@ -31,8 +31,7 @@ OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
 
 # unit tests: one TAP program per pure module, linking only what it tests
-UNITS    = capture result request limits reply jsonw workdir isolation multipart
-UNITS    = capture result request limits reply jsonw workdir isolation slots
+UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture
 UNIT_DEPS_result  = result jsonw
@@ -44,6 +43,8 @@ UNIT_DEPS_workdir = workdir log jsonw util
 UNIT_DEPS_isolation = isolation
 UNIT_DEPS_multipart = multipart workspace util
 UNIT_DEPS_slots   = slots
+UNIT_DEPS_landlock = landlock log jsonw
+UNIT_DEPS_seccomp = seccomp log jsonw
 
 .PHONY: all deps build run test unit bats asan check lint format clean bench
 

@@ -17,6 +17,7 @@ static struct kv params[] = {
     {"CODEBOX_MEMORY_BYTES", "1073741824"},
     {"CODEBOX_MAX_PROCESSES", "64"},
     {"CODEBOX_DISK_BYTES", "67108864"},
+    {"CODEBOX_CPU_MILLICORES", "1000"},
 };
 
 static const char *
