@@ -214,7 +214,10 @@ no_run_leftovers() {
 	local cg
 	while read -r cg; do
 		[[ -n $cg ]] || continue
-		if (($(wc -l <"$cg/cgroup.procs") > 1)); then
+		local procs
+		# a finished run's group is removed after its reply: it may vanish meanwhile
+		procs=$(cat "$cg/cgroup.procs" 2>/dev/null) || continue
+		if (($(grep -c . <<<"$procs") > 1)); then
 			echo "the cgroup $cg holds more than a waiting init" >&2
 			return 1
 		fi
