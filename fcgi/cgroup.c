@@ -503,12 +503,13 @@ remove_group(const char *dir)
 void
 cgroup_run_remove(struct cgroup_run *run)
 {
+	/* an inactive (or zeroed) struct owns no descriptor */
+	if (!run->active)
+		return;
 	if (run->oom_fd >= 0) {
 		close(run->oom_fd);
 		run->oom_fd = -1;
 	}
-	if (!run->active)
-		return;
 	remove_group(run->memory);
 	if (strcmp(run->pids, run->memory) != 0)
 		remove_group(run->pids);

@@ -46,7 +46,8 @@ struct cgroup_run {
 	char cpu[600]; /* v1 with a cpu hierarchy; else "" */
 	char parent[512];
 	unsigned long long memory_bytes;
-	int oom_fd; /* v1: an eventfd that the kernel signals on an OOM in the group; or -1 */
+	int oom_fd; /* v1: an eventfd that the kernel signals on an OOM in the group; or -1.
+	             * Owned only while active (a zeroed struct owns nothing) */
 	bool oom_seen;
 	bool active;
 };

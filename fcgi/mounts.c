@@ -348,19 +348,6 @@ mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 	     bind_ro("/etc/alternatives", dst, false) < 0))
 		return -1;
 
-	/* an interpreter outside /usr (--python) is bound read-only at its own path */
-	if (strncmp(m->python, "/usr/", 5) != 0) {
-		char parent[NEWROOT_MAX];
-		const char *slash = strrchr(m->python, '/');
-		if (join(parent, sizeof(parent), "", m->python) < 0)
-			return -1;
-		parent[slash - m->python] = '\0';
-		if ((parent[0] && mkdirs(root, parent) < 0) ||
-		    join(dst, sizeof(dst), root, m->python) < 0 || touch(dst) < 0 ||
-		    bind_ro(m->python, dst, false) < 0)
-			return -1;
-	}
-
 	*failed_step = MOUNTS_DEV;
 	if (build_dev(root) < 0)
 		return -1;
@@ -377,6 +364,19 @@ mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 	*failed_step = MOUNTS_WORK;
 	if (build_work(root, m) < 0)
 		return -1;
+	/* an interpreter outside /usr (--python, tests) is bound read-only at its own path; after
+	 * the work mounts, which would hide it under /tmp */
+	if (strncmp(m->python, "/usr/", 5) != 0) {
+		char parent[NEWROOT_MAX];
+		const char *slash = strrchr(m->python, '/');
+		if (join(parent, sizeof(parent), "", m->python) < 0)
+			return -1;
+		parent[slash - m->python] = '\0';
+		if ((parent[0] && mkdirs(root, parent) < 0) ||
+		    join(dst, sizeof(dst), root, m->python) < 0 || touch(dst) < 0 ||
+		    bind_ro(m->python, dst, false) < 0)
+			return -1;
+	}
 
 	/* an agent run: the persistent workspace at /app, and `python` as agents type it */
 	if (m->workspace_fd >= 0) {
