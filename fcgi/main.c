@@ -437,6 +437,7 @@ main(int argc, char **argv)
 	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT];
 	char why[1024], runs_real[4096], summary[768];
 	unsigned long long pool_memory_bytes = 0;
+	bool filter_denies_unix;
 	sigset_t blocked;
 	int c;
 	unsigned long long agent_bytes = 0;
@@ -576,10 +577,9 @@ main(int argc, char **argv)
 		         disabled[ISO_LANDLOCK] ? "disabled by CODEBOX_DISABLE"
 		                                : "the kernel has no Landlock");
 	/* below Landlock ABI 9 nothing stops connect() to pathname sockets: no AF_UNIX socket() */
+	filter_denies_unix = iso_deny_unix_socket(iso.on[ISO_LANDLOCK], iso.landlock_abi);
 	if (!disabled[ISO_SECCOMP])
-		iso.on[ISO_SECCOMP] =
-		    seccomp_build(
-		        &filter, iso_deny_unix_socket(iso.on[ISO_LANDLOCK], iso.landlock_abi)) == 0;
+		iso.on[ISO_SECCOMP] = seccomp_build(&filter, filter_denies_unix) == 0;
 	if (!iso.on[ISO_SECCOMP])
 		snprintf(iso.why_off[ISO_SECCOMP], sizeof(iso.why_off[0]), "%s",
 		         disabled[ISO_SECCOMP] ? "disabled by CODEBOX_DISABLE"
@@ -644,6 +644,13 @@ main(int argc, char **argv)
 		if (attempt >= 8 || !blame_layer(&iso, &fault, why))
 			die("refusing to start: %s", why);
 		log_msg(LOG_WARN, "a layer failed in the start-up probe and is now off: %s", why);
+	}
+	/* the probe turned Landlock off: AF_UNIX must then be denied after all */
+	if (iso.on[ISO_SECCOMP] && !filter_denies_unix &&
+	    iso_deny_unix_socket(iso.on[ISO_LANDLOCK], iso.landlock_abi)) {
+		seccomp_free(&filter);
+		if (seccomp_build(&filter, true) < 0)
+			die("rebuilding the seccomp filter without Landlock failed");
 	}
 	if (iso_check_required(&iso, required, why, sizeof(why)) < 0)
 		die("refusing to start: %s", why);

@@ -233,10 +233,15 @@ if fd < 0:
 if libc.inotify_add_watch(fd, b"/usr", 0xFFF) < 0:
     raise SystemExit("inotify_add_watch failed for root: " + os.strerror(ctypes.get_errno()))
 print("inotify ok")'
-	# the run's user namespace belongs to its own host uid, not to root
-	run -0 stat -c %u "/proc/$pid"
+	# the run's user namespace belongs to its own host uid, not to root (NS_GET_OWNER_UID)
+	run -0 "$PY" -c 'import fcntl, os, struct, sys
+fd = os.open("/proc/%s/ns/user" % sys.argv[1], os.O_RDONLY)
+uid = bytearray(4)
+fcntl.ioctl(fd, 0xB704, uid)
+print(struct.unpack("I", uid)[0])' "$pid"
 	local owner=$output
-	assert [ "$owner" -ne 0 ]
+	run -0 curl -s "$BASE/isolation"
+	((owner >= $(jq .uid.hostFirst <<<"$output") && owner <= $(jq .uid.hostLast <<<"$output")))
 	release "$pid"
 	run -0 jq -e '.stdout | fromjson | .inotify_instances == 0 and
 		.inotify_init1 == "Operation not permitted" and
