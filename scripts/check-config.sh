@@ -230,7 +230,7 @@ if ((pool_memory != 0)); then
 	if ((pool_memory > memory_limit)); then
 		fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must not exceed the memory available to the pool ($memory_limit bytes)"
 	fi
-elif ((memory_limit / 4 * 3 < run_memory)); then
+elif ((memory_limit * 3 / 4 < run_memory)); then
 	fail "the derived pool memory budget (3/4 of $memory_limit bytes) is smaller than CODEBOX_MEMORY_BYTES ($run_memory)"
 fi
 
