@@ -297,6 +297,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, int l
 	    .memory_bytes = l->memory_bytes,
 	    .max_processes = l->max_processes,
 	    .disk_bytes = l->disk_bytes,
+	    .cpu_millicores = l->cpu_millicores,
 	};
 	if (agent_run_config(ac, run, &cfg) < 0) {
 		snprintf(why, sizeof(why), "building the agent run's Landlock ruleset failed");
