@@ -73,7 +73,8 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setpgid(0, 0)
 os.execv(sys.argv[1], sys.argv[1:])' "$ROOT/scripts/codebox-run.sh" --port "$port" \
 		--rundir "$STACK_DIR" --pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
-		--conf-dir "$ADMISSION_CONF" >"$BATS_TEST_TMPDIR/run.out" 2>&1 3>&- &
+		--conf-dir "$ADMISSION_CONF" --run-uid-base "$(uid_base_for "$port")" \
+		>"$BATS_TEST_TMPDIR/run.out" 2>&1 3>&- &
 	STACK_PID=$!
 	OWN_STACK=1
 	BASE="http://127.0.0.1:$port"
@@ -424,7 +425,7 @@ print(round(time.monotonic() - t))' "$(port)"
 	port=$(free_port)
 	"$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$dir" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet --conf-dir "$ADMISSION_CONF" \
-		>"$BATS_TEST_TMPDIR/run2.out" 2>&1 3>&- &
+		--run-uid-base "$(uid_base_for "$port")" >"$BATS_TEST_TMPDIR/run2.out" 2>&1 3>&- &
 	STACK_PID=$!
 	BASE="http://127.0.0.1:$port"
 	wait_for "the new stack" 1200 ready "$BASE"
