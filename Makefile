@@ -12,9 +12,9 @@ VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE -DCODEBOX_VERSION='"$(VERSION)"'
 
 LDFLAGS  += -pie -Wl,-z,relro,-z,now
-LDLIBS    = -lfcgi -ljansson -lseccomp -lm $(shell pkg-config --libs python3-embed)
+LDLIBS    = -lfcgi -ljansson -lseccomp -lm $(shell pkg-config --libs python-3.11-embed)
 # libpython for the warm interpreters (warm.c); its headers are not held to our warnings
-PYCFLAGS  = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags python3-embed))
+PYCFLAGS  = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags python-3.11-embed))
 
 BUILD    ?= build
 SANITIZE ?=
@@ -29,8 +29,7 @@ OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
 
 # unit tests: one TAP program per pure module, linking only what it tests
-UNITS    = capture result request limits reply jsonw workdir isolation multipart
-UNITS    = capture result request limits reply jsonw workdir isolation slots
+UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture
 UNIT_DEPS_result  = result jsonw
@@ -42,6 +41,8 @@ UNIT_DEPS_workdir = workdir log jsonw util
 UNIT_DEPS_isolation = isolation
 UNIT_DEPS_multipart = multipart workspace util
 UNIT_DEPS_slots   = slots
+UNIT_DEPS_landlock = landlock log jsonw
+UNIT_DEPS_seccomp = seccomp log jsonw
 
 .PHONY: all help deps build run test unit bats asan check lint format clean bench
 

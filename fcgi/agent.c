@@ -197,14 +197,16 @@ agent_run_config(const struct agent_config *ac, const struct run_config *run,
 	out->workspace_fd = ac->workspace_fd;
 	out->run_uid = ac->uid;
 	out->run_gid = ac->gid;
+	/* none, or (in a mount namespace) init builds the run's own, /app included */
 	if (run->landlock_fd < 0) {
 		out->landlock_fd = -1;
 		return 0;
 	}
 	if (landlock_fd == -2) {
 		bool restrict_reads = !ac->iso->on[ISO_MOUNTNS];
-		landlock_fd = landlock_build(ac->iso->landlock_abi, run->work_parent, run->python,
-		                             restrict_reads);
+		const char *rw[] = {run->work_parent};
+		landlock_fd =
+		    landlock_build(ac->iso->landlock_abi, rw, 1, run->python, restrict_reads);
 		if (landlock_fd >= 0 && landlock_allow_dir_fd(ac->iso->landlock_abi, restrict_reads,
 		                                              landlock_fd, ac->workspace_fd) < 0) {
 			close(landlock_fd);
@@ -295,6 +297,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, int l
 	    .memory_bytes = l->memory_bytes,
 	    .max_processes = l->max_processes,
 	    .disk_bytes = l->disk_bytes,
+	    .cpu_millicores = l->cpu_millicores,
 	};
 	if (agent_run_config(ac, run, &cfg) < 0) {
 		snprintf(why, sizeof(why), "building the agent run's Landlock ruleset failed");

@@ -6,7 +6,15 @@
  * controllers in cgroup.subtree_control, which the kernel allows only for a group without
  * processes of its own; so the supervisor first moves itself into a leaf "pool" group.
  * v1 (this project's development host): the memory and pids hierarchies separately,
- * memory.limit_in_bytes (and memsw when swap accounting exists), pids.max.
+ * memory.limit_in_bytes (and memsw when swap accounting exists), pids.max, and the cpu
+ * hierarchy's CFS quota where it exists. v1 has no memory.oom.group: left alone, the kernel
+ * kills one process of a run after another, each kill some 80 lines of kernel log. So the
+ * kernel's OOM killer is disabled in each run's group and in the pool's parent, an eventfd
+ * is registered on memory.oom_control, and the worker stops the whole run when it fires:
+ * a run at its own limit, or the largest run when the pool-wide budget is exhausted (the
+ * notification reaches every group below the one out of memory). No kernel OOM kill at all.
+ * The pool-wide budget is the parent's limit (memory.max, memory.limit_in_bytes); the pool
+ * and nginx live outside it.
  * Where neither is writable (most pods), the caller falls back to rlimits and
  * oom_score_adj, and /isolation says so.
  */
@@ -24,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,7 +41,7 @@
 static unsigned long long
 read_key(const char *dir, const char *file, const char *key)
 {
-	char path[700], buf[2048];
+	char path[700], buf[8192];
 	unsigned long long v = 0;
 	ssize_t n;
 	int fd;
@@ -149,8 +158,34 @@ sweep_dead_pools(const char *group)
 	closedir(d);
 }
 
+/* v1: an eventfd the kernel signals when dir (or a group above it) runs out of memory */
 static int
-setup_v1(struct cgroup_ctx *ctx, char *why, size_t why_len)
+oom_eventfd(const char *dir)
+{
+	char path[700], line[64];
+	int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), cfd;
+
+	if (efd < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/memory.oom_control", dir);
+	cfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (cfd < 0) {
+		close(efd);
+		return -1;
+	}
+	snprintf(line, sizeof(line), "%d %d", efd, cfd);
+	if (util_write_file(dir, "cgroup.event_control", line) < 0) {
+		close(cfd);
+		close(efd);
+		return -1;
+	}
+	close(cfd); /* the registration holds the group, not the file */
+	return efd;
+}
+
+static int
+setup_v1(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want_cpu, char *why,
+         size_t why_len)
 {
 	char mem_own[256], pids_own[256];
 
@@ -181,11 +216,60 @@ setup_v1(struct cgroup_ctx *ctx, char *why, size_t why_len)
 	}
 	/* v1 groups inherit use_hierarchy; a child's limits then count toward the parent */
 	ctx->version = 1;
+	if (want_cpu) {
+		char cpu_own[256];
+		if (access("/sys/fs/cgroup/cpu/cgroup.procs", F_OK) < 0 ||
+		    own_group("cpu", cpu_own, sizeof(cpu_own)) < 0) {
+			snprintf(ctx->cpu_why, sizeof(ctx->cpu_why), "no cgroup v1 cpu hierarchy");
+		} else {
+			snprintf(ctx->cpu, sizeof(ctx->cpu), "/sys/fs/cgroup/cpu%s/codebox-%d",
+			         strcmp(cpu_own, "/") == 0 ? "" : cpu_own, (int)getpid());
+			if (mkdir(ctx->cpu, 0755) < 0 && errno != EEXIST) {
+				snprintf(ctx->cpu_why, sizeof(ctx->cpu_why),
+				         "cannot create a v1 cpu group: %s", strerror(errno));
+				ctx->cpu[0] = '\0';
+			} else {
+				ctx->cpu_quota = true;
+			}
+		}
+	}
+	if (pool_memory_bytes > 0) {
+		char v[32];
+		int probe_fd;
+		snprintf(v, sizeof(v), "%llu", pool_memory_bytes);
+		if (util_write_file(ctx->memory, "memory.limit_in_bytes", v) < 0) {
+			snprintf(ctx->pool_why, sizeof(ctx->pool_why),
+			         "cannot set the pool's memory.limit_in_bytes: %s",
+			         strerror(errno));
+		} else {
+			(void)util_write_file(ctx->memory, "memory.memsw.limit_in_bytes", v);
+			ctx->pool_memory_bytes = pool_memory_bytes;
+			/* the workers stop the largest run themselves, if they can be told */
+			probe_fd = oom_eventfd(ctx->memory);
+			if (probe_fd >= 0) {
+				close(probe_fd);
+				(void)util_write_file(ctx->memory, "memory.oom_control", "1");
+			}
+		}
+	}
 	return 1;
 }
 
+/* Whether the space-separated list has word. */
+static bool
+has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (const char *p = list; (p = strstr(p, word)) != NULL; p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ' || p[n] == '\n'))
+			return true;
+	return false;
+}
+
 static int
-setup_v2(struct cgroup_ctx *ctx, char *why, size_t why_len)
+setup_v2(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want_cpu, char *why,
+         size_t why_len)
 {
 	char own[256], base[300], pool[400];
 	char controllers[256] = "";
@@ -208,7 +292,7 @@ setup_v2(struct cgroup_ctx *ctx, char *why, size_t why_len)
 		controllers[n > 0 ? n : 0] = '\0';
 		close(fd);
 	}
-	if (!strstr(controllers, "memory") || !strstr(controllers, "pids")) {
+	if (!has_word(controllers, "memory") || !has_word(controllers, "pids")) {
 		snprintf(why, why_len, "memory and pids are not delegated to %.200s", base);
 		return -1;
 	}
@@ -231,18 +315,44 @@ setup_v2(struct cgroup_ctx *ctx, char *why, size_t why_len)
 		return -1;
 	}
 	ctx->version = 2;
+	if (want_cpu) {
+		if (!has_word(controllers, "cpu"))
+			snprintf(ctx->cpu_why, sizeof(ctx->cpu_why), "cpu is not delegated here");
+		else if (util_write_file(base, "cgroup.subtree_control", "+cpu") < 0 ||
+		         util_write_file(ctx->memory, "cgroup.subtree_control", "+cpu") < 0)
+			snprintf(ctx->cpu_why, sizeof(ctx->cpu_why), "cannot enable cpu: %s",
+			         strerror(errno));
+		else
+			ctx->cpu_quota = true;
+	}
+	if (pool_memory_bytes > 0) {
+		char v[32];
+		snprintf(v, sizeof(v), "%llu", pool_memory_bytes);
+		if (util_write_file(ctx->memory, "memory.max", v) < 0) {
+			snprintf(ctx->pool_why, sizeof(ctx->pool_why),
+			         "cannot set the pool's memory.max: %s", strerror(errno));
+		} else {
+			(void)util_write_file(ctx->memory, "memory.swap.max", "0");
+			ctx->pool_memory_bytes = pool_memory_bytes;
+		}
+	}
 	return 2;
 }
 
 int
-cgroup_setup(struct cgroup_ctx *ctx, char *why, size_t why_len)
+cgroup_setup(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want_cpu, char *why,
+             size_t why_len)
 {
 	char why2[256] = "";
 
 	memset(ctx, 0, sizeof(*ctx));
-	if (setup_v2(ctx, why2, sizeof(why2)) == 2)
+	if (pool_memory_bytes == 0)
+		snprintf(ctx->pool_why, sizeof(ctx->pool_why), "no budget configured");
+	if (!want_cpu)
+		snprintf(ctx->cpu_why, sizeof(ctx->cpu_why), "disabled by CODEBOX_DISABLE");
+	if (setup_v2(ctx, pool_memory_bytes, want_cpu, why2, sizeof(why2)) == 2)
 		return 2;
-	if (setup_v1(ctx, why, why_len) == 1)
+	if (setup_v1(ctx, pool_memory_bytes, want_cpu, why, why_len) == 1)
 		return 1;
 	snprintf(why + strlen(why), why_len - strlen(why), "; %s", why2);
 	memset(ctx, 0, sizeof(*ctx));
@@ -255,6 +365,8 @@ cgroup_teardown(struct cgroup_ctx *ctx)
 	if (ctx->version == 1) {
 		rmdir(ctx->memory);
 		rmdir(ctx->pids);
+		if (ctx->cpu[0])
+			rmdir(ctx->cpu);
 	}
 	/* v2: the parent stays (the supervisor itself lives in codebox-pool) */
 	ctx->version = 0;
@@ -262,13 +374,19 @@ cgroup_teardown(struct cgroup_ctx *ctx)
 
 int
 cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const char *name,
-                  unsigned long long memory_bytes, unsigned long max_processes)
+                  unsigned long long memory_bytes, unsigned long max_processes,
+                  unsigned long cpu_millicores)
 {
-	char mem[32], pids[32];
+	char mem[32], pids[32], quota[32];
 
 	memset(run, 0, sizeof(*run));
+	run->oom_fd = -1;
 	if (ctx->version == 0)
 		return -1;
+	run->memory_bytes = memory_bytes;
+	snprintf(run->parent, sizeof(run->parent), "%s", ctx->memory);
+	/* CFS: cpu_millicores/1000 of a CPU in every 100 ms period */
+	snprintf(quota, sizeof(quota), "%lu", cpu_millicores * 100);
 	snprintf(mem, sizeof(mem), "%llu", memory_bytes);
 	snprintf(pids, sizeof(pids), "%lu", max_processes);
 	snprintf(run->memory, sizeof(run->memory), "%s/%s", ctx->memory, name);
@@ -288,12 +406,32 @@ cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const ch
 		(void)util_write_file(run->memory, "memory.memsw.limit_in_bytes", mem);
 		if (util_write_file(run->pids, "pids.max", pids) < 0)
 			goto fail;
+		if (ctx->cpu_quota && cpu_millicores > 0) {
+			snprintf(run->cpu, sizeof(run->cpu), "%s/%s", ctx->cpu, name);
+			if (mkdir(run->cpu, 0755) < 0) {
+				run->cpu[0] = '\0';
+				goto fail;
+			}
+			if (util_write_file(run->cpu, "cpu.cfs_period_us", "100000") < 0 ||
+			    util_write_file(run->cpu, "cpu.cfs_quota_us", quota) < 0)
+				goto fail;
+		}
+		/* the worker stops the run at its first OOM; the kernel kills nothing */
+		run->oom_fd = oom_eventfd(run->memory);
+		if (run->oom_fd >= 0 && util_write_file(run->memory, "memory.oom_control", "1") < 0)
+			goto fail;
 	} else {
 		if (util_write_file(run->memory, "memory.max", mem) < 0 ||
 		    util_write_file(run->memory, "pids.max", pids) < 0)
 			goto fail;
 		(void)util_write_file(run->memory, "memory.swap.max", "0");
 		(void)util_write_file(run->memory, "memory.oom.group", "1");
+		if (ctx->cpu_quota && cpu_millicores > 0) {
+			char max[48];
+			snprintf(max, sizeof(max), "%s 100000", quota);
+			if (util_write_file(run->memory, "cpu.max", max) < 0)
+				goto fail;
+		}
 	}
 	return 0;
 fail:
@@ -311,7 +449,8 @@ cgroup_run_attach(const struct cgroup_run *run, pid_t pid)
 	snprintf(p, sizeof(p), "%d", (int)pid);
 	if (util_write_file(run->memory, "cgroup.procs", p) < 0 ||
 	    (strcmp(run->pids, run->memory) != 0 &&
-	     util_write_file(run->pids, "cgroup.procs", p) < 0)) {
+	     util_write_file(run->pids, "cgroup.procs", p) < 0) ||
+	    (run->cpu[0] && util_write_file(run->cpu, "cgroup.procs", p) < 0)) {
 		log_msg(LOG_ERROR, "moving pid %d into %s failed: %s", (int)pid, run->memory,
 		        strerror(errno));
 		return -1;
@@ -332,6 +471,7 @@ cgroup_run_events(const struct cgroup_run *run, bool *oom_killed, bool *pids_max
 	} else {
 		*oom_killed = read_key(run->memory, "memory.events", "oom_kill") > 0;
 	}
+	*oom_killed = *oom_killed || run->oom_seen;
 	*pids_max = read_key(run->pids, "pids.events", "max") > 0;
 }
 
@@ -363,12 +503,67 @@ remove_group(const char *dir)
 void
 cgroup_run_remove(struct cgroup_run *run)
 {
+	/* an inactive (or zeroed) struct owns no descriptor */
 	if (!run->active)
 		return;
+	if (run->oom_fd >= 0) {
+		close(run->oom_fd);
+		run->oom_fd = -1;
+	}
 	remove_group(run->memory);
 	if (strcmp(run->pids, run->memory) != 0)
 		remove_group(run->pids);
+	if (run->cpu[0])
+		remove_group(run->cpu);
 	run->active = false;
+}
+
+/* usage within this much of a limit counts as at the limit (charges come in batches) */
+#define CGROUP_OOM_SLACK_BYTES (2ULL << 20)
+
+bool
+cgroup_run_oom(struct cgroup_run *run)
+{
+	uint64_t n;
+	unsigned long long usage, parent_usage, parent_limit, largest = 0;
+	const char *self = strrchr(run->memory, '/');
+	DIR *d;
+	struct dirent *e;
+
+	if (run->oom_fd >= 0 && read(run->oom_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		return false;
+	if (run->oom_seen || !run->active)
+		return run->oom_seen;
+	usage = read_key(run->memory, "memory.usage_in_bytes", "");
+	if (usage + CGROUP_OOM_SLACK_BYTES >= run->memory_bytes ||
+	    read_key(run->memory, "memory.oom_control", "oom_kill") > 0) {
+		run->oom_seen = true; /* its own limit */
+		return true;
+	}
+	/* else the pool-wide budget (every group below it is told): stop the largest run */
+	parent_usage = read_key(run->parent, "memory.usage_in_bytes", "");
+	parent_limit = read_key(run->parent, "memory.limit_in_bytes", "");
+	if (parent_limit == 0 || parent_usage + CGROUP_OOM_SLACK_BYTES < parent_limit)
+		return false;
+	d = opendir(run->parent);
+	if (d == NULL)
+		return false;
+	while ((e = readdir(d)) != NULL) {
+		char dir[800];
+		unsigned long long u;
+		if (e->d_type != DT_DIR || e->d_name[0] == '.' || strcmp(e->d_name, self + 1) == 0)
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%.100s", run->parent, e->d_name);
+		u = read_key(dir, "memory.usage_in_bytes", "");
+		/* ties go to the smaller name, so exactly one worker acts */
+		if (u > largest && (u > usage || (u == usage && strcmp(e->d_name, self + 1) < 0)))
+			largest = u;
+	}
+	closedir(d);
+	if (largest > 0)
+		return false;
+	run->oom_seen = true;
+	return true;
 }
 
 static void
@@ -427,4 +622,66 @@ cgroup_sweep(const struct cgroup_ctx *ctx, const char *prefix)
 	sweep_dir(ctx->memory, prefix);
 	if (ctx->version == 1)
 		sweep_dir(ctx->pids, prefix);
+	if (ctx->version == 1 && ctx->cpu[0])
+		sweep_dir(ctx->cpu, prefix);
+}
+
+/* The smallest limit from dir's memory files up to the hierarchy's root (v2: memory.max). */
+static unsigned long long
+v2_limit(const char *own)
+{
+	char dir[600];
+	unsigned long long min = 0;
+
+	snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s", strcmp(own, "/") == 0 ? "" : own);
+	for (;;) {
+		char path[700], buf[64];
+		int fd;
+		ssize_t n;
+		snprintf(path, sizeof(path), "%s/memory.max", dir);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			n = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+			if (n > 0 && buf[0] >= '0' && buf[0] <= '9') {
+				unsigned long long v = strtoull(buf, NULL, 10);
+				if (min == 0 || v < min)
+					min = v;
+			}
+		}
+		char *slash = strrchr(dir, '/');
+		if (slash == NULL || strcmp(dir, "/sys/fs/cgroup") == 0)
+			break;
+		*slash = '\0';
+	}
+	return min;
+}
+
+unsigned long long
+cgroup_available_memory(void)
+{
+	unsigned long long total = 0, limit = 0;
+	char own[256], dir[600];
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	if (f != NULL) {
+		char line[128];
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "MemTotal: %llu kB", &total) == 1) {
+				total *= 1024;
+				break;
+			}
+		fclose(f);
+	}
+	if (own_group("memory", own, sizeof(own)) == 0) {
+		/* v1: the kernel already takes the smallest limit above the group */
+		snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory%s",
+		         strcmp(own, "/") == 0 ? "" : own);
+		limit = read_key(dir, "memory.stat", "hierarchical_memory_limit");
+	} else if (own_group("", own, sizeof(own)) == 0) {
+		limit = v2_limit(own);
+	}
+	if (limit > 0 && (total == 0 || limit < total))
+		return limit;
+	return total;
 }

@@ -12,15 +12,30 @@ struct cgroup_ctx {
 	int version;      /* 0: unavailable, 1: v1 memory + pids, 2: unified */
 	char memory[512]; /* the parent of every run's cgroup (v2: the only one) */
 	char pids[512];   /* v1 only */
+	char cpu[512];    /* v1: the parent in the cpu hierarchy; "" when there is none */
+	bool cpu_quota;   /* runs get a CFS quota (v1 cpu, or v2 cpu delegated) */
+	unsigned long long pool_memory_bytes; /* the budget of all runs together; 0: none */
+	char cpu_why[160];                    /* why there is no CPU quota */
+	char pool_why[160];                   /* why there is no pool-wide budget */
 };
 
 /*
  * Finds a hierarchy where this process may create cgroups with memory and pids controllers
  * (v2 with both delegated, else v1 memory and pids), and creates codebox's parent group
- * there. Call it once, in the supervisor, before forking. Returns the version, 0 when no
- * layer is usable (why says so).
+ * there. With pool_memory_bytes > 0 the parent group caps all runs together at that many
+ * bytes (a run that hits it is stopped and reported as a memory limit, never the pool or
+ * nginx, which live outside it). With want_cpu, runs also get a CPU quota where the cpu
+ * controller is available (cpu_quota says whether). Call it once, in the supervisor, before
+ * forking. Returns the version, 0 when no layer is usable (why says so).
  */
-int cgroup_setup(struct cgroup_ctx *ctx, char *why, size_t why_len);
+int cgroup_setup(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want_cpu,
+                 char *why, size_t why_len);
+
+/*
+ * The memory this process may use: the smaller of the host's MemTotal and the limits of its
+ * own memory cgroup and their ancestors that it can see (a container's limit). 0 if unknown.
+ */
+unsigned long long cgroup_available_memory(void);
 
 /* Removes codebox's parent group (it must be empty). */
 void cgroup_teardown(struct cgroup_ctx *ctx);
@@ -28,12 +43,32 @@ void cgroup_teardown(struct cgroup_ctx *ctx);
 struct cgroup_run {
 	char memory[600];
 	char pids[600];
+	char cpu[600]; /* v1 with a cpu hierarchy; else "" */
+	char parent[512];
+	unsigned long long memory_bytes;
+	int oom_fd; /* v1: an eventfd that the kernel signals on an OOM in the group; or -1.
+	             * Owned only while active (a zeroed struct owns nothing) */
+	bool oom_seen;
 	bool active;
 };
 
-/* Creates the run's group with its caps. Returns 0 or -1 (logged). */
+/*
+ * Creates the run's group with its caps: memory_bytes, max_processes, and cpu_millicores of
+ * CPU time per second of wall time (0: none, or no CPU quota here). At most one OOM kill
+ * per run: v2 kills the whole group at once (memory.oom.group); v1 has no such switch, so
+ * the kernel's killer is disabled for the group (memory.oom_control) and oom_fd is armed:
+ * the worker stops the run itself when it fires (cgroup_run_oom). Returns 0 or -1 (logged).
+ */
 int cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const char *name,
-                      unsigned long long memory_bytes, unsigned long max_processes);
+                      unsigned long long memory_bytes, unsigned long max_processes,
+                      unsigned long cpu_millicores);
+
+/*
+ * After oom_fd is readable: whether the run must be stopped for memory, either at its own
+ * limit (its tasks wait, frozen, for memory) or because the pool-wide budget is exhausted
+ * and this run is the largest one in it. Remembers it for cgroup_run_events().
+ */
+bool cgroup_run_oom(struct cgroup_run *run);
 
 /* Moves pid (and its future children) into the run's group. Returns 0 or -1. */
 int cgroup_run_attach(const struct cgroup_run *run, pid_t pid);

@@ -19,9 +19,19 @@
 #include <unistd.h>
 
 static const char *const iso_names[ISO_LAYER_COUNT] = {
-    [ISO_USERNS] = "userns",   [ISO_PIDNS] = "pidns",       [ISO_NETNS] = "netns",
-    [ISO_MOUNTNS] = "mountns", [ISO_IPCNS] = "ipcns",       [ISO_UTSNS] = "utsns",
-    [ISO_SECCOMP] = "seccomp", [ISO_LANDLOCK] = "landlock", [ISO_CGROUP] = "cgroup",
+    [ISO_USERNS] = "userns",
+    [ISO_PIDNS] = "pidns",
+    [ISO_NETNS] = "netns",
+    [ISO_MOUNTNS] = "mountns",
+    [ISO_IPCNS] = "ipcns",
+    [ISO_UTSNS] = "utsns",
+    [ISO_SECCOMP] = "seccomp",
+    [ISO_LANDLOCK] = "landlock",
+    [ISO_CGROUP] = "cgroup",
+    [ISO_CGROUPNS] = "cgroupns",
+    [ISO_MASKEDPATHS] = "maskedpaths",
+    [ISO_POOLMEMORY] = "poolmemory",
+    [ISO_CPUQUOTA] = "cpuquota",
 };
 
 const char *
@@ -54,7 +64,8 @@ iso_parse_list(const char *list, bool set[ISO_LAYER_COUNT], char *why, size_t wh
 				snprintf(
 				    why, why_len,
 				    "unknown isolation layer \"%s\" (known: userns, pidns, netns, "
-				    "mountns, ipcns, utsns, seccomp, landlock, cgroup)",
+				    "mountns, ipcns, utsns, seccomp, landlock, cgroup, cgroupns, "
+				    "maskedpaths, poolmemory, cpuquota)",
 				    word);
 				return -1;
 			}
@@ -73,14 +84,25 @@ iso_turn_off(struct isolation *iso, enum iso_layer layer, const char *why)
 	iso->on[layer] = false;
 	snprintf(iso->why_off[layer], sizeof(iso->why_off[layer]), "%s", why);
 	/* the mount namespace's working tmpfs dies with it: only init can read the result */
-	if (layer == ISO_PIDNS)
+	if (layer == ISO_PIDNS) {
 		iso_turn_off(iso, ISO_MOUNTNS, "needs the pid namespace");
-	if (layer == ISO_MOUNTNS)
+		iso_turn_off(iso, ISO_CGROUPNS, "needs the pid namespace");
+	}
+	if (layer == ISO_MOUNTNS) {
 		iso->proc = false;
-	if (layer == ISO_USERNS && !iso->root_pool)
+		iso->high_pids = false;
+		iso_turn_off(iso, ISO_MASKEDPATHS, "needs the mount namespace");
+	}
+	if (layer == ISO_CGROUP) {
+		iso_turn_off(iso, ISO_POOLMEMORY, "needs the cgroup layer");
+		iso_turn_off(iso, ISO_CPUQUOTA, "needs the cgroup layer");
+	}
+	if (layer == ISO_USERNS && !iso->root_pool) {
 		for (int l = ISO_PIDNS; l <= ISO_UTSNS; l++)
 			iso_turn_off(iso, (enum iso_layer)l,
 			             "needs a user namespace (the pool is not root)");
+		iso_turn_off(iso, ISO_CGROUPNS, "needs a user namespace (the pool is not root)");
+	}
 }
 
 /* Whether clone() with these flags works here. */
@@ -107,7 +129,7 @@ iso_probe_namespaces(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT]
 		int flag;
 	} ns[] = {
 	    {ISO_PIDNS, CLONE_NEWPID}, {ISO_NETNS, CLONE_NEWNET}, {ISO_MOUNTNS, CLONE_NEWNS},
-	    {ISO_IPCNS, CLONE_NEWIPC}, {ISO_UTSNS, CLONE_NEWUTS},
+	    {ISO_IPCNS, CLONE_NEWIPC}, {ISO_UTSNS, CLONE_NEWUTS}, {ISO_CGROUPNS, CLONE_NEWCGROUP},
 	};
 	int base = 0;
 
@@ -136,12 +158,22 @@ iso_probe_namespaces(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT]
 			         "clone() of this namespace is refused on this host");
 	}
 	iso->proc = iso->on[ISO_MOUNTNS];
-	if (!iso->on[ISO_PIDNS])
+	iso->high_pids = iso->on[ISO_MOUNTNS];
+	/* the masked paths are mounts: they need the mount namespace and nothing else */
+	iso->on[ISO_MASKEDPATHS] = !disabled[ISO_MASKEDPATHS] && iso->on[ISO_MOUNTNS];
+	if (!iso->on[ISO_MASKEDPATHS])
+		snprintf(iso->why_off[ISO_MASKEDPATHS], sizeof(iso->why_off[0]), "%s",
+		         disabled[ISO_MASKEDPATHS] ? "disabled by CODEBOX_DISABLE"
+		                                   : "needs the mount namespace");
+	if (!iso->on[ISO_PIDNS]) {
 		iso_turn_off(iso, ISO_MOUNTNS, "needs the pid namespace");
+		iso_turn_off(iso, ISO_CGROUPNS, "needs the pid namespace");
+	}
 	if (!iso->on[ISO_PIDNS]) {
 		/* without init, the other namespaces are not used either: direct mode */
 		for (int l = ISO_NETNS; l <= ISO_UTSNS; l++)
 			iso_turn_off(iso, (enum iso_layer)l, "needs the pid namespace");
+		iso_turn_off(iso, ISO_CGROUPNS, "needs the pid namespace");
 		iso_turn_off(iso, ISO_USERNS, "needs the pid namespace");
 	}
 }
@@ -175,6 +207,12 @@ iso_process_limit(const struct isolation *iso)
 	return iso->on[ISO_USERNS] || iso->root_pool ? "rlimit-nproc" : "none";
 }
 
+bool
+iso_deny_unix_socket(bool landlock_on, int landlock_abi)
+{
+	return !landlock_on || landlock_abi < 9;
+}
+
 void
 iso_summary(const struct isolation *iso, char *buf, size_t len)
 {
@@ -185,10 +223,15 @@ iso_summary(const struct isolation *iso, char *buf, size_t len)
 		n += (size_t)snprintf(buf + n, len - n, "%s%s=%s", l ? " " : "", iso_names[l],
 		                      iso->on[l] ? "on" : "off");
 	if (n < len)
-		snprintf(buf + n, len - n, " proc=%s landlockAbi=%d cgroup=v%d memory=%s pids=%s",
-		         iso->proc ? "private" : "none", iso->landlock_abi, iso->cgroup_version,
-		         iso->on[ISO_CGROUP] ? "cgroup" : "rlimit",
-		         iso->on[ISO_CGROUP] ? "cgroup" : "rlimit");
+		snprintf(
+		    buf + n, len - n,
+		    " proc=%s landlockAbi=%d cgroup=v%d memory=%s pids=%s poolMemoryBytes=%llu "
+		    "highPids=%s",
+		    iso->proc ? "private" : "none", iso->landlock_abi, iso->cgroup_version,
+		    iso->on[ISO_CGROUP] ? "cgroup" : "rlimit",
+		    iso->on[ISO_CGROUP] ? "cgroup" : "rlimit",
+		    iso->on[ISO_POOLMEMORY] ? iso->pool_memory_bytes : 0ULL,
+		    iso->high_pids ? "yes" : "no");
 }
 
 int

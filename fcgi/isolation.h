@@ -18,14 +18,20 @@ enum iso_layer {
 	ISO_SECCOMP,
 	ISO_LANDLOCK,
 	ISO_CGROUP,
+	ISO_CGROUPNS,    /* a cgroup namespace: /proc/self/cgroup names nothing of the host */
+	ISO_MASKEDPATHS, /* the OCI masked and read-only /proc paths, /proc/cmdline... */
+	ISO_POOLMEMORY,  /* one memory budget for all runs together */
+	ISO_CPUQUOTA,    /* a CFS quota per run */
 	ISO_LAYER_COUNT,
 };
 
 struct isolation {
 	bool on[ISO_LAYER_COUNT];
-	char why_off[ISO_LAYER_COUNT][160]; /* why a layer is off */
-	bool proc;                          /* a private /proc inside the mount namespace */
-	int landlock_abi;                   /* the kernel's, even when Landlock is disabled */
+	char why_off[ISO_LAYER_COUNT][160];   /* why a layer is off */
+	bool proc;                            /* a private /proc inside the mount namespace */
+	bool high_pids;                       /* the program's pids start near pid_max */
+	unsigned long long pool_memory_bytes; /* the budget in force (ISO_POOLMEMORY) */
+	int landlock_abi;                     /* the kernel's, even when Landlock is disabled */
 	int cgroup_version;
 	bool root_pool;  /* runs get per-worker host uids */
 	uid_t uid_first; /* host uids runs execute as */
@@ -44,7 +50,8 @@ int iso_parse_list(const char *list, bool set[ISO_LAYER_COUNT], char *why, size_
 /*
  * Tries to create each namespace with a throw-away clone() and fills the namespace layers;
  * layers in disabled stay off. Without a user namespace, the others need a root pool.
- * A mount namespace also needs the pid namespace (its init reads result.json).
+ * A mount namespace also needs the pid namespace (its init reads result.json); so do the
+ * cgroup namespace (init enters it) and the masked /proc paths (in the mount namespace).
  */
 void iso_probe_namespaces(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT]);
 
@@ -57,6 +64,13 @@ int iso_clone_flags(const struct isolation *iso);
 /* How a run's processes are capped: "cgroup", "rlimit-nproc" (RLIMIT_NPROC counts the run
  * alone: in its own user namespace, or under its own host uid with a root pool) or "none". */
 const char *iso_process_limit(const struct isolation *iso);
+
+/*
+ * Whether the seccomp filter must deny socket(AF_UNIX): yes unless Landlock is in force with
+ * ABI >= 9, which confines connect() to pathname sockets (LANDLOCK_ACCESS_FS_RESOLVE_UNIX;
+ * ABI 6 already scopes abstract ones). Pure.
+ */
+bool iso_deny_unix_socket(bool landlock_on, int landlock_abi);
 
 /* Writes one line listing the layers in force into buf. */
 void iso_summary(const struct isolation *iso, char *buf, size_t len);

@@ -55,7 +55,13 @@
 #define LL_FS_REFER (1ULL << 13)     /* ABI 2 */
 #define LL_FS_TRUNCATE (1ULL << 14)  /* ABI 3 */
 #define LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
-#define LL_NET_BIND_TCP (1ULL << 0)  /* ABI 4 */
+/* ABI 9: connect() and sendmsg() to a pathname unix socket bound outside the domain */
+#ifdef LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+#define LL_FS_RESOLVE_UNIX LANDLOCK_ACCESS_FS_RESOLVE_UNIX
+#else
+#define LL_FS_RESOLVE_UNIX (1ULL << 16)
+#endif
+#define LL_NET_BIND_TCP (1ULL << 0) /* ABI 4 */
 #define LL_NET_CONNECT_TCP (1ULL << 1)
 #define LL_SCOPE_ABSTRACT_UNIX (1ULL << 0) /* ABI 6 */
 #define LL_SCOPE_SIGNAL (1ULL << 1)
@@ -83,18 +89,41 @@ landlock_abi(void)
 	return abi < 0 ? 0 : (int)abi;
 }
 
-static uint64_t
+uint64_t
 landlock_fs_rights(int abi)
 {
 	uint64_t fs = (LL_FS_MAKE_SYM << 1) - 1; /* ABI 1: bits 0..12 */
 
+	if (abi < 1)
+		return 0;
 	if (abi >= 2)
 		fs |= LL_FS_REFER;
 	if (abi >= 3)
 		fs |= LL_FS_TRUNCATE;
 	if (abi >= 5)
 		fs |= LL_FS_IOCTL_DEV;
+	if (abi >= 9)
+		fs |= LL_FS_RESOLVE_UNIX;
 	return fs;
+}
+
+uint64_t
+landlock_net_rights(int abi)
+{
+	return abi >= 4 ? LL_NET_BIND_TCP | LL_NET_CONNECT_TCP : 0;
+}
+
+uint64_t
+landlock_scopes(int abi)
+{
+	return abi >= 6 ? LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL : 0;
+}
+
+uint64_t
+landlock_rw_dir_rights(int abi)
+{
+	/* everything but device nodes; RESOLVE_UNIX too: sockets there are the run's own */
+	return landlock_fs_rights(abi) & ~(LL_FS_MAKE_CHAR | LL_FS_MAKE_BLOCK);
 }
 
 static int
@@ -124,7 +153,8 @@ landlock_allow(int ruleset, const char *path, uint64_t access, uint64_t handled,
 }
 
 int
-landlock_build(int abi, const char *rw_dir, const char *python, bool restrict_reads)
+landlock_build(int abi, const char *const *rw_dirs, size_t n_rw_dirs, const char *python,
+               bool restrict_reads)
 {
 	static const char *const system_paths[] = {
 	    "/usr",           "/bin",   "/sbin",   "/lib",
@@ -145,14 +175,13 @@ landlock_build(int abi, const char *rw_dir, const char *python, bool restrict_re
 	if (!restrict_reads)
 		fs &= ~(LL_FS_READ_FILE | LL_FS_READ_DIR | LL_FS_EXECUTE);
 	attr.handled_access_fs = fs;
-	if (abi >= 4)
-		attr.handled_access_net = LL_NET_BIND_TCP | LL_NET_CONNECT_TCP;
-	if (abi >= 6)
-		attr.scoped = LL_SCOPE_ABSTRACT_UNIX | LL_SCOPE_SIGNAL;
-	else if (abi >= 4)
-		attr_size = offsetof(struct ll_ruleset_attr, scoped);
-	else
+	attr.handled_access_net = landlock_net_rights(abi);
+	attr.scoped = landlock_scopes(abi);
+	/* an older kernel refuses a larger struct with fields it does not know */
+	if (abi < 4)
 		attr_size = offsetof(struct ll_ruleset_attr, handled_access_net);
+	else if (abi < 6)
+		attr_size = offsetof(struct ll_ruleset_attr, scoped);
 
 	ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
 	if (ruleset < 0) {
@@ -171,10 +200,10 @@ landlock_build(int abi, const char *rw_dir, const char *python, bool restrict_re
 		                   LL_FS_READ_FILE | LL_FS_WRITE_FILE | LL_FS_TRUNCATE, fs,
 		                   true) < 0)
 			goto fail;
-	/* the run's own directory: everything but device nodes */
-	if (landlock_allow(ruleset, rw_dir, fs & ~(LL_FS_MAKE_CHAR | LL_FS_MAKE_BLOCK), fs, false) <
-	    0)
-		goto fail;
+	/* the run's own directories */
+	for (size_t i = 0; i < n_rw_dirs; i++)
+		if (landlock_allow(ruleset, rw_dirs[i], landlock_rw_dir_rights(abi), fs, false) < 0)
+			goto fail;
 	return ruleset;
 fail:
 	close(ruleset);

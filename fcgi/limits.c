@@ -38,6 +38,7 @@ static const struct limit_spec limit_specs[] = {
     {"CODEBOX_MEMORY_BYTES", 16LL << 20, 64LL << 30, ULL_FIELD(memory_bytes)},
     {"CODEBOX_MAX_PROCESSES", 1, 4096, UL_FIELD(max_processes)},
     {"CODEBOX_DISK_BYTES", 1LL << 20, 64LL << 30, ULL_FIELD(disk_bytes)},
+    {"CODEBOX_CPU_MILLICORES", 10, 1024000, UL_FIELD(cpu_millicores)},
 };
 
 static void limits_store(struct limits *l, const struct limit_spec *s, long long n);

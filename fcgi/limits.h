@@ -17,6 +17,7 @@ struct limits {
 	unsigned long long memory_bytes;
 	unsigned long max_processes;
 	unsigned long long disk_bytes;
+	unsigned long cpu_millicores; /* CPU time per second of wall time, 1000 = one CPU */
 };
 
 /*

@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <stdnoreturn.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -64,6 +66,7 @@ usage(FILE *f)
 	        "                    [--run-uid-base UID] [--drain-seconds S]\n"
 	        "                    [--agent-workspace-bytes N] [--nginx-busy-log PATH]\n"
 	        "                    [--ceilings NAME=VALUE,...]\n"
+	        "                    [--pool-memory-bytes BYTES]\n"
 	        "       codebox-pool --print-agent-timeout-ms\n"
 	        "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n"
 	        "--socket-user USER: only USER (nginx's) may connect: the socket is USER's, 0600.\n"
@@ -72,7 +75,11 @@ usage(FILE *f)
 	        "--agent-workspace-bytes turns on port 8888's agent protocol with a workspace\n"
 	        "of N bytes; SANDBOX_EXEC_TIMEOUT_SECONDS is its command timeout (default 300).\n"
 	        "--print-agent-timeout-ms prints that timeout as validated, and exits.\n"
-	        "--nginx-busy-log is the file nginx logs its own 429s to (GET /metrics).\n");
+	        "--nginx-busy-log is the file nginx logs its own 429s to (GET /metrics).\n"
+	        "A root pool runs programs as host uids UID..UID+N (default 20000): they must\n"
+	        "be this pool's alone; it refuses to start when a process runs under one or\n"
+	        "another pool holds them. --pool-memory-bytes caps all runs together (0, the\n"
+	        "default: 3/4 of the memory of the host or of the pool's container).\n");
 }
 
 static long
@@ -241,6 +248,69 @@ runs_dir_claim(const char *dir, char *real, size_t real_len)
 	        real);
 }
 
+/*
+ * A root pool's runs execute as host uids first..last, which must be this pool's alone:
+ * per-user kernel limits (processes, pipe buffers, epoll watches, inotify...) are counted per
+ * uid. Each uid is claimed with a lock file held for the life of the pool (inherited by the
+ * workers, close-on-exec for runs), and no process may run under one already.
+ */
+static void
+uid_range_claim(uid_t first, uid_t last)
+{
+	static const char lock_dir[] = "/run/lock/codebox-uids";
+	DIR *d;
+	struct dirent *e;
+
+	if (mkdir(lock_dir, 0700) < 0 && errno != EEXIST)
+		log_msg(LOG_WARN, "cannot create %s (%s): the uid range is checked, not locked",
+		        lock_dir, strerror(errno));
+	for (uid_t uid = first; uid <= last; uid++) {
+		char path[64];
+		int fd;
+		snprintf(path, sizeof(path), "%s/%u", lock_dir, (unsigned)uid);
+		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			continue; /* warned above */
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+			die("the run uid %u is held by another codebox pool (%s); give each pool "
+			    "its "
+			    "own range with --run-uid-base",
+			    (unsigned)uid, path);
+		/* kept open: the lock lasts as long as this pool */
+	}
+	d = opendir("/proc");
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		char path[300], buf[4096], *line;
+		unsigned long ids[4];
+		ssize_t n;
+		int fd;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%.200s/status", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		line = strstr(buf, "\nUid:");
+		if (line == NULL ||
+		    sscanf(line, "\nUid: %lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
+			continue;
+		for (int i = 0; i < 4; i++)
+			if (ids[i] >= first && ids[i] <= last)
+				die("process %s already runs as uid %lu, inside this pool's run "
+				    "uid range "
+				    "%u-%u; give the pool another range with --run-uid-base",
+				    e->d_name, ids[i], (unsigned)first, (unsigned)last);
+	}
+	closedir(d);
+}
+
 /* The run configuration the layers in force call for; Landlock is added per worker. */
 static void
 config_from_isolation(struct run_config *run, const struct isolation *iso,
@@ -249,6 +319,11 @@ config_from_isolation(struct run_config *run, const struct isolation *iso,
 	run->clone_flags = iso_clone_flags(iso);
 	run->userns = (run->clone_flags & CLONE_NEWUSER) != 0;
 	run->mount_proc = iso->proc;
+	run->cgroupns = iso->on[ISO_CGROUPNS];
+	run->mask_proc = iso->on[ISO_MASKEDPATHS];
+	run->high_pids = iso->high_pids;
+	/* in a mount namespace init builds each run's own ruleset, once its tmpfs exists */
+	run->landlock_abi = iso->on[ISO_LANDLOCK] && iso->on[ISO_MOUNTNS] ? iso->landlock_abi : 0;
 	run->seccomp = iso->on[ISO_SECCOMP] ? filter : NULL;
 	run->cgroup = iso->on[ISO_CGROUP] ? cg : NULL;
 	/* a pids cgroup refuses the fork itself (and records it for details) */
@@ -279,12 +354,26 @@ blame_layer(struct isolation *iso, const struct run_outcome *f, const char *why)
 	case SANDBOX_MOUNTS:
 		if (f->fault_detail == MOUNTS_PROC && iso->proc) {
 			iso->proc = false; /* the run keeps an empty /proc */
+			iso->high_pids = false;
+			iso_turn_off(iso, ISO_MASKEDPATHS, "needs a private /proc");
+			return true;
+		}
+		if (f->fault_detail == MOUNTS_MASK && iso->on[ISO_MASKEDPATHS]) {
+			iso_turn_off(iso, ISO_MASKEDPATHS, why);
 			return true;
 		}
 		iso_turn_off(iso, ISO_MOUNTNS, why);
 		return true;
 	case SANDBOX_HOSTNAME:
 		iso_turn_off(iso, ISO_UTSNS, why);
+		return true;
+	case SANDBOX_CGROUPNS:
+		iso_turn_off(iso, ISO_CGROUPNS, why);
+		return true;
+	case SANDBOX_PIDS:
+		if (!iso->high_pids)
+			break;
+		iso->high_pids = false; /* pids start at 2, like any namespace */
 		return true;
 	case SANDBOX_LANDLOCK:
 		iso_turn_off(iso, ISO_LANDLOCK, why);
@@ -376,6 +465,7 @@ main(int argc, char **argv)
 	    {"nginx-busy-log", required_argument, NULL, 'b'},
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"ceilings", required_argument, NULL, 'c'},
+	    {"pool-memory-bytes", required_argument, NULL, 'm'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -389,7 +479,9 @@ main(int argc, char **argv)
 	static struct cgroup_ctx cg;
 	static char etc[4200];
 	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT];
-	char why[1024], runs_real[4096], summary[512];
+	char why[1024], runs_real[4096], summary[768];
+	unsigned long long pool_memory_bytes = 0;
+	bool filter_denies_unix;
 	sigset_t blocked;
 	int c;
 	unsigned long long agent_bytes = 0;
@@ -444,6 +536,10 @@ main(int argc, char **argv)
 			printf("%ld\n", ms);
 			return 0;
 		}
+		case 'm':
+			pool_memory_bytes = (unsigned long long)parse_long(
+			    optarg, "--pool-memory-bytes", 0, (long)(((1ULL << 62) - 1)));
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -509,6 +605,9 @@ main(int argc, char **argv)
 		die("open(%s) failed: %s", runs_real, strerror(errno));
 	etc_prepare(pc.worker.runs_dir_fd, runs_real, etc, sizeof(etc));
 
+	if (pc.drop_privileges)
+		uid_range_claim(pc.run_uid_base, pc.run_uid_base + (uid_t)pc.workers);
+
 	/* the layers, before the probe run confirms them */
 	iso.root_pool = pc.drop_privileges;
 	iso.uid_first = pc.drop_privileges ? pc.run_uid_base : geteuid();
@@ -521,23 +620,42 @@ main(int argc, char **argv)
 		         disabled[ISO_LANDLOCK] ? "disabled by CODEBOX_DISABLE"
 		                                : "the kernel has no Landlock");
 	/* below Landlock ABI 9 nothing stops connect() to pathname sockets: no AF_UNIX socket() */
+	filter_denies_unix = iso_deny_unix_socket(iso.on[ISO_LANDLOCK], iso.landlock_abi);
 	if (!disabled[ISO_SECCOMP])
-		iso.on[ISO_SECCOMP] =
-		    seccomp_build(&filter, !iso.on[ISO_LANDLOCK] || iso.landlock_abi < 9) == 0;
+		iso.on[ISO_SECCOMP] = seccomp_build(&filter, filter_denies_unix) == 0;
 	if (!iso.on[ISO_SECCOMP])
 		snprintf(iso.why_off[ISO_SECCOMP], sizeof(iso.why_off[0]), "%s",
 		         disabled[ISO_SECCOMP] ? "disabled by CODEBOX_DISABLE"
 		                               : "the filter could not be built");
+	if (pool_memory_bytes == 0)
+		pool_memory_bytes = cgroup_available_memory() / 4 * 3;
 	if (!disabled[ISO_CGROUP]) {
 		char cgwhy[512] = "";
-		iso.cgroup_version = cgroup_setup(&cg, cgwhy, sizeof(cgwhy));
+		iso.cgroup_version =
+		    cgroup_setup(&cg, disabled[ISO_POOLMEMORY] ? 0 : pool_memory_bytes,
+		                 !disabled[ISO_CPUQUOTA], cgwhy, sizeof(cgwhy));
 		iso.on[ISO_CGROUP] = iso.cgroup_version > 0;
 		if (!iso.on[ISO_CGROUP])
 			snprintf(iso.why_off[ISO_CGROUP], sizeof(iso.why_off[0]),
 			         "no writable cgroup hierarchy (%.120s)", cgwhy);
+		iso.on[ISO_POOLMEMORY] = iso.on[ISO_CGROUP] && cg.pool_memory_bytes > 0;
+		iso.pool_memory_bytes = cg.pool_memory_bytes;
+		iso.on[ISO_CPUQUOTA] = iso.on[ISO_CGROUP] && cg.cpu_quota;
+		if (!iso.on[ISO_POOLMEMORY])
+			snprintf(iso.why_off[ISO_POOLMEMORY], sizeof(iso.why_off[0]), "%s",
+			         disabled[ISO_POOLMEMORY] ? "disabled by CODEBOX_DISABLE"
+			         : iso.on[ISO_CGROUP]     ? cg.pool_why
+			                                  : "needs the cgroup layer");
+		if (!iso.on[ISO_CPUQUOTA])
+			snprintf(iso.why_off[ISO_CPUQUOTA], sizeof(iso.why_off[0]), "%s",
+			         iso.on[ISO_CGROUP] ? cg.cpu_why : "needs the cgroup layer");
 	} else {
 		snprintf(iso.why_off[ISO_CGROUP], sizeof(iso.why_off[0]),
 		         "disabled by CODEBOX_DISABLE");
+		for (int l = ISO_POOLMEMORY; l <= ISO_CPUQUOTA; l++)
+			snprintf(iso.why_off[l], sizeof(iso.why_off[0]), "%s",
+			         disabled[l] ? "disabled by CODEBOX_DISABLE"
+			                     : "needs the cgroup layer");
 	}
 
 	pc.worker.run.python = python;
@@ -569,6 +687,13 @@ main(int argc, char **argv)
 		if (attempt >= 8 || !blame_layer(&iso, &fault, why))
 			die("refusing to start: %s", why);
 		log_msg(LOG_WARN, "a layer failed in the start-up probe and is now off: %s", why);
+	}
+	/* the probe turned Landlock off: AF_UNIX must then be denied after all */
+	if (iso.on[ISO_SECCOMP] && !filter_denies_unix &&
+	    iso_deny_unix_socket(iso.on[ISO_LANDLOCK], iso.landlock_abi)) {
+		seccomp_free(&filter);
+		if (seccomp_build(&filter, true) < 0)
+			die("rebuilding the seccomp filter without Landlock failed");
 	}
 	if (iso_check_required(&iso, required, why, sizeof(why)) < 0)
 		die("refusing to start: %s", why);

@@ -5,16 +5,24 @@
  *   1. make every mount private, so nothing below propagates back to the host;
  *   2. mount the skeleton tmpfs on the run's own (host) directory: it becomes the new root;
  *   3. bind /usr read-only, and /bin, /lib... as symlinks or binds, like the host has them;
- *   4. bind the sandbox's /etc (passwd, group, ld.so.cache, localtime) read-only, and the
- *      host's /etc/alternatives in it (Debian reaches libblas.so.3 through it);
+ *   4. copy the sandbox's /etc (passwd, group, hostname, ld.so.cache, localtime) into the
+ *      skeleton, and bind the host's /etc/alternatives in it (Debian reaches libblas.so.3
+ *      through it). Copied, not bound: a bind would show the host's runtime directory as its
+ *      root in /proc/self/mountinfo;
  *   5. /dev: binds of the harmless character devices and the /dev/fd links;
  *   6. a fresh /proc, which shows only the run's own pid namespace;
- *   7. bind the worker's directory of runs read-only at its host path (Landlock's rule is on
- *      its inode) and mount the size-limited working tmpfs on the run's directory in it;
- *      an agent run (port 8888) also gets a clone of the persistent workspace at /app and
+ *   7. the run's one size-limited tmpfs (diskBytes), mounted at a staging point, holding the
+ *      working directory, tmp, var-tmp and shm: each is bound where the run sees it
+ *      (/sandbox/<run>, /tmp, /var/tmp, /dev/shm), so one budget covers all four, and the
+ *      staging mount is detached. /sandbox is 0311 on the read-only skeleton: a run cannot
+ *      list the directory above its own. No path names the host's runtime directory.
+ *      An agent run (port 8888) also gets a clone of the persistent workspace at /app and
  *      /opt/codebox/bin/python, a link to the interpreter;
  *   8. pivot_root into the skeleton and detach the old root;
  *   9. remount the skeleton read-only.
+ * Then, separately (mounts_mask(), after init has used /proc/sys): the OCI runtime spec's
+ * masked paths (plus /proc/cmdline, /proc/config.gz and /proc/cgroups) hidden under
+ * /dev/null or an empty read-only tmpfs, and its read-only paths remounted read-only.
  * Read-only remounts of binds must keep the flags the kernel locked on the source mount
  * (nosuid, nodev, noexec, atime flags), so they are read with statvfs() and passed back.
  */
@@ -58,6 +66,8 @@ mounts_step_string(enum mounts_step step)
 		return "pivoting into the new root";
 	case MOUNTS_READONLY:
 		return "making the new root read-only";
+	case MOUNTS_MASK:
+		return "masking /proc paths";
 	}
 	return "an unknown mount step";
 }
@@ -195,10 +205,119 @@ build_dev(const char *root)
 	return 0;
 }
 
+/* Copies the sandbox's few /etc files from etc_dir into root/etc (bounded, no allocation). */
+static int
+copy_etc(const char *root, const char *etc_dir)
+{
+	static const char *const names[] = {"passwd", "group", "hostname", "ld.so.cache",
+	                                    "localtime"};
+	char src[NEWROOT_MAX], dst[NEWROOT_MAX], buf[16384];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		long total = 0;
+		ssize_t n;
+		int in, out;
+
+		if (snprintf(src, sizeof(src), "%s/%s", etc_dir, names[i]) >= (int)sizeof(src) ||
+		    snprintf(dst, sizeof(dst), "%s/etc/%s", root, names[i]) >= (int)sizeof(dst)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (in < 0) {
+			if (errno == ENOENT)
+				continue; /* no localtime on this host */
+			return -1;
+		}
+		out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (out < 0) {
+			close(in);
+			return -1;
+		}
+		/* the skeleton is 4 MiB; the files are a few KiB (ld.so.cache tens of KiB) */
+		while ((n = read(in, buf, sizeof(buf))) > 0 && total < (2L << 20)) {
+			if (write(out, buf, (size_t)n) != n) {
+				n = -1;
+				break;
+			}
+			total += n;
+		}
+		close(in);
+		close(out);
+		if (n < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* bind root+from onto root+to (both exist); a plain bind keeps the tmpfs's nosuid, nodev */
+static int
+bind_at(const char *root, const char *from, const char *to)
+{
+	char src[NEWROOT_MAX], dst[NEWROOT_MAX];
+
+	if (join(src, sizeof(src), root, from) < 0 || join(dst, sizeof(dst), root, to) < 0)
+		return -1;
+	return mount(src, dst, NULL, MS_BIND, NULL);
+}
+
+/* mkdir root+path with mode and owner (mkdir's mode is masked by the umask) */
+static int
+mkdir_owned(const char *root, const char *path, mode_t mode, uid_t uid, gid_t gid)
+{
+	char p[NEWROOT_MAX];
+
+	if (join(p, sizeof(p), root, path) < 0 || mkdir(p, 0700) < 0 || chown(p, uid, gid) < 0 ||
+	    chmod(p, mode) < 0)
+		return -1;
+	return 0;
+}
+
+/* Step 7: the run's one tmpfs, and its four directories bound into place. */
+static int
+build_work(const char *root, const struct mounts_spec *m)
+{
+	char dst[NEWROOT_MAX], opts[128], parent[NEWROOT_MAX], sub[NEWROOT_MAX];
+	const char *slash = strrchr(m->inner_workdir, '/');
+
+	if (slash == NULL || slash == m->inner_workdir ||
+	    join(dst, sizeof(dst), root, "/.work") < 0 || mkdir(dst, 0700) < 0)
+		return -1;
+	snprintf(opts, sizeof(opts), "mode=0700,size=%llu,uid=%u,gid=%u", m->disk_bytes,
+	         (unsigned)m->owner_uid, (unsigned)m->owner_gid);
+	if (mount("codebox-work", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		return -1;
+	if (snprintf(sub, sizeof(sub), "/.work%s", slash) >= (int)sizeof(sub)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (mkdir_owned(root, sub, 0700, m->owner_uid, m->owner_gid) < 0 ||
+	    mkdir_owned(root, "/.work/tmp", 01777, m->owner_uid, m->owner_gid) < 0 ||
+	    mkdir_owned(root, "/.work/var-tmp", 01777, m->owner_uid, m->owner_gid) < 0 ||
+	    mkdir_owned(root, "/.work/shm", 01777, m->owner_uid, m->owner_gid) < 0)
+		return -1;
+	/* the directory above the run's own: search only, and the skeleton turns read-only */
+	snprintf(parent, sizeof(parent), "%.*s", (int)(slash - m->inner_workdir), m->inner_workdir);
+	if (mkdirs(root, m->inner_workdir) < 0 || join(dst, sizeof(dst), root, parent) < 0 ||
+	    chmod(dst, 0311) < 0)
+		return -1;
+	if (mkdirs(root, "/tmp") < 0 || mkdirs(root, "/var/tmp") < 0 ||
+	    mkdirs(root, "/dev/shm") < 0)
+		return -1;
+	if (bind_at(root, sub, m->inner_workdir) < 0 || bind_at(root, "/.work/tmp", "/tmp") < 0 ||
+	    bind_at(root, "/.work/var-tmp", "/var/tmp") < 0 ||
+	    bind_at(root, "/.work/shm", "/dev/shm") < 0)
+		return -1;
+	if (join(dst, sizeof(dst), root, "/.work") < 0 || umount2(dst, MNT_DETACH) < 0 ||
+	    rmdir(dst) < 0)
+		return -1;
+	return 0;
+}
+
 int
 mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 {
-	char root[NEWROOT_MAX], dst[NEWROOT_MAX], opts[128];
+	char root[NEWROOT_MAX], dst[NEWROOT_MAX];
 	static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 
 	*failed_step = MOUNTS_PRIVATE;
@@ -207,7 +326,8 @@ mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 
 	*failed_step = MOUNTS_ROOT;
 	snprintf(root, sizeof(root), "%s", m->workdir);
-	if (mount("codebox-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+	/* the skeleton holds directories, symlinks and the small /etc files (ld.so.cache) */
+	if (mount("codebox-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
 		return -1;
 
 	*failed_step = MOUNTS_SYSTEM;
@@ -219,27 +339,14 @@ mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 			return -1;
 
 	*failed_step = MOUNTS_ETC;
-	if (mkdirs(root, "/etc") < 0 || join(dst, sizeof(dst), root, "/etc") < 0 ||
-	    bind_ro(m->etc_dir, dst, false) < 0)
+	if (mkdirs(root, "/etc") < 0 || copy_etc(root, m->etc_dir) < 0)
 		return -1;
 	/* Debian's alternatives (libblas.so.3 and friends) are symlinks through /etc */
 	if (access("/etc/alternatives", F_OK) == 0 &&
-	    (join(dst, sizeof(dst), root, "/etc/alternatives") < 0 ||
+	    (mkdirs(root, "/etc/alternatives") < 0 ||
+	     join(dst, sizeof(dst), root, "/etc/alternatives") < 0 ||
 	     bind_ro("/etc/alternatives", dst, false) < 0))
 		return -1;
-
-	/* an interpreter outside /usr (--python) is bound read-only at its own path */
-	if (strncmp(m->python, "/usr/", 5) != 0) {
-		char parent[NEWROOT_MAX];
-		const char *slash = strrchr(m->python, '/');
-		if (join(parent, sizeof(parent), "", m->python) < 0)
-			return -1;
-		parent[slash - m->python] = '\0';
-		if ((parent[0] && mkdirs(root, parent) < 0) ||
-		    join(dst, sizeof(dst), root, m->python) < 0 || touch(dst) < 0 ||
-		    bind_ro(m->python, dst, false) < 0)
-			return -1;
-	}
 
 	*failed_step = MOUNTS_DEV;
 	if (build_dev(root) < 0)
@@ -255,15 +362,21 @@ mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 	}
 
 	*failed_step = MOUNTS_WORK;
-	if (mkdirs(root, m->parent_dir) < 0 || join(dst, sizeof(dst), root, m->parent_dir) < 0 ||
-	    bind_ro(m->parent_dir, dst, false) < 0) /* not recursive: leaves out the skeleton */
+	if (build_work(root, m) < 0)
 		return -1;
-	if (join(dst, sizeof(dst), root, m->workdir) < 0)
-		return -1;
-	snprintf(opts, sizeof(opts), "mode=0700,size=%llu,uid=%u,gid=%u", m->disk_bytes,
-	         (unsigned)m->owner_uid, (unsigned)m->owner_gid);
-	if (mount("codebox-work", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
-		return -1;
+	/* an interpreter outside /usr (--python, tests) is bound read-only at its own path; after
+	 * the work mounts, which would hide it under /tmp */
+	if (strncmp(m->python, "/usr/", 5) != 0) {
+		char parent[NEWROOT_MAX];
+		const char *slash = strrchr(m->python, '/');
+		if (join(parent, sizeof(parent), "", m->python) < 0)
+			return -1;
+		parent[slash - m->python] = '\0';
+		if ((parent[0] && mkdirs(root, parent) < 0) ||
+		    join(dst, sizeof(dst), root, m->python) < 0 || touch(dst) < 0 ||
+		    bind_ro(m->python, dst, false) < 0)
+			return -1;
+	}
 
 	/* an agent run: the persistent workspace at /app, and `python` as agents type it */
 	if (m->workspace_fd >= 0) {
@@ -287,5 +400,54 @@ mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
 	    0)
 		return -1;
+	return 0;
+}
+
+/* Hides path under /dev/null (a file) or an empty read-only tmpfs (a directory). */
+static int
+mask_path(const char *path)
+{
+	struct stat sb;
+
+	if (lstat(path, &sb) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (S_ISDIR(sb.st_mode))
+		return mount("codebox-masked", path, "tmpfs",
+		             MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=1");
+	return mount("/dev/null", path, NULL, MS_BIND, NULL);
+}
+
+/* Makes path (and what is mounted below it) read-only. */
+static int
+readonly_path(const char *path)
+{
+	if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return mount(NULL, path, NULL,
+	             MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | locked_flags(path),
+	             NULL);
+}
+
+int
+mounts_mask(enum mounts_step *failed_step)
+{
+	/* the OCI runtime spec's defaults, plus what names the host: its boot command line, its
+	 * kernel config, its cgroup counts */
+	static const char *const masked[] = {
+	    "/proc/acpi",          "/proc/asound",     "/proc/kcore",       "/proc/keys",
+	    "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+	    "/proc/scsi",          "/proc/cmdline",    "/proc/config.gz",   "/proc/cgroups",
+	};
+	static const char *const readonly[] = {
+	    "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+	};
+
+	*failed_step = MOUNTS_MASK;
+	for (size_t i = 0; i < sizeof(masked) / sizeof(masked[0]); i++)
+		if (mask_path(masked[i]) < 0)
+			return -1;
+	for (size_t i = 0; i < sizeof(readonly) / sizeof(readonly[0]); i++)
+		if (readonly_path(readonly[i]) < 0)
+			return -1;
 	return 0;
 }

@@ -72,6 +72,7 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_
 	    .memory_bytes = 1ULL << 30,
 	    .max_processes = 64,
 	    .disk_bytes = 16ULL << 20,
+	    .cpu_millicores = 1000, /* the CPU quota is set up (and so tested) like a run's */
 	};
 	memset(fault, 0, sizeof(*fault));
 	if (run_execute(cfg, &spec, NULL, &o, run_why, sizeof(run_why)) < 0) {

@@ -226,18 +226,26 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm, 
 			                    json_string(iso->why_off[i]));
 	}
 	doc = json_pack(
-	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:b, s:s}, s:{s:I, s:I, s:o, s:b}, "
-	    "s:{s:I, s:I, s:I, s:I}}",
+	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:b, s:b, s:o, s:s, s:s, s:s}, "
+	    "s:{s:I, s:I, s:o, s:b}, s:{s:I, s:I, s:I, s:I, s:I}}",
 	    "layers", layers, "off", off, "details", "readOnlySystem", iso->on[ISO_MOUNTNS],
 	    "privateProc", iso->proc, "landlockAbi", iso->landlock_abi, "cgroupVersion",
 	    iso->on[ISO_CGROUP] ? iso->cgroup_version : 0, "memoryLimit",
 	    iso->on[ISO_CGROUP] ? "cgroup" : "rlimit-as", "processLimit", iso_process_limit(iso),
 	    "diskLimit", iso->on[ISO_MOUNTNS] ? "tmpfs" : "rlimit-fsize (per file)",
-	    "noNewPrivileges", true, "interpreter", warm ? "warm" : "cold", "uid", "hostFirst",
-	    (json_int_t)iso->uid_first, "hostLast", (json_int_t)iso->uid_last, "inner",
+	    "noNewPrivileges", true, "highPids", iso->high_pids, "poolMemoryBytes",
+	    iso->on[ISO_POOLMEMORY] ? json_integer((json_int_t)iso->pool_memory_bytes)
+	                            : json_null(),
+	    "cpuLimit", iso->on[ISO_CPUQUOTA] ? "cfs-quota" : "none", "unixSockets",
+	    !iso->on[ISO_SECCOMP] ? "allowed"
+	    : iso_deny_unix_socket(iso->on[ISO_LANDLOCK], iso->landlock_abi)
+	        ? "socket() denied"
+	        : "pathname connect() confined by Landlock",
+	    "interpreter", warm ? "warm" : "cold", "uid", "hostFirst", (json_int_t)iso->uid_first,
+	    "hostLast", (json_int_t)iso->uid_last, "inner",
 	    iso->on[ISO_USERNS] ? json_integer(SANDBOX_INNER_ID) : json_null(), "rootPool",
 	    iso->root_pool, "limits", "memoryBytes", (json_int_t)l->memory_bytes, "maxProcesses",
 	    (json_int_t)l->max_processes, "diskBytes", (json_int_t)l->disk_bytes, "maxStdinBytes",
-	    (json_int_t)l->max_stdin_bytes);
+	    (json_int_t)l->max_stdin_bytes, "cpuMillicores", (json_int_t)l->cpu_millicores);
 	return dump_doc(doc, len);
 }

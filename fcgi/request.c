@@ -25,11 +25,14 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 	r->stdin_data = "";
 	r->wall_ms = l->execution_timeout_seconds * 1000;
 
-	/* JSON_ALLOW_NUL: "\u0000" is legal JSON; Python itself rejects such code later */
-	r->root = json_loadb(body, len, JSON_ALLOW_NUL, &err);
+	/* JSON_ALLOW_NUL: "\u0000" is legal JSON; Python itself rejects such code later.
+	 * JSON_REJECT_DUPLICATES: {"code": "a", "code": "b"} is ambiguous, never last-wins */
+	r->root = json_loadb(body, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &err);
 	if (r->root == NULL) {
 		snprintf(message, message_len, "%s",
-		         BODY_SHAPE " (the body is not valid UTF-8 JSON)");
+		         strstr(err.text, "duplicate") ? BODY_SHAPE " (a key appears twice)"
+		                                       : BODY_SHAPE
+		             " (the body is not valid UTF-8 JSON)");
 		goto invalid;
 	}
 	if (!json_is_object(r->root)) {

@@ -9,6 +9,9 @@
 /* Deepest nesting of arrays and objects accepted in result.json. */
 #define RESULT_MAX_DEPTH 512
 
+/* Python's default limit on the digits of an integer it converts from text. */
+#define RESULT_MAX_INT_DIGITS 4300
+
 enum result_status {
 	RESULT_NONE,        /* no file, or JSON null: result null, resultError null */
 	RESULT_OK,          /* a JSON value other than null */

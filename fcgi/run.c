@@ -190,7 +190,8 @@ bool
 run_box_fits(const struct run_box *box, const struct run_spec *spec)
 {
 	return box->active && box->memory_bytes == spec->memory_bytes &&
-	       box->max_processes == spec->max_processes && box->disk_bytes == spec->disk_bytes;
+	       box->max_processes == spec->max_processes && box->disk_bytes == spec->disk_bytes &&
+	       box->cpu_millicores == spec->cpu_millicores;
 }
 
 static void
@@ -263,11 +264,18 @@ run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned lo
 {
 	bool ns_mode = cfg->clone_flags != 0;
 	bool agent = cfg->workspace_fd >= 0;
+	/* in a mount namespace the run sees its directory at a path that names nothing of the host
+	 */
+	bool mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS);
+	const char *name = strrchr(workdir, '/');
 	int n = 0;
 
 	memset(c, 0, sizeof(*c));
-	snprintf(c->home, sizeof(c->home), "HOME=%s", workdir);
-	snprintf(c->tmpdir, sizeof(c->tmpdir), "TMPDIR=%s", workdir);
+	snprintf(c->inner, sizeof(c->inner), "%s/%s", SANDBOX_INNER_DIR,
+	         name != NULL ? name + 1 : workdir);
+	const char *run_dir = mounts ? c->inner : workdir;
+	snprintf(c->home, sizeof(c->home), "HOME=%s", run_dir);
+	snprintf(c->tmpdir, sizeof(c->tmpdir), "TMPDIR=%s", run_dir);
 	c->envp[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
 	c->envp[n++] = c->home;
 	c->envp[n++] = c->tmpdir;
@@ -293,7 +301,7 @@ run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned lo
 	c->argv[4] = NULL;
 	c->ms = (struct mounts_spec){
 	    .workdir = workdir,
-	    .parent_dir = cfg->work_parent,
+	    .inner_workdir = c->inner,
 	    .etc_dir = cfg->etc_dir,
 	    .python = cfg->python,
 	    .disk_bytes = disk_bytes,
@@ -309,7 +317,7 @@ run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned lo
 	    .error_fd = -1,
 	    .ctl_fd = -1,
 	    .report_fd = -1,
-	    .workdir = workdir,
+	    .workdir = run_dir,
 	    .python = cfg->python,
 	    .argv = c->argv,
 	    .envp = agent ? c->agent_envp : c->envp,
@@ -320,19 +328,61 @@ run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned lo
 	    .parent_pid = ns_mode ? 1 : getpid(),
 	    .nofile = 1024,
 	    .landlock_fd = cfg->landlock_fd,
+	    .landlock_abi = mounts ? cfg->landlock_abi : 0,
 	    .seccomp = cfg->seccomp,
-	    .mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS) ? &c->ms : NULL,
+	    .mounts = mounts ? &c->ms : NULL,
 	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
+	    .cgroupns = ns_mode && cfg->cgroupns,
+	    .high_pids = mounts && cfg->mount_proc && cfg->high_pids,
+	    .mask_proc = mounts && cfg->mount_proc && cfg->mask_proc,
 	    .ids_before_mounts = cfg->userns,
 	    .agent = agent,
 	    .workspace_fd = agent ? cfg->workspace_fd : -1,
 	};
 }
 
+/*
+ * clone() of the run's namespaces as the run's own host uid: the user namespace is then owned
+ * by that uid, so every per-user kernel quota charged through it (inotify, fanotify, pending
+ * signals, message queues, nested namespaces...) is the run uid's, not root's. Only the
+ * effective ids change, for the one call; the saved ids stay 0 and bring root back.
+ */
+pid_t
+run_clone_as(const struct run_config *cfg, int flags)
+{
+	pid_t pid;
+	int err;
+
+	if (!cfg->drop_privileges || !(flags & CLONE_NEWUSER))
+		return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+	if (setresgid((gid_t)-1, cfg->run_gid, (gid_t)-1) < 0)
+		return -1;
+	if (setresuid((uid_t)-1, cfg->run_uid, (uid_t)-1) < 0) {
+		err = errno;
+		if (setresgid((gid_t)-1, 0, (gid_t)-1) < 0)
+			_exit(1); /* cannot happen: the real gid is 0 */
+		errno = err;
+		return -1;
+	}
+	pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0)
+		return 0; /* init switches all its ids once the maps exist */
+	err = errno;
+	if (setresuid((uid_t)-1, 0, (uid_t)-1) < 0 || setresgid((gid_t)-1, 0, (gid_t)-1) < 0) {
+		log_msg(LOG_ERROR, "cannot become root again after clone(): %s", strerror(errno));
+		_exit(1); /* a worker that is not root cannot serve; the pool starts another */
+	}
+	/* the euid change made the worker non-dumpable; it was dumpable before */
+	(void)prctl(PR_SET_DUMPABLE, 1);
+	errno = err;
+	return pid;
+}
+
 int
 run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
-              unsigned long max_processes, unsigned long long disk_bytes, struct run_box *box,
-              struct run_outcome *fault, char *why, size_t why_len)
+              unsigned long max_processes, unsigned long long disk_bytes,
+              unsigned long cpu_millicores, struct run_box *box, struct run_outcome *fault,
+              char *why, size_t why_len)
 {
 	int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, fail_p[2] = {-1, -1};
 	int ctl_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
@@ -348,6 +398,7 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	box->memory_bytes = memory_bytes;
 	box->max_processes = max_processes;
 	box->disk_bytes = disk_bytes;
+	box->cpu_millicores = cpu_millicores;
 	if (workdir_create(&box->wd, cfg->work_parent_fd, cfg->work_parent, cfg->drop_privileges,
 	                   cfg->run_uid, cfg->run_gid, NULL, 0) < 0) {
 		set_fault(fault, RUN_FAULT_OTHER, why, why_len,
@@ -357,8 +408,8 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 	box->active = true;
 	if (cfg->cgroup != NULL) {
 		snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index, box->wd.name);
-		if (cgroup_run_create(cfg->cgroup, &box->cg, cg_name, memory_bytes, max_processes) <
-		    0) {
+		if (cgroup_run_create(cfg->cgroup, &box->cg, cg_name, memory_bytes, max_processes,
+		                      cpu_millicores) < 0) {
 			set_fault(fault, RUN_FAULT_CGROUP, why, why_len,
 			          "could not create the run's cgroup");
 			goto fail;
@@ -392,7 +443,7 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 			log_msg(LOG_WARN, "the warm template failed (%s); this run is cold", wwhy);
 	}
 	if (box->pid < 0 && ns_mode)
-		box->pid = (pid_t)syscall(SYS_clone, cfg->clone_flags | SIGCHLD, 0, 0, 0, 0);
+		box->pid = run_clone_as(cfg, cfg->clone_flags);
 	else if (box->pid < 0)
 		box->pid = fork();
 	if (box->pid < 0) {
@@ -529,7 +580,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		if (given != NULL)
 			run_box_discard(cfg, given);
 		if (run_box_build(cfg, spec->memory_bytes, spec->max_processes, spec->disk_bytes,
-		                  &local, out, why, why_len) < 0)
+		                  spec->cpu_millicores, &local, out, why, why_len) < 0)
 			return -1;
 	}
 	if (box->ns_mode) {
@@ -550,7 +601,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		run_box_discard(cfg, given);
 		box = &local;
 		if (run_box_build(cfg, spec->memory_bytes, spec->max_processes, spec->disk_bytes,
-		                  &local, out, why, why_len) < 0) {
+		                  spec->cpu_millicores, &local, out, why, why_len) < 0) {
 			free(rb.buf);
 			return -1;
 		}
@@ -569,8 +620,9 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	deadline = proc_now_ms() + spec->wall_ms;
 
 	for (;;) {
-		struct pollfd pfd[6];
+		struct pollfd pfd[7];
 		int n = 0, i_out = -1, i_err = -1, i_fail = -1, i_rep = -1, i_pid = -1, i_cli = -1;
+		int i_oom = -1;
 		long long now = proc_now_ms(), until;
 
 		if (main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
@@ -624,6 +676,10 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			i_cli = n;
 			pfd[n++] = (struct pollfd){.fd = client_fd, .events = POLLRDHUP};
 		}
+		if (!main_reaped && !stop_sent && box->cg.active && box->cg.oom_fd >= 0) {
+			i_oom = n;
+			pfd[n++] = (struct pollfd){.fd = box->cg.oom_fd, .events = POLLIN};
+		}
 		long long wait_ms = until - now;
 		if (wait_ms < 0)
 			wait_ms = 0;
@@ -643,6 +699,12 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			drain(&box->err_r, &out->err);
 		if (i_rep >= 0 && pfd[i_rep].revents)
 			drain_report(&box->rep_r, &rb);
+		if (i_oom >= 0 && pfd[i_oom].revents && cgroup_run_oom(&box->cg)) {
+			/* the run's first OOM ends it, before a second process is killed */
+			box->oom_stopped = true;
+			deadline = proc_now_ms(); /* stopped like a timeout, reported as memory */
+			continue;
+		}
 		if (i_fail >= 0 && pfd[i_fail].revents) {
 			ssize_t r = read(box->fail_r, &failure, sizeof(failure));
 			if (r == (ssize_t)sizeof(failure))
@@ -710,7 +772,7 @@ out:
 			if (complete) {
 				status = rep.program_status;
 				have_status = rep.program_reaped != 0;
-				timed_out = rep.stopped != 0;
+				timed_out = rep.stopped != 0 && !box->oom_stopped;
 				disk_full = rep.disk_full != 0;
 				out->result_status = (enum result_status)rep.result_status;
 				if (out->result_status == RESULT_OK) {
@@ -737,6 +799,10 @@ out:
 		} else {
 			out->result_status = result_read(box->wd.fd, spec->max_result_bytes,
 			                                 &out->result_json, &out->result_len);
+		}
+		if (box->oom_stopped) {
+			timed_out = false;
+			oom = true;
 		}
 		if (timed_out) {
 			out->status = RUN_TIMED_OUT;

@@ -45,6 +45,10 @@ struct run_config {
 	int clone_flags;     /* namespaces of a run; 0 = direct mode (fork, no init) */
 	bool userns;         /* CLONE_NEWUSER is in clone_flags */
 	bool mount_proc;     /* a private /proc in the mount namespace */
+	bool cgroupns;       /* init enters a cgroup namespace rooted at the run's group */
+	bool mask_proc;      /* the OCI masked and read-only /proc paths */
+	bool high_pids;      /* the program's pids start near the namespace's pid_max */
+	int landlock_abi;    /* with a mount namespace: init builds the run's own ruleset */
 	const char *etc_dir; /* the sandbox's /etc */
 	int landlock_fd;     /* -1: none */
 	const struct seccomp_filter *seccomp; /* NULL: none */
@@ -74,6 +78,7 @@ struct run_spec {
 	 * run is killed at once (run_outcome.abandoned) */
 	bool watch_client;
 	int client_fd;
+	unsigned long cpu_millicores; /* 0: no CPU quota */
 };
 
 /* Why the sandbox (not the program) failed; lets start-up turn a layer off. */
@@ -124,10 +129,13 @@ struct run_box {
 	unsigned long long disk_bytes;
 	bool warm;                        /* cloned from the worker's warm template */
 	unsigned long long as_base_bytes; /* warm: the template's address space (RLIMIT_AS) */
+	unsigned long cpu_millicores;
+	bool oom_stopped; /* the worker stopped the run at its first OOM (run_execute) */
 };
 
 /* What a run's child is given: its sandbox spec and the storage the spec points into. */
 struct run_child {
+	char inner[128]; /* SANDBOX_INNER_DIR/<name>: the run's directory as it sees it */
 	char home[4200];
 	char tmpdir[4200];
 	char *envp[8];
@@ -146,12 +154,20 @@ void run_child_prepare(const struct run_config *cfg, const char *workdir,
                        unsigned long long disk_bytes, struct run_child *c);
 
 /*
+ * clone() with flags (SIGCHLD added) as the run's own host uid when a root pool creates a user
+ * namespace, so that the namespace, and every per-user quota charged through it, is the run
+ * uid's. Used by the worker (cold) and the warm template. Returns as clone().
+ */
+pid_t run_clone_as(const struct run_config *cfg, int flags);
+
+/*
  * Builds a sandbox for a later run_execute(). Returns 0, or -1 with the reason in why and, in
  * fault (may be NULL), which layer failed.
  */
 int run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
-                  unsigned long max_processes, unsigned long long disk_bytes, struct run_box *box,
-                  struct run_outcome *fault, char *why, size_t why_len);
+                  unsigned long max_processes, unsigned long long disk_bytes,
+                  unsigned long cpu_millicores, struct run_box *box, struct run_outcome *fault,
+                  char *why, size_t why_len);
 
 /* Whether box was built with the caps spec asks for. */
 bool run_box_fits(const struct run_box *box, const struct run_spec *spec);

@@ -41,10 +41,14 @@
  * order: a step added to one belongs in the other.
  *
  * Init's steps, before it forks the program: wait for the worker's go (the worker writes the
- * uid and gid maps and moves init into the run's cgroup first), parent death, hostname,
- * mounts (mounts.c), ids (the inner unprivileged uid), caps (all dropped: init keeps no power
- * a compromised program could borrow), not dumpable (the program cannot read init's memory
- * through /proc), and main.py written into the working tmpfs.
+ * uid and gid maps and moves init into the run's cgroup first), parent death, a cgroup
+ * namespace (so /proc/self/cgroup shows "/", not the pool's groups), hostname, mounts
+ * (mounts.c), high pids (ns_last_pid near pid_max: a program's pids never match the pool
+ * container's or the host's, whose clients check /proc/<pid> after a run), the masked /proc
+ * paths, the run's own Landlock ruleset (its directories exist only now), ids (the inner
+ * unprivileged uid), caps (all dropped: init keeps no power a compromised program could
+ * borrow), not dumpable (the program cannot read init's memory through /proc), and main.py
+ * written into the working tmpfs.
  */
 #include "sandbox.h"
 
@@ -53,6 +57,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,8 +80,12 @@ sandbox_step_string(enum sandbox_step step)
 	switch (step) {
 	case SANDBOX_WAIT:
 		return "waiting for the worker";
+	case SANDBOX_CGROUPNS:
+		return "entering a cgroup namespace";
 	case SANDBOX_HOSTNAME:
 		return "setting the hostname";
+	case SANDBOX_PIDS:
+		return "allocating the program's pids high";
 	case SANDBOX_MOUNTS:
 		return "building the mount namespace";
 	case SANDBOX_IDS:
@@ -502,6 +511,56 @@ sandbox_run_program(const struct sandbox_spec *spec)
 	sandbox_program(&s);
 }
 
+/*
+ * The program's pids start at 15/16 of the namespace's pid_max: with a per-namespace pid_max
+ * (Linux >= 6.14, 4194304 by default) that is above any pid the host or a pod can have; on
+ * older kernels it is at least far from the small pids a container's processes get.
+ */
+static int
+sandbox_high_pids(void)
+{
+	char buf[32];
+	long max;
+	ssize_t n;
+	int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	max = strtol(buf, NULL, 10);
+	if (max < 4096) {
+		errno = ERANGE;
+		return -1;
+	}
+	n = snprintf(buf, sizeof(buf), "%ld", max / 16 * 15);
+	fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = util_write_all(fd, buf, (size_t)n);
+	close(fd);
+	return (int)n;
+}
+
+/* In a mount namespace the run's directories exist only now: a ruleset of the run's own. */
+static int
+sandbox_landlock(struct sandbox_spec *s)
+{
+	/* an agent run also writes its workspace */
+	const char *rw[] = {s->workdir, "/tmp", "/var/tmp", "/dev/shm", "/app"};
+	int fd = landlock_build(s->landlock_abi, rw, s->agent ? 5 : 4, s->python, false);
+
+	if (fd < 0)
+		return -1;
+	if (s->landlock_fd >= 0)
+		close(s->landlock_fd);
+	s->landlock_fd = fd;
+	return 0;
+}
+
 static int
 sandbox_drop_caps(void)
 {
@@ -559,6 +618,9 @@ sandbox_init(const struct sandbox_spec *spec)
 	/* the OOM killer should take a run before anything else; inherited by the program */
 	if (sandbox_oom_score() < 0)
 		sandbox_fail(s, SANDBOX_OOM_SCORE, 0);
+	/* the worker moved init into the run's group before the go: that becomes the root */
+	if (s->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
+		sandbox_fail(s, SANDBOX_CGROUPNS, 0);
 	if (s->uts && sethostname("codebox", 7) < 0)
 		sandbox_fail(s, SANDBOX_HOSTNAME, 0);
 	/*
@@ -571,6 +633,12 @@ sandbox_init(const struct sandbox_spec *spec)
 		sandbox_fail(s, SANDBOX_IDS, 0);
 	if (s->mounts != NULL && mounts_build(s->mounts, &mstep) < 0)
 		sandbox_fail(s, SANDBOX_MOUNTS, (int)mstep);
+	if (s->high_pids && sandbox_high_pids() < 0)
+		sandbox_fail(s, SANDBOX_PIDS, 0);
+	if (s->mask_proc && mounts_mask(&mstep) < 0)
+		sandbox_fail(s, SANDBOX_MOUNTS, (int)mstep);
+	if (s->mounts != NULL && s->landlock_abi > 0 && sandbox_landlock(s) < 0)
+		sandbox_fail(s, SANDBOX_LANDLOCK, 0);
 	if (s->workspace_fd >= 0) {
 		/* attached (or not): the program must never hold it */
 		close(s->workspace_fd);

@@ -18,11 +18,16 @@
 /* The uid and gid a run has inside its user namespace (/etc/passwd's "sandbox"). */
 #define SANDBOX_INNER_ID 1000
 
+/* In a mount namespace, the run's directory is SANDBOX_INNER_DIR/<its name>: no host path. */
+#define SANDBOX_INNER_DIR "/sandbox"
+
 /* The steps, in the order they are taken (init's first, then the program's). */
 enum sandbox_step {
 	SANDBOX_WAIT = 1, /* waiting for the worker's go (uid maps, cgroup) */
+	SANDBOX_CGROUPNS, /* init: a cgroup namespace rooted at the run's own group */
 	SANDBOX_HOSTNAME, /* init: the UTS namespace's name */
 	SANDBOX_MOUNTS,   /* init: the new root (detail: enum mounts_step) */
+	SANDBOX_PIDS,     /* init: the program's pids allocated high (ns_last_pid) */
 	SANDBOX_IDS,      /* the run's uid and gid, no supplementary groups */
 	SANDBOX_CAPS,     /* init: dropping every capability */
 	SANDBOX_CODE,     /* init: writing main.py into the working tmpfs */
@@ -105,12 +110,16 @@ struct sandbox_spec {
 	unsigned long long as_bytes; /* 0: not set */
 	unsigned long nofile;
 
-	int landlock_fd;                      /* -1: no Landlock */
+	int landlock_fd;  /* -1: no Landlock */
+	int landlock_abi; /* > 0 with mounts: init builds the run's own ruleset after them */
 	const struct seccomp_filter *seccomp; /* NULL: no filter */
 
 	/* namespace mode only */
 	const struct mounts_spec *mounts; /* NULL: no mount namespace */
 	bool uts;
+	bool cgroupns;          /* unshare the cgroup namespace once in the run's group */
+	bool high_pids;         /* set ns_last_pid near the namespace's pid_max */
+	bool mask_proc;         /* mounts_mask() */
 	bool ids_before_mounts; /* inside a user namespace */
 	/* an agent run: the request's code is a shell command, run as /bin/sh -c in /app */
 	bool agent;

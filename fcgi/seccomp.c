@@ -12,6 +12,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -78,6 +79,13 @@ static const struct {
     {"clock_settime", "the clock"},
     {"clock_adjtime", "the clock"},
     {"adjtimex", "the clock"},
+    /* host-wide tables and per-user quotas: a run must not be able to exhaust any of them */
+    {"io_setup", "AIO contexts come from the host-wide fs.aio-max-nr (16 calls took it all)"},
+    {"inotify_init", "inotify instances and watches count against the namespace owner's quota, "
+                     "and watching the shared /usr shows what other runs open"},
+    {"inotify_init1", "inotify, as above"},
+    {"fanotify_init", "fanotify groups: per-user quota, and other runs' file activity"},
+    {"modify_ldt", "16-bit segments (a classic exploit primitive, never needed by Python)"},
 };
 
 /* socket() families that reach beyond the run. AF_UNIX is added below Landlock ABI 9. */
@@ -128,6 +136,10 @@ seccomp_build(struct seccomp_filter *f, bool deny_unix_socket)
 			goto out;
 	}
 	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0) < 0)
+		goto out;
+	/* dnotify (fcntl F_NOTIFY) reports reads in a watched directory, like inotify does */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fcntl), 1,
+	                     SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)F_NOTIFY)) < 0)
 		goto out;
 
 	/* export as classic BPF, through a memfd since libseccomp writes to an fd */

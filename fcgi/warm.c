@@ -974,8 +974,7 @@ template_main(const struct run_config *run, int sock)
 			/* direct mode: the program's parent is the worker (CLONE_PARENT) */
 			if (!ns_mode)
 				child.sb.parent_pid = getppid();
-			pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | run->clone_flags | SIGCHLD,
-			                     0, 0, 0, 0);
+			pid = run_clone_as(run, CLONE_PARENT | run->clone_flags);
 			if (pid == 0) {
 				if (ns_mode)
 					sandbox_init(&child.sb);

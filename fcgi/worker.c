@@ -56,6 +56,7 @@ static struct {
 	unsigned long long memory_bytes;
 	unsigned long max_processes;
 	unsigned long long disk_bytes;
+	unsigned long cpu_millicores;
 } worker_last;
 
 static void
@@ -66,7 +67,8 @@ worker_build_ahead(const struct run_config *run)
 	if (!worker_last.known || worker_box.active)
 		return;
 	if (run_box_build(run, worker_last.memory_bytes, worker_last.max_processes,
-	                  worker_last.disk_bytes, &worker_box, NULL, why, sizeof(why)) < 0)
+	                  worker_last.disk_bytes, worker_last.cpu_millicores, &worker_box, NULL,
+	                  why, sizeof(why)) < 0)
 		log_msg(LOG_WARN, "building a sandbox ahead failed: %s", why);
 }
 
@@ -260,6 +262,7 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, FCG
 	    .disk_bytes = l->disk_bytes,
 	    .watch_client = true,
 	    .client_fd = req->ipcFd,
+	    .cpu_millicores = l->cpu_millicores,
 	};
 	worker_last.known = true;
 	worker_last.memory_bytes = spec.memory_bytes;
@@ -267,6 +270,7 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, FCG
 	worker_last.disk_bytes = spec.disk_bytes;
 	history_begin(&wc->history, "execute", r.code, r.code_len, request_id);
 	metrics_run_begin(run->worker_index);
+	worker_last.cpu_millicores = spec.cpu_millicores;
 	int rc =
 	    run_execute(run, &spec, worker_box.active ? &worker_box : NULL, &o, why, sizeof(why));
 	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
@@ -460,9 +464,10 @@ worker_prepare_run(const struct worker_config *wc, struct run_config *run)
 	worker_sweep(wc, name, parent);
 	run->landlock_fd = -1;
 	run->workspace_fd = -1; /* port 8080's runs never see the agent workspace */
-	if (wc->iso->on[ISO_LANDLOCK]) {
-		run->landlock_fd = landlock_build(wc->iso->landlock_abi, parent, run->python,
-		                                  !wc->iso->on[ISO_MOUNTNS]);
+	/* with a mount namespace, init builds each run's ruleset (run->landlock_abi) */
+	if (wc->iso->on[ISO_LANDLOCK] && !wc->iso->on[ISO_MOUNTNS]) {
+		const char *rw[] = {parent};
+		run->landlock_fd = landlock_build(wc->iso->landlock_abi, rw, 1, run->python, true);
 		if (run->landlock_fd < 0) {
 			log_msg(LOG_ERROR, "worker %d could not build its Landlock ruleset",
 			        wc->index);

@@ -211,12 +211,15 @@ done
 # Layer by layer: the same print(1) with layers switched off, each paired with bare start-up.
 echo "# print(1) layer by layer (CODEBOX_DISABLE): added over bare start-up, paired, in ms"
 printf "%-52s %8s %8s\n" "layers on" "median" "p95"
-all=userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup
-for variant in "none:$all" "seccomp:userns,pidns,netns,mountns,ipcns,utsns,landlock,cgroup" \
-	"seccomp+landlock:userns,pidns,netns,mountns,ipcns,utsns,cgroup" \
-	"seccomp+landlock+cgroup (direct mode):userns,pidns,netns,mountns,ipcns,utsns" \
-	"+ user and pid namespaces (init):netns,mountns,ipcns,utsns" \
-	"+ net, ipc and uts namespaces:mountns" "every layer (+ mount namespace):"; do
+r2=cgroupns,maskedpaths,poolmemory,cpuquota # issue 8's layers
+all=userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup,$r2
+for variant in "none:$all" "seccomp:userns,pidns,netns,mountns,ipcns,utsns,landlock,cgroup,$r2" \
+	"seccomp+landlock:userns,pidns,netns,mountns,ipcns,utsns,cgroup,$r2" \
+	"seccomp+landlock+cgroup (direct mode):userns,pidns,netns,mountns,ipcns,utsns,$r2" \
+	"+ user and pid namespaces (init):netns,mountns,ipcns,utsns,$r2" \
+	"+ net, ipc and uts namespaces:mountns,$r2" "+ mount namespace (round 1 complete):$r2" \
+	"+ cgroup namespace:maskedpaths,poolmemory,cpuquota" "+ masked /proc paths:poolmemory,cpuquota" \
+	"+ pool memory budget:cpuquota" "every layer (+ CPU quota):"; do
 	name=${variant%%:*}
 	stack_start "v$RANDOM" "${variant#*:}"
 	paired variant.ms '{"code":"print(1)"}'

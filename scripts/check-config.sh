@@ -10,6 +10,8 @@
 #   5. every location passes the same limits (so /capabilities reports what /execute enforces);
 #   6. with --memory-limit: the runs fit it (CODEBOX_MAX_CONCURRENT_EXECUTIONS *
 #      (CODEBOX_MEMORY_BYTES + CODEBOX_DISK_BYTES, a run's tmpfs is memory) + the pool's own).
+#   7. CODEBOX_POOL_MEMORY_BYTES (0: derived by the pool) is at least CODEBOX_MEMORY_BYTES and
+#      at most the memory available (--memory-limit, else the container's or host's).
 # A violated invariant is refused with a message naming both numbers.
 set -euo pipefail
 
@@ -30,7 +32,10 @@ Checks the invariants between nginx's limits, its timeouts and the pool size.
                    the pool caps whatever a request brings at these (codebox-pool --ceilings)
   --memory-limit BYTES
                    refuse limits whose concurrent runs cannot fit BYTES of memory (the
-                   pool container's limit)
+                   pool container's limit; default for 7: this process's memory
+                   cgroup limit, else the host's MemTotal)
+  --print-pool-memory-bytes
+                   print CODEBOX_POOL_MEMORY_BYTES (for codebox-pool --pool-memory-bytes)
 USAGE
 }
 
@@ -38,6 +43,7 @@ workers=""
 print_workers=0
 print_drain=0
 print_ceilings=0
+print_pool_memory=0
 memory_limit=""
 conf=""
 while (($#)); do
@@ -60,6 +66,10 @@ while (($#)); do
 		;;
 	--print-ceilings)
 		print_ceilings=1
+		shift
+		;;
+	--print-pool-memory-bytes)
+		print_pool_memory=1
 		shift
 		;;
 	--memory-limit)
@@ -147,8 +157,12 @@ max_code=$(one_value CODEBOX_MAX_CODE_BYTES)
 max_conc=$(one_value CODEBOX_MAX_CONCURRENT_EXECUTIONS)
 ceilings="CODEBOX_EXECUTION_TIMEOUT_SECONDS=$timeout_s,CODEBOX_MAX_CODE_BYTES=$max_code"
 ceilings+=",CODEBOX_MAX_CONCURRENT_EXECUTIONS=$max_conc"
+run_memory=$(one_value CODEBOX_MEMORY_BYTES)
+one_value CODEBOX_CPU_MILLICORES >/dev/null
+pool_memory=$(one_value CODEBOX_POOL_MEMORY_BYTES)
 for name in CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT_BYTES \
-	CODEBOX_MAX_STDIN_BYTES CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES; do
+	CODEBOX_MAX_STDIN_BYTES CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES \
+	CODEBOX_CPU_MILLICORES; do
 	ceilings+=",$name=$(one_value "$name")"
 done
 memory_b=$(one_value CODEBOX_MEMORY_BYTES)
@@ -209,6 +223,30 @@ if [[ -n $memory_limit ]]; then
 		fail "CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) runs of CODEBOX_MEMORY_BYTES ($memory_b) + CODEBOX_DISK_BYTES ($disk_b) and the pool's own $((POOL_OWN_BYTES >> 20)) MiB need $((need_b >> 20)) MiB, more than the memory limit of $((memory_limit >> 20)) MiB"
 	fi
 fi
+# 7. the pool-wide memory budget against what the container (or host) has
+available_memory() {
+	local v
+	for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
+		if [[ -r $f ]] && v=$(<"$f") && [[ $v =~ ^[0-9]+$ ]] && ((v < 1 << 62)); then
+			echo "$v"
+			return
+		fi
+	done
+	awk '$1 == "MemTotal:" { printf "%.0f\n", $2 * 1024 }' /proc/meminfo
+}
+if [[ -z $memory_limit ]]; then
+	memory_limit=$(available_memory)
+fi
+if ((pool_memory != 0)); then
+	if ((pool_memory < run_memory)); then
+		fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must be at least CODEBOX_MEMORY_BYTES ($run_memory): one run must fit"
+	fi
+	if ((pool_memory > memory_limit)); then
+		fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must not exceed the memory available to the pool ($memory_limit bytes)"
+	fi
+elif ((memory_limit * 3 / 4 < run_memory)); then
+	fail "the derived pool memory budget (3/4 of $memory_limit bytes) is smaller than CODEBOX_MEMORY_BYTES ($run_memory)"
+fi
 
 if ((print_workers)); then
 	echo "${workers:-$need}"
@@ -218,4 +256,7 @@ if ((print_drain)); then
 fi
 if ((print_ceilings)); then
 	echo "$ceilings,CODEBOX_MAX_BODY_BYTES=$body_b"
+fi
+if ((print_pool_memory)); then
+	echo "$pool_memory"
 fi

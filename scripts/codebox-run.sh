@@ -18,7 +18,7 @@ set -euo pipefail
 usage() {
 	cat <<USAGE
 usage: $0 [--port PORT] [--agent-port PORT] [--rundir DIR] [--pool BIN] [--python PATH]
-          [--conf-dir DIR] [--agent-workspace-bytes N] [--quiet]
+          [--conf-dir DIR] [--agent-workspace-bytes N] [--run-uid-base UID] [--quiet]
   --port PORT     loopback port nginx listens on (default 8080)
   --agent-port PORT
                   loopback port of the agent-sandbox protocol (default 8888)
@@ -28,6 +28,9 @@ usage: $0 [--port PORT] [--agent-port PORT] [--rundir DIR] [--pool BIN] [--pytho
   --pool BIN      the codebox-pool binary (default build/codebox-pool)
   --python PATH   the sandbox's interpreter (default /usr/bin/python3)
   --conf-dir DIR  the nginx config to render (default nginx/)
+  --run-uid-base UID
+                  a root pool's runs use host uids UID.. UID+workers (default 20000); two
+                  pools on one host need ranges of their own (the pool refuses a used one)
   --quiet         do not copy the logs to the terminal
 USAGE
 }
@@ -40,6 +43,7 @@ rundir=""
 pool="$here/build/codebox-pool"
 python=/usr/bin/python3
 confdir="$here/nginx"
+uid_base=""
 quiet=0
 while (($#)); do
 	case $1 in
@@ -73,6 +77,10 @@ while (($#)); do
 		;;
 	--conf-dir)
 		confdir=${2:?}
+		shift 2
+		;;
+	--run-uid-base)
+		uid_base=${2:?}
 		shift 2
 		;;
 	--quiet)
@@ -128,18 +136,24 @@ sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\112
 	-e "s|^\(\s*fastcgi_[a-z]*_timeout\s\+\)[0-9]\+s; # codebox-agent-read-timeout|\1${agent_read}s; # codebox-agent-read-timeout|" \
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
 
-# one check gives every number: the pool size, how long a drain may take, the ceilings
+# one check gives every number: the pool size, how long a drain may take, the ceilings, the
+# memory budget of all runs
 {
 	read -r workers
 	read -r drain
 	read -r ceilings
+	read -r pool_memory
 } < <("$here/scripts/check-config.sh" --print-workers --print-drain-seconds --print-ceilings \
-	"$rundir/conf/nginx.conf")
-[[ -n ${ceilings:-} ]] || exit 1 # the check refused the config, and said why
+	--print-pool-memory-bytes "$rundir/conf/nginx.conf")
+[[ -n ${pool_memory:-} ]] || exit 1 # the check refused the config, and said why
 
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
 	--drain-seconds "$drain" --agent-workspace-bytes "$agent_bytes"
-	--nginx-busy-log "$rundir/logs/nginx-429.log" --ceilings "$ceilings")
+	--nginx-busy-log "$rundir/logs/nginx-429.log" --ceilings "$ceilings"
+	--pool-memory-bytes "$pool_memory")
+if [[ -n $uid_base ]]; then
+	pool_args+=(--run-uid-base "$uid_base")
+fi
 if ((EUID == 0)); then
 	# nginx's workers run as nobody (nginx's default user): only they may connect
 	pool_args+=(--socket-user nobody)

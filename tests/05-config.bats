@@ -87,6 +87,28 @@ check() {
 	assert_output --partial "fastcgi_param CODEBOX_MAX_CODE_BYTES differs between locations"
 }
 
+@test "config: the pool memory budget is checked against one run and the memory available" {
+	check --print-pool-memory-bytes "$ROOT/nginx/nginx.conf"
+	assert_success
+	assert_output 0 # derived by the pool: 3/4 of what it may use
+	local conf
+	conf=$(conf_variant 's/CODEBOX_POOL_MEMORY_BYTES          0;/CODEBOX_POOL_MEMORY_BYTES          8589934592;/')
+	check --memory-limit 4294967296 "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "CODEBOX_POOL_MEMORY_BYTES (8589934592) must not exceed the memory available to the pool (4294967296 bytes)"
+	check --memory-limit 17179869184 --print-pool-memory-bytes "$conf/nginx.conf"
+	assert_success
+	assert_output 8589934592
+	conf=$(conf_variant 's/CODEBOX_POOL_MEMORY_BYTES          0;/CODEBOX_POOL_MEMORY_BYTES          536870912;/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "must be at least CODEBOX_MEMORY_BYTES (1073741824): one run must fit"
+	# a derived budget that cannot hold one run (a 1 GiB pod) is refused too
+	check --memory-limit 1073741824 "$ROOT/nginx/nginx.conf"
+	assert_failure 1
+	assert_output --partial "derived pool memory budget"
+}
+
 @test "config: a config nginx rejects is refused" {
 	local conf
 	conf=$(conf_variant 's/worker_connections  8192;/worker_connections  8192/')
@@ -120,7 +142,7 @@ exec /usr/bin/python3 -I -c 'import runpy, sys; sys.modules["sklearn"] = None; r
 PY
 	chmod 0755 "$dir/python-without-sklearn"
 	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
-		--workers 1 --python "$dir/python-without-sklearn"
+		--workers 1 --python "$dir/python-without-sklearn" --run-uid-base "$(uid_base_for "$(free_port)")"
 	assert_failure 1
 	assert_output --partial "refusing to start: a promised module is missing"
 	assert_output --partial "sklearn"

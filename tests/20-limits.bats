@@ -75,8 +75,11 @@ marker() {
 	execute 'import os; print(os.getcwd())'
 	local dir
 	dir=$(field .stdout)
-	[[ $dir == "$(stack_runs_inside)/w"*"/run-"* ]]
+	# its host path, or (in a mount namespace) a path naming nothing of the host
+	[[ $dir == "$(stack_runs_inside)/w"*"/run-"* || $dir == /sandbox/run-* ]]
 	assert [ ! -e "$(stack_runs)${dir#"$(stack_runs_inside)"}" ]
+	run find "$(stack_runs)" -name "$(basename "$dir")"
+	assert_output ""
 	# and runs leave nothing behind
 	no_run_leftovers
 }

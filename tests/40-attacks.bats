@@ -155,7 +155,11 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 	other=$(stack_runs_inside)${other#"$(stack_runs)"}
 	attack write-outside.py "{stdin: \"$m $other\"}"
 	assert_equal "$(field .status)" succeeded
-	run -0 jq -e '.stdout | fromjson | to_entries | all(.value != "written")' <<<"$reply"
+	# /tmp and /dev/shm are the run's own (private, in its disk budget): the find below shows
+	# that nothing reached the host's
+	run -0 jq -e '.stdout | fromjson | to_entries |
+		map(select(.key | (startswith("/tmp/") or startswith("/dev/shm/")) | not)) |
+		all(.value != "written")' <<<"$reply"
 	run find / -xdev -name "$m" -not -path '/proc/*' 2>/dev/null
 	assert_output ""
 	healthy_and_clean
@@ -170,4 +174,285 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 	else
 		[[ $(field .persistence) == *"files written outside the working directory may"* ]]
 	fi
+}
+
+# ---- round 2: host-wide tables, what a run can learn, what programs need (issue 8) ----
+
+# bg_attack NAME [JQ-EXTRA]: posts tests/programs/attacks/NAME in the background; the reply
+# lands in $BATS_TEST_TMPDIR/bg.json once $BG_PID ends.
+bg_attack() {
+	jq -cn --arg code "$(cat "$ROOT/tests/programs/attacks/$1")" "{code: \$code} + (${2:-{\}})" \
+		>"$BATS_TEST_TMPDIR/bg.req"
+	curl -s --max-time 60 -H 'Content-Type: application/json' \
+		--data-binary @"$BATS_TEST_TMPDIR/bg.req" "$BASE/execute" >"$BATS_TEST_TMPDIR/bg.json" 3>&- &
+	BG_PID=$!
+}
+
+# held_pid: the host pid of a run's program that wrote "held" into its directory (seen by
+# root through /proc/<pid>/cwd); fails while there is none.
+held_pid() {
+	local w i p
+	for w in $(worker_pids); do
+		for i in $(pgrep -P "$w"); do
+			for p in $(pgrep -P "$i"); do
+				if [[ -e /proc/$p/cwd/held ]]; then
+					echo "$p"
+					return 0
+				fi
+			done
+		done
+	done
+	return 1
+}
+
+# release PID: lets the held run finish (SIGUSR1), and waits for its reply.
+release() {
+	kill -USR1 "$1"
+	wait "$BG_PID"
+	reply=$(cat "$BATS_TEST_TMPDIR/bg.json")
+}
+
+@test "attacks: a run cannot take the host's AIO contexts; root can still io_setup meanwhile" {
+	[[ $EUID -eq 0 ]] || skip "the host-side check needs root"
+	bg_attack host-quotas.py
+	wait_for "the run to hold what it took" 300 held_pid
+	local pid
+	pid=$(held_pid)
+	# the host side, while the run holds everything it could get
+	run -0 "$PY" -c 'import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+ctx = ctypes.c_ulong(0)
+if libc.syscall(206, 4096, ctypes.byref(ctx)) != 0:
+    raise SystemExit("io_setup(4096) failed on the host: " + os.strerror(ctypes.get_errno()))
+libc.syscall(207, ctx)
+print("io_setup ok")'
+	release "$pid"
+	run -0 jq -e '.stdout | fromjson | .aio_contexts == 0 and .io_setup == "Operation not permitted"' <<<"$reply"
+	healthy_and_clean
+}
+
+@test "attacks: inotify, fanotify and dnotify are refused: no root quota used, no other run watched" {
+	[[ $EUID -eq 0 ]] || skip "the host-side check needs root"
+	bg_attack host-quotas.py
+	wait_for "the run to hold what it took" 300 held_pid
+	local pid
+	pid=$(held_pid)
+	# root's own per-user inotify quota is untouched
+	run -0 "$PY" -c 'import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.syscall(294, 0)
+if fd < 0:
+    raise SystemExit("inotify_init1 failed for root: " + os.strerror(ctypes.get_errno()))
+if libc.inotify_add_watch(fd, b"/usr", 0xFFF) < 0:
+    raise SystemExit("inotify_add_watch failed for root: " + os.strerror(ctypes.get_errno()))
+print("inotify ok")'
+	# the run's user namespace belongs to its own host uid, not to root (NS_GET_OWNER_UID)
+	run -0 "$PY" -c 'import fcntl, os, struct, sys
+fd = os.open("/proc/%s/ns/user" % sys.argv[1], os.O_RDONLY)
+uid = bytearray(4)
+fcntl.ioctl(fd, 0xB704, uid)
+print(struct.unpack("I", uid)[0])' "$pid"
+	local owner=$output
+	run -0 curl -s "$BASE/isolation"
+	((owner >= $(jq .uid.hostFirst <<<"$output") && owner <= $(jq .uid.hostLast <<<"$output")))
+	release "$pid"
+	run -0 jq -e '.stdout | fromjson | .inotify_instances == 0 and
+		.inotify_init1 == "Operation not permitted" and
+		.fanotify_init == "Operation not permitted" and .dnotify == "Operation not permitted"' <<<"$reply"
+	healthy_and_clean
+}
+
+@test "attacks: allocating past the limit in a loop ends the run at the first OOM (no kernel-log flood)" {
+	local pool before after
+	pool=$(pool_pid)
+	before=$(dmesg | grep -c "codebox-$pool/" || true)
+	attack oom-loop.py '{timeoutSeconds: 8, details: true}'
+	after=$(dmesg | grep -c "codebox-$pool/" || true)
+	assert_equal "$(field .details.limitExceeded)" memory
+	assert_equal "$(field .exitCode)" -9
+	# each kernel OOM report names the group twice (oom_memcg and task_memcg) on one line
+	((after - before <= 1))
+	healthy_and_clean
+}
+
+@test "attacks: a run gets one CPU: two spinning processes share it" {
+	run -0 curl -s "$BASE/isolation"
+	if [[ $(jq -r .layers.cpuquota <<<"$output") != true ]]; then
+		skip "no CPU quota on this host: $(jq -r .off.cpuquota <<<"$output")"
+	fi
+	assert_equal "$(jq -r '.details.cpuLimit, .limits.cpuMillicores' <<<"$output" | tr '\n' ' ')" "cfs-quota 1000 "
+	execute $'import os, time\nfor i in range(2):\n    if os.fork() == 0:\n        t = time.time()\n        while time.time() - t < 3: pass\n        os._exit(0)\nfor i in range(2): os.wait()' \
+		'{details: true}'
+	assert_equal "$(field .status)" succeeded
+	# unconfined, two processes on two cores use about twice the wall time
+	run -0 jq -e '.details.cpuMs <= 1.25 * .durationMs' <<<"$reply"
+	healthy_and_clean
+}
+
+@test "attacks: a run that meets the pool-wide memory budget is stopped as memory; the others go on" {
+	local conf saved_dir saved_pid saved_base pid
+	conf=$(conf_variant 's/CODEBOX_POOL_MEMORY_BYTES          0;/CODEBOX_POOL_MEMORY_BYTES          419430400;/' \
+		's/CODEBOX_MEMORY_BYTES               1073741824;/CODEBOX_MEMORY_BYTES               314572800;/')
+	saved_dir=$STACK_DIR saved_pid=$STACK_PID saved_base=$BASE
+	stack_start --conf-dir "$conf"
+	run -0 curl -s "$BASE/isolation"
+	if [[ $(jq -r .layers.poolmemory <<<"$output") != true ]]; then
+		stack_stop
+		STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base
+		skip "no pool-wide budget on this host"
+	fi
+	assert_equal "$(jq -r .details.poolMemoryBytes <<<"$output")" 419430400
+	# A holds 150 MiB; B then grows towards its own 300 MiB, and the pool's 400 MiB runs out
+	jq -cn '{code: "import signal\nb = bytearray(b\"\\x01\") * (150 << 20)\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\nopen(\"held\", \"w\").close()\nsignal.sigtimedwait([signal.SIGUSR1], 30)\nprint(\"A done\")"}' \
+		>"$BATS_TEST_TMPDIR/a.req"
+	curl -s --max-time 60 -H 'Content-Type: application/json' --data-binary @"$BATS_TEST_TMPDIR/a.req" \
+		"$BASE/execute" >"$BATS_TEST_TMPDIR/bg.json" 3>&- &
+	BG_PID=$!
+	wait_for "run A to hold its memory" 300 held_pid
+	pid=$(held_pid)
+	execute $'chunks = []\nfor i in range(28):\n    chunks.append(bytearray(b"\\x01") * (10 << 20))\nprint("B done")' '{details: true}'
+	assert_equal "$(field .details.limitExceeded)" memory
+	assert_equal "$(field .exitCode)" -9
+	release "$pid"
+	assert_equal "$(field .status)" succeeded
+	assert_equal "$(field .stdout)" "A done"
+	healthy_and_clean
+	stack_stop
+	STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base
+}
+
+@test "attacks: nothing a run reads names a host path, a host pid, the pool or the boot line" {
+	local pool
+	pool=$(pool_pid)
+	attack host-view.py
+	assert_equal "$(field .status)" succeeded
+	local seen
+	seen=$(field .stdout)
+	# no host path, no pool, no host pid in a cgroup path
+	run -0 jq -r '[.cwd, (.env | tostring), (.files | tostring)] | join("\n")' <<<"$seen"
+	refute_output --partial "$STACK_DIR"
+	refute_output --partial "codebox-pool"
+	refute_output --partial "codebox-$pool"
+	refute_output --partial "/tmp/codebox"
+	refute_output --partial "runs/w"
+	run -0 jq -e '.cwd | startswith("/sandbox/run-")' <<<"$seen"
+	# a cgroup namespace: every line of /proc/self/cgroup ends in ":/"
+	run -0 jq -e '.files["/proc/self/cgroup"] | split("\n") | map(select(. != "")) |
+		all(endswith(":/"))' <<<"$seen"
+	# the OCI masked paths and the boot line are empty or absent, /proc/sys is read-only
+	run -0 jq -e '.files | ["/proc/cmdline", "/proc/config.gz", "/proc/keys", "/proc/timer_list",
+		"/proc/sched_debug", "/proc/kcore", "/proc/cgroups", "/proc/latency_stats"] as $m |
+		all($m[]; . as $p | ($p | in($ARGS.named.f) | not) or
+		($ARGS.named.f[$p] == "" or ($ARGS.named.f[$p] | startswith("error: "))))' \
+		--argjson f "$(jq .files <<<"$seen")" <<<"$seen"
+	run -0 jq -e '.files | to_entries | map(select(.key | startswith("write "))) |
+		all(.value | startswith("error: "))' <<<"$seen"
+	run -0 jq -e '.files["ls /proc/acpi"] | (. == "" or startswith("error: "))' <<<"$seen"
+	healthy_and_clean
+}
+
+@test "attacks: /tmp, /var/tmp and /dev/shm are private, share the disk budget, and multiprocessing works" {
+	attack scratch-dirs.py '{details: true}'
+	assert_equal "$(field .status)" succeeded
+	local seen
+	seen=$(field .stdout)
+	run -0 jq -e '.["/tmp"] and .["/var/tmp"] and .["/dev/shm"] and .others == [] and .tempfile' <<<"$seen"
+	run -0 jq -e '.pool == [0,1,4,9,16,25,36,49,64,81] and .executor == [0,1,4,9,16]' <<<"$seen"
+	# 64 MiB in all: the second 40 MiB file does not fit, wherever it goes
+	run -0 jq -e '.fill == "No space left on device" and .filledMiB < 64' <<<"$seen"
+	# the next run starts empty, and nothing reached the host's /tmp
+	execute 'import os; print(sorted(os.listdir("/tmp") + os.listdir("/dev/shm") + os.listdir("/var/tmp")))'
+	assert_equal "$(field .stdout)" "[]"
+	assert [ ! -e /tmp/saved.txt ]
+	healthy_and_clean
+}
+
+@test "attacks: unix sockets: denied below Landlock ABI 9, confined by RESOLVE_UNIX from 9" {
+	run -0 curl -s "$BASE/isolation"
+	local abi policy
+	abi=$(jq -r .details.landlockAbi <<<"$output")
+	policy=$(jq -r .details.unixSockets <<<"$output")
+	execute "import socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[0] and '$STACK_DIR/fcgi.sock')
+    print('connected')
+except OSError as e:
+    print(type(e).__name__, e.errno)"
+	refute_output --partial connected
+	if ((abi < 9)); then
+		assert_equal "$policy" "socket() denied"
+		assert_equal "$(field .stdout)" "PermissionError 1"
+	else
+		assert_equal "$policy" "pathname connect() confined by Landlock"
+		[[ $(field .stdout) != connected* ]]
+	fi
+	healthy_and_clean
+}
+
+@test "attacks: a pool refuses a run uid range that a process or another pool already uses" {
+	[[ $EUID -eq 0 ]] || skip "run uids exist only for a root pool"
+	local dir base sleeper
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir"
+	mkdir -m 0711 "$dir/runs"
+	base=$(uid_base_for "$(free_port)")
+	setpriv --reuid $((base + 1)) --regid $((base + 1)) --clear-groups sleep 30 3>&- &
+	sleeper=$!
+	wait_for "the process under the range" 50 pgrep -u $((base + 1)) sleep
+	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
+		--workers 2 --run-uid-base "$base"
+	kill "$sleeper"
+	wait "$sleeper" || true
+	assert_failure 1
+	assert_output --partial "already runs as uid $((base + 1))"
+	# this suite's own stack holds its range: a second pool may not take it
+	local stack_base
+	stack_base=$(tr '\0' '\n' <"/proc/$(pool_pid)/cmdline" | grep -A1 -- --run-uid-base | tail -1)
+	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
+		--workers 2 --run-uid-base "$stack_base"
+	assert_failure 1
+	assert_output --partial "is held by another codebox pool"
+	assert [ ! -e "$dir/s.sock" ]
+	rm -rf "$dir"
+	healthy_and_clean
+}
+
+@test "attacks: a run's pids do not exist in the serving container or on the host afterwards" {
+	attack pids.py '{timeoutSeconds: 2}'
+	assert_equal "$(field .status)" timed_out
+	local pid child
+	read -r pid child <<<"$(field .stdout)"
+	# under the pid namespace they were 2 and 3, which exist everywhere (kthreadd, a worker)
+	((pid > 1000 && child > pid))
+	assert [ ! -e "/proc/$pid" ]
+	assert [ ! -e "/proc/$child" ]
+	healthy_and_clean
+}
+
+@test "attacks: a body with a duplicate key is refused, never last-wins" {
+	post '{"code": "print(1)", "code": "print(2)"}'
+	assert_equal "$code" 400
+	run -0 jq -e '.error == "invalid_request" and (.message | contains("twice")) and
+		(keys == ["error", "message"])' "$BATS_TEST_TMPDIR/body"
+	healthy_and_clean
+}
+
+@test "attacks: result.json numbers are classified as Python reads them" {
+	execute 'open("result.json", "w").write("[" + "9" * 4301 + "]")'
+	assert_equal "$(field .resultError)" "result.json is not valid JSON"
+	execute 'open("result.json", "w").write("[" + "9" * 4300 + ", 1." + "5" * 600 + ", 1e400]")'
+	assert_equal "$(field .resultError)" null
+	# the whole reply stays readable by a Python client
+	run -0 "$PY" -c 'import json, sys; r = json.load(sys.stdin); print(len(str(r["result"][0])), r["result"][2])' <<<"$reply"
+	assert_output "4300 inf"
+	healthy_and_clean
+}
+
+@test "attacks: modify_ldt is refused; what a run writes may be executed (by design)" {
+	attack ldt-exec.py
+	assert_equal "$(field .status)" succeeded
+	run -0 jq -e '.stdout | fromjson | .modify_ldt == "Operation not permitted" and
+		.exec == "written-and-run"' <<<"$reply"
+	healthy_and_clean
 }

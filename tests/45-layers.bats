@@ -30,6 +30,7 @@ host_can() {
 	pidns) unshare -Up --fork true 2>/dev/null ;;
 	landlock) [[ $("$PY" -c 'import ctypes; print(ctypes.CDLL(None).syscall(444, None, 0, 1))') -ge 1 ]] ;;
 	cgroup) [[ $EUID -eq 0 && -w /sys/fs/cgroup/memory ]] || [[ -w /sys/fs/cgroup/cgroup.subtree_control ]] ;;
+	cpuquota) [[ $EUID -eq 0 && -w /sys/fs/cgroup/cpu ]] || grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null ;;
 	esac
 }
 
@@ -37,7 +38,7 @@ host_can() {
 	stack_start
 	isolation
 	assert_equal "$(jq -r '.layers | keys_unsorted | join(",")' <<<"$iso")" \
-		"userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup"
+		"userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup,cgroupns,maskedpaths,poolmemory,cpuquota"
 	local layer
 	for layer in userns pidns landlock cgroup; do
 		if host_can "$layer"; then
@@ -48,15 +49,38 @@ host_can() {
 	done
 	assert_equal "$(jq -r .layers.seccomp <<<"$iso")" true
 	run -0 jq -e '.limits == {"memoryBytes": 1073741824, "maxProcesses": 64,
-		"diskBytes": 67108864, "maxStdinBytes": 65536}' <<<"$iso"
+		"diskBytes": 67108864, "maxStdinBytes": 65536, "cpuMillicores": 1000}' <<<"$iso"
+	# the pool-wide budget defaults to 3/4 of the memory the pool may use
+	if [[ $(jq -r .layers.poolmemory <<<"$iso") == true ]]; then
+		run -0 jq -e '.details.poolMemoryBytes > 1073741824' <<<"$iso"
+	fi
 	run -0 grep -c '"msg":"isolation: userns=' "$STACK_DIR/logs/pool.log"
 	# the claims match what a run sees
 	execute $'import os, socket\nprint(os.getuid(), os.getpid(), socket.gethostname())'
 	if [[ $(jq -r .layers.userns <<<"$iso") == true ]]; then
 		assert_equal "$(field '.stdout | split(" ")[0]')" 1000
 	fi
-	if [[ $(jq -r .layers.pidns <<<"$iso") == true ]]; then
+	if [[ $(jq -r .details.highPids <<<"$iso") == true ]]; then
+		(($(field '.stdout | split(" ")[1]') > 1000))
+	elif [[ $(jq -r .layers.pidns <<<"$iso") == true ]]; then
 		assert_equal "$(field '.stdout | split(" ")[1]')" 2
+	fi
+}
+
+@test "layers: without the round-2 layers, /isolation says so and runs see what they hid" {
+	host_can pidns || skip "no pid namespace here"
+	export CODEBOX_DISABLE=cgroupns,maskedpaths,poolmemory,cpuquota
+	stack_start
+	isolation
+	run -0 jq -e '[.layers.cgroupns, .layers.maskedpaths, .layers.poolmemory, .layers.cpuquota] ==
+		[false, false, false, false] and .details.poolMemoryBytes == null and
+		.details.cpuLimit == "none" and (.off | [.cgroupns, .maskedpaths, .poolmemory, .cpuquota] |
+		all(. == "disabled by CODEBOX_DISABLE"))' <<<"$iso"
+	execute 'print(len(open("/proc/cmdline").read()) > 0, open("/proc/self/cgroup").read().replace(chr(10), " "))'
+	# the boot line shows again, and so does the run's cgroup path
+	[[ $(field .stdout) == "True "* ]]
+	if host_can cgroup; then
+		[[ $(field .stdout) == *codebox-* ]]
 	fi
 }
 
@@ -128,7 +152,7 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 }
 
 @test "layers: on the weakest host, /isolation says so and the claims shrink" {
-	export CODEBOX_DISABLE=userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup
+	export CODEBOX_DISABLE=userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup,cgroupns,maskedpaths,poolmemory,cpuquota
 	stack_start
 	isolation
 	run -0 jq -e '.layers | to_entries | all(.value == false)' <<<"$iso"
@@ -150,12 +174,14 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 	chmod 0711 "$dir"
 	mkdir "$dir/runs"
 	run env CODEBOX_DISABLE=landlock CODEBOX_REQUIRE=seccomp,landlock \
-		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1
+		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 \
+		--run-uid-base "$(uid_base_for "$(free_port)")"
 	assert_failure 1
 	assert_output --partial "CODEBOX_REQUIRE demands landlock, which is off: disabled by CODEBOX_DISABLE"
 	assert [ ! -e "$dir/s.sock" ]
 	run env CODEBOX_REQUIRE=seccomp,teleport \
-		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1
+		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 \
+		--run-uid-base "$(uid_base_for "$(free_port)")"
 	assert_failure 1
 	assert_output --partial 'unknown isolation layer "teleport"'
 	rm -rf "$dir"
@@ -163,7 +189,8 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 
 @test "layers: CODEBOX_REQUIRE with every layer this host has starts" {
 	host_can userns && host_can landlock && host_can cgroup || skip "this host lacks a layer"
-	export CODEBOX_REQUIRE=userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup
+	host_can cpuquota || skip "this host has no cpu cgroup controller"
+	export CODEBOX_REQUIRE=userns,pidns,netns,mountns,ipcns,utsns,seccomp,landlock,cgroup,cgroupns,maskedpaths,poolmemory,cpuquota
 	stack_start
 	isolation
 	run -0 jq -e '.layers | to_entries | all(.value == true)' <<<"$iso"

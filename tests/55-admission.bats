@@ -11,7 +11,7 @@ CLIENTS="$BATS_TEST_DIRNAME/helpers/clients.py"
 LIMIT_PARAMS=(CODEBOX_EXECUTION_TIMEOUT_SECONDS=30 CODEBOX_MAX_CONCURRENT_EXECUTIONS=2
 	CODEBOX_MAX_CODE_BYTES=65536 CODEBOX_MAX_STDOUT_BYTES=65536 CODEBOX_MAX_STDERR_BYTES=65536
 	CODEBOX_MAX_RESULT_BYTES=65536 CODEBOX_MAX_STDIN_BYTES=65536 CODEBOX_MEMORY_BYTES=1073741824
-	CODEBOX_MAX_PROCESSES=64 CODEBOX_DISK_BYTES=67108864)
+	CODEBOX_MAX_PROCESSES=64 CODEBOX_DISK_BYTES=67108864 CODEBOX_CPU_MILLICORES=1000)
 
 admission_conf() {
 	conf_variant 's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  2;/' \
@@ -73,7 +73,8 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setpgid(0, 0)
 os.execv(sys.argv[1], sys.argv[1:])' "$ROOT/scripts/codebox-run.sh" --port "$port" \
 		--rundir "$STACK_DIR" --pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
-		--conf-dir "$ADMISSION_CONF" >"$BATS_TEST_TMPDIR/run.out" 2>&1 3>&- &
+		--conf-dir "$ADMISSION_CONF" --run-uid-base "$(uid_base_for "$port")" \
+		>"$BATS_TEST_TMPDIR/run.out" 2>&1 3>&- &
 	STACK_PID=$!
 	OWN_STACK=1
 	BASE="http://127.0.0.1:$port"
@@ -308,7 +309,7 @@ print(round(time.monotonic() - t))' "$(port)"
 		CODEBOX_MAX_PROCESSES=4096 CODEBOX_EXECUTION_TIMEOUT_SECONDS=3600 \
 		CODEBOX_DISK_BYTES=68719476736 CODEBOX_MAX_CONCURRENT_EXECUTIONS=1024 \
 		CODEBOX_MAX_CODE_BYTES=65536 CODEBOX_MAX_STDOUT_BYTES=65536 CODEBOX_MAX_STDERR_BYTES=65536 \
-		CODEBOX_MAX_RESULT_BYTES=65536 CODEBOX_MAX_STDIN_BYTES=65536
+		CODEBOX_MAX_RESULT_BYTES=65536 CODEBOX_MAX_STDIN_BYTES=65536 CODEBOX_CPU_MILLICORES=64000
 	reply=$(sed -n '/^{/,$p' <<<"$output")
 	assert_equal "$(jq -c '.limits | [.memoryBytes, .maxProcesses, .diskBytes]' <<<"$reply")" \
 		"[1073741824,64,67108864]"
@@ -424,7 +425,7 @@ print(round(time.monotonic() - t))' "$(port)"
 	port=$(free_port)
 	"$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$dir" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet --conf-dir "$ADMISSION_CONF" \
-		>"$BATS_TEST_TMPDIR/run2.out" 2>&1 3>&- &
+		--run-uid-base "$(uid_base_for "$port")" >"$BATS_TEST_TMPDIR/run2.out" 2>&1 3>&- &
 	STACK_PID=$!
 	BASE="http://127.0.0.1:$port"
 	wait_for "the new stack" 1200 ready "$BASE"

@@ -68,5 +68,24 @@ main(void)
 
 	iso_summary(&iso, line, sizeof(line));
 	ok(strstr(line, "userns=on") && strstr(line, "landlock=off"), "the summary line: %s", line);
+	/* the seccomp rule chosen for every Landlock ABI: AF_UNIX sockets only from ABI 9 */
+	for (int abi = 0; abi <= 9; abi++) {
+		ok(iso_deny_unix_socket(true, abi) == (abi < 9),
+		   "Landlock ABI %d: socket(AF_UNIX) %s", abi, abi < 9 ? "denied" : "allowed");
+		ok(iso_deny_unix_socket(false, abi), "Landlock off, ABI %d: socket(AF_UNIX) denied",
+		   abi);
+	}
+	ok(iso_parse_list("cgroupns,maskedpaths,poolmemory,cpuquota", set, why, sizeof(why)) == 0 &&
+	       set[ISO_CGROUPNS] && set[ISO_MASKEDPATHS] && set[ISO_POOLMEMORY] &&
+	       set[ISO_CPUQUOTA],
+	   "the round-2 layers are known to CODEBOX_REQUIRE and CODEBOX_DISABLE");
+	iso = all_on(true);
+	iso_turn_off(&iso, ISO_CGROUP, "test");
+	ok(!iso.on[ISO_POOLMEMORY] && !iso.on[ISO_CPUQUOTA],
+	   "no cgroup layer: no pool budget, no CPU quota");
+	iso = all_on(true);
+	iso_turn_off(&iso, ISO_PIDNS, "test");
+	ok(!iso.on[ISO_CGROUPNS] && !iso.on[ISO_MASKEDPATHS] && !iso.on[ISO_MOUNTNS],
+	   "no pid namespace: no cgroup namespace, no mount namespace, no masked paths");
 	return tap_done();
 }

@@ -61,7 +61,8 @@ main(void)
 	strcpy(pi.modules[0].import_name, "sklearn");
 	strcpy(pi.modules[0].distribution, "scikit-learn");
 	strcpy(pi.modules[0].version, "1.2.1");
-	struct limits l = {30, 20, 65536, 65536, 65536, 1000, 65536, 1ULL << 30, 64, 1ULL << 26};
+	struct limits l = {30,    20,         65536, 65536,      65536, 1000,
+	                   65536, 1ULL << 30, 64,    1ULL << 26, 1000};
 	s = reply_capabilities(&pi, &l, true, &len);
 	const char *prefix =
 	    "{\"pythonVersion\":\"3.11.2\",\"modules\":[{\"importName\":\"sklearn\","

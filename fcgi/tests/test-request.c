@@ -63,6 +63,10 @@ main(void)
 	invalid("{\"code\":\"\"}", "body must be", "code empty");
 	invalid("{\"code\":null}", "body must be", "code null");
 	invalid("{\"code\":\"x\",\"shell\":true}", "unknown key", "an unknown key");
+	invalid("{\"code\":\"print(1)\",\"code\":\"print(2)\"}", "a key appears twice",
+	        "a duplicate key (never last-wins)");
+	invalid("{\"code\":\"x\",\"details\":true,\"details\":false}", "a key appears twice",
+	        "a duplicate optional key");
 	invalid("{\"code\":\"x\",\"stdin\":1}", "stdin must be", "stdin not a string");
 	invalid("{\"code\":\"x\",\"stdin\":\"abcdef\"}", "stdin must be", "stdin over its limit");
 	invalid("{\"code\":\"x\",\"timeoutSeconds\":0}", "timeoutSeconds", "a zero timeout");

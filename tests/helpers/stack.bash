@@ -11,6 +11,12 @@ export ROOT
 PY=/usr/bin/python3
 export PY
 
+# uid_base_for PORT: the run uid range of a stack listening on PORT (256 uids per port, far
+# above the default 20000 and below 2^30).
+uid_base_for() {
+	echo $((1048576 + $1 * 256))
+}
+
 # A free loopback port: bind port 0 and report what the kernel chose.
 free_port() {
 	"$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -35,8 +41,11 @@ stack_start() {
 	port=$(free_port)
 	agent_port=$(free_port)
 	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
+	# concurrent stacks (other suites, other checkouts) never share run uids: each takes a
+	# range of 256 derived from its port, which no other live stack holds
 	"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" --rundir "$STACK_DIR" \
-		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet "$@" \
+		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
+		--run-uid-base "$(uid_base_for "$port")" "$@" \
 		>"$STACK_DIR/run.out" 2>&1 3>&- &
 	STACK_PID=$!
 	BASE="http://127.0.0.1:$port"
@@ -259,7 +268,10 @@ no_run_leftovers() {
 	local cg
 	while read -r cg; do
 		[[ -n $cg ]] || continue
-		if (($(wc -l <"$cg/cgroup.procs") > 2)); then
+		local procs
+		# a finished run's group is removed after its reply: it may vanish meanwhile
+		procs=$(cat "$cg/cgroup.procs" 2>/dev/null) || continue
+		if (($(grep -c . <<<"$procs") > 2)); then
 			echo "the cgroup $cg holds more than a waiting init and program" >&2
 			return 1
 		fi
