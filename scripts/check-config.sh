@@ -8,10 +8,11 @@
 #      workers >= CODEBOX_MAX_CONCURRENT_EXECUTIONS + limit_conn codebox_meta;
 #   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024;
 #   5. every location passes the same limits (so /capabilities reports what /execute enforces);
-#   6. with --memory-limit: the runs fit it (CODEBOX_MAX_CONCURRENT_EXECUTIONS *
-#      (CODEBOX_MEMORY_BYTES + CODEBOX_DISK_BYTES, a run's tmpfs is memory) + the pool's own).
-#   7. CODEBOX_POOL_MEMORY_BYTES (0: derived by the pool) is at least CODEBOX_MEMORY_BYTES and
-#      at most the memory available (--memory-limit, else the container's or host's).
+#   6. CODEBOX_POOL_MEMORY_BYTES (0: derived by the pool) is at least CODEBOX_MEMORY_BYTES and
+#      at most the memory available (--memory-limit, else the container's or host's);
+#   7. with --memory-limit: the runs fit it (CODEBOX_MAX_CONCURRENT_EXECUTIONS *
+#      (CODEBOX_MEMORY_BYTES, or the pool budget when smaller) + CODEBOX_DISK_BYTES, a run's
+#      tmpfs is memory, + the pool's own).
 # A violated invariant is refused with a message naming both numbers.
 set -euo pipefail
 
@@ -216,14 +217,7 @@ if ((body_b < min_body)); then
 	fail "client_max_body_size ($body_b bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES + 1024 ($min_body bytes)"
 fi
 
-# 6. memory
-if [[ -n $memory_limit ]]; then
-	need_b=$((max_conc * (memory_b + disk_b) + POOL_OWN_BYTES))
-	if ((need_b > memory_limit)); then
-		fail "CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) runs of CODEBOX_MEMORY_BYTES ($memory_b) + CODEBOX_DISK_BYTES ($disk_b) and the pool's own $((POOL_OWN_BYTES >> 20)) MiB need $((need_b >> 20)) MiB, more than the memory limit of $((memory_limit >> 20)) MiB"
-	fi
-fi
-# 7. the pool-wide memory budget against what the container (or host) has
+# 6. the pool-wide memory budget against what the container (or host) has
 available_memory() {
 	local v
 	for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
@@ -234,7 +228,9 @@ available_memory() {
 	done
 	awk '$1 == "MemTotal:" { printf "%.0f\n", $2 * 1024 }' /proc/meminfo
 }
+explicit_limit=1
 if [[ -z $memory_limit ]]; then
+	explicit_limit=0
 	memory_limit=$(available_memory)
 fi
 if ((pool_memory != 0)); then
@@ -246,6 +242,19 @@ if ((pool_memory != 0)); then
 	fi
 elif ((memory_limit * 3 / 4 < run_memory)); then
 	fail "the derived pool memory budget (3/4 of $memory_limit bytes) is smaller than CODEBOX_MEMORY_BYTES ($run_memory)"
+fi
+# 7. the runs fit the container's memory (only when its limit is given): all runs at their
+# memory limit, or the pool's budget when one is set and smaller, plus every run's tmpfs
+# (its pages are memory) and the pool's own
+if ((explicit_limit)); then
+	runs_b=$((max_conc * memory_b))
+	if ((pool_memory != 0 && pool_memory < runs_b)); then
+		runs_b=$pool_memory
+	fi
+	need_b=$((runs_b + max_conc * disk_b + POOL_OWN_BYTES))
+	if ((need_b > memory_limit)); then
+		fail "CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) runs of CODEBOX_MEMORY_BYTES ($memory_b) (at most CODEBOX_POOL_MEMORY_BYTES when set) + CODEBOX_DISK_BYTES ($disk_b) and the pool's own $((POOL_OWN_BYTES >> 20)) MiB need $((need_b >> 20)) MiB, more than the memory limit of $((memory_limit >> 20)) MiB"
+	fi
 fi
 
 if ((print_workers)); then
