@@ -36,6 +36,9 @@
 #include <string.h>
 #include <dirent.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -449,6 +452,56 @@ agent_setup(struct pool_config *pc, const struct isolation *iso, unsigned long l
 	        bytes, ac->timeout_ms);
 }
 
+/*
+ * Runs the pool from a sealed anonymous copy of its own binary. Warm runs are clones of the
+ * pool's processes, so the binary stays mapped in them: from a file, /proc/self/maps and
+ * /proc/self/exe would name its host path (a build tree, the image's layout); from a memfd
+ * they name only "/memfd:codebox". Returns only when the copy cannot be made or run (the pool
+ * then goes on from the file, and says so), or when this already is the copy.
+ */
+static void
+main_exec_from_memfd(char **argv)
+{
+	char exe[64];
+	struct stat st;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	int src = -1, mfd = -1;
+
+	if (n > 0) {
+		exe[n] = '\0';
+		if (strncmp(exe, "/memfd:codebox", 14) == 0) {
+			(void)prctl(PR_SET_NAME, "codebox-pool");
+			return;
+		}
+	}
+	src = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	if (src < 0 || fstat(src, &st) < 0 || st.st_size <= 0 || st.st_size > (256 << 20))
+		goto fail;
+	mfd = memfd_create("codebox", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		goto fail;
+	for (off_t done = 0; done < st.st_size;) {
+		ssize_t w = sendfile(mfd, src, NULL, (size_t)(st.st_size - done));
+		if (w <= 0)
+			goto fail;
+		done += w;
+	}
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		goto fail;
+	close(src);
+	fexecve(mfd, argv, environ);
+	src = -1;
+fail:
+	fprintf(stderr,
+	        "codebox-pool: running from its file, not a sealed copy (%s): warm runs "
+	        "can see the binary's path\n",
+	        strerror(errno));
+	if (src >= 0)
+		close(src);
+	if (mfd >= 0)
+		close(mfd);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -487,6 +540,7 @@ main(int argc, char **argv)
 	unsigned long long agent_bytes = 0;
 	const char *busy_log = NULL;
 
+	main_exec_from_memfd(argv);
 	log_set_component("pool");
 	/* the argument area, contiguous from argv[0] to the end of the last argument */
 	sandbox_set_title_area(argv[0],
