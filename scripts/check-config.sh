@@ -8,8 +8,9 @@
 #      workers >= CODEBOX_MAX_CONCURRENT_EXECUTIONS + limit_conn codebox_meta;
 #   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024;
 #   5. every location passes the same limits (so /capabilities reports what /execute enforces);
-#   6. CODEBOX_POOL_MEMORY_BYTES (0: derived by the pool) is at least CODEBOX_MEMORY_BYTES and
-#      at most the memory available (--memory-limit, else the container's or host's);
+#   6. CODEBOX_POOL_MEMORY_BYTES (0: derived by the pool) is at least CODEBOX_MEMORY_BYTES and,
+#      with --memory-limit or --print-pool-memory-bytes (the pool's start), at most the memory
+#      available (--memory-limit, else the container's or host's);
 #   7. with --memory-limit: the runs fit it (CODEBOX_MAX_CONCURRENT_EXECUTIONS *
 #      (CODEBOX_MEMORY_BYTES, or the pool budget when smaller) + CODEBOX_DISK_BYTES, a run's
 #      tmpfs is memory, + the pool's own).
@@ -228,15 +229,21 @@ available_memory() {
 	done
 	awk '$1 == "MemTotal:" { printf "%.0f\n", $2 * 1024 }' /proc/meminfo
 }
+# what is available is the pool's own: checked where it is known (--memory-limit) or where
+# the pool is about to start (--print-pool-memory-bytes), not in nginx's container, whose
+# memory limit says nothing of the pool's
 explicit_limit=1
 if [[ -z $memory_limit ]]; then
 	explicit_limit=0
 	memory_limit=$(available_memory)
 fi
-if ((pool_memory != 0)); then
-	if ((pool_memory < run_memory)); then
-		fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must be at least CODEBOX_MEMORY_BYTES ($run_memory): one run must fit"
-	fi
+pool_check=$((explicit_limit || print_pool_memory))
+if ((pool_memory != 0 && pool_memory < run_memory)); then
+	fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must be at least CODEBOX_MEMORY_BYTES ($run_memory): one run must fit"
+fi
+if ((!pool_check)); then
+	: # nothing to compare the budget with here
+elif ((pool_memory != 0)); then
 	if ((pool_memory > memory_limit)); then
 		fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must not exceed the memory available to the pool ($memory_limit bytes)"
 	fi
