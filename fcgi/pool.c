@@ -57,6 +57,9 @@ struct pool_slot {
 	bool respawn_pending;
 };
 
+/* the supervisor: a worker whose parent is not this pid was orphaned before it started */
+static pid_t pool_supervisor_pid;
+
 /* The new worker's side: in a fork of the supervisor, or in a clone of the warm zygote. */
 static noreturn void
 pool_worker_child(void *ctx, int index)
@@ -69,8 +72,10 @@ pool_worker_child(void *ctx, int index)
 	sigaction(SIGALRM, &dfl, NULL);
 	/* the worker dies with the pool rather than serving on alone */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (getppid() == 1)
-		_exit(1); /* the pool died before the signal was armed */
+	/* the pool died before the signal was armed (not "the parent is pid 1": in a container
+	 * the pool itself is pid 1) */
+	if (getppid() != pool_supervisor_pid)
+		_exit(1);
 	wc.index = index;
 	wc.run.drop_privileges = pc->drop_privileges;
 	wc.run.run_uid = pc->run_uid_base + (uid_t)index;
@@ -125,6 +130,8 @@ pool_run(struct pool_config *pc)
 	bool stopping = false;
 	long long kill_at = 0;
 	int alive = 0;
+
+	pool_supervisor_pid = getpid();
 
 	if (slots == NULL) {
 		log_msg(LOG_ERROR, "out of memory");
