@@ -29,20 +29,22 @@ OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
 
 # unit tests: one TAP program per pure module, linking only what it tests
-UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp
+UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
+           outcome
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
-UNIT_DEPS_capture = capture
-UNIT_DEPS_result  = result jsonw
+UNIT_DEPS_capture = capture utf8
+UNIT_DEPS_result  = result jsonw utf8
 UNIT_DEPS_request = request limits
 UNIT_DEPS_limits  = limits
-UNIT_DEPS_reply   = reply jsonw capture result outcome isolation
+UNIT_DEPS_reply   = reply jsonw capture result outcome isolation utf8
 UNIT_DEPS_jsonw   = jsonw
 UNIT_DEPS_workdir = workdir log jsonw util
 UNIT_DEPS_isolation = isolation
 UNIT_DEPS_multipart = multipart workspace util
 UNIT_DEPS_slots   = slots
 UNIT_DEPS_landlock = landlock log jsonw
-UNIT_DEPS_seccomp = seccomp log jsonw
+UNIT_DEPS_seccomp = seccomp log jsonw isolation
+UNIT_DEPS_outcome = outcome capture utf8
 
 .PHONY: all help deps build run test unit bats asan check lint format clean bench
 

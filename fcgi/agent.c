@@ -247,8 +247,8 @@ agent_reply_run(FCGX_Request *req, const char *out, size_t out_len, const char *
 }
 
 static void
-agent_execute(const struct agent_config *ac, const struct run_config *run, int lock_fd,
-              FCGX_Request *req, const struct limits *l)
+agent_execute(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
+              int lock_fd, FCGX_Request *req, const struct limits *l)
 {
 	struct run_config cfg;
 	struct run_outcome o;
@@ -294,10 +294,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, int l
 	    .max_stdout_bytes = l->max_stdout_bytes,
 	    .max_stderr_bytes = l->max_stderr_bytes,
 	    .max_result_bytes = l->max_result_bytes,
-	    .memory_bytes = l->memory_bytes,
-	    .max_processes = l->max_processes,
-	    .disk_bytes = l->disk_bytes,
-	    .cpu_millicores = l->cpu_millicores,
+	    .caps = run_caps_from_limits(l),
 	};
 	if (agent_run_config(ac, run, &cfg) < 0) {
 		snprintf(why, sizeof(why), "building the agent run's Landlock ruleset failed");
@@ -307,7 +304,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, int l
 	history_begin(ac->history, "agent", spec.code, spec.code_len,
 	              FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp));
 	metrics_run_begin(run->worker_index);
-	if (run_execute(&cfg, &spec, NULL, &o, why, sizeof(why)) < 0) {
+	if (run_execute(&cfg, &spec, slot, &o, why, sizeof(why)) < 0) {
 		metrics_run_end(run->worker_index);
 		goto not_started;
 	}
@@ -644,8 +641,8 @@ agent_exists(const struct agent_config *ac, FCGX_Request *req)
 }
 
 void
-agent_handle(const struct agent_config *ac, const struct run_config *run, int lock_fd,
-             FCGX_Request *req, const char *endpoint, const struct limits *l)
+agent_handle(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
+             int lock_fd, FCGX_Request *req, const char *endpoint, const struct limits *l)
 {
 	if (ac->workspace_fd < 0 || lock_fd < 0) {
 		char msg[300];
@@ -655,7 +652,7 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, int lo
 		return;
 	}
 	if (strcmp(endpoint, "agent_execute") == 0)
-		agent_execute(ac, run, lock_fd, req, l);
+		agent_execute(ac, run, slot, lock_fd, req, l);
 	else if (strcmp(endpoint, "agent_upload") == 0)
 		agent_upload(ac, lock_fd, req);
 	else if (strcmp(endpoint, "agent_download") == 0)

@@ -7,6 +7,8 @@
  */
 #include "capture.h"
 
+#include "utf8.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,31 +57,16 @@ utf8_sanitize(const unsigned char *in, size_t n, char *out)
 	size_t i = 0, o = 0;
 
 	while (i < n) {
-		unsigned char b = in[i];
-		unsigned need, lo = 0x80, hi = 0xBF;
+		unsigned char b = in[i], lo, hi;
+		unsigned need;
 
 		if (b < 0x80) {
 			out[o++] = (char)b;
 			i++;
 			continue;
 		}
-		if (b >= 0xC2 && b <= 0xDF) {
-			need = 1;
-		} else if (b >= 0xE0 && b <= 0xEF) {
-			need = 2;
-			if (b == 0xE0)
-				lo = 0xA0; /* no overlong forms */
-			else if (b == 0xED)
-				hi = 0x9F; /* no surrogates */
-		} else if (b >= 0xF0 && b <= 0xF4) {
-			need = 3;
-			if (b == 0xF0)
-				lo = 0x90;
-			else if (b == 0xF4)
-				hi = 0x8F; /* nothing past U+10FFFF */
-		} else {
-			need = 0; /* 0x80..0xC1, 0xF5..0xFF never start a character */
-		}
+		/* a byte that never starts a character has need 0: one U+FFFD below */
+		(void)utf8_lead(b, &need, &lo, &hi);
 
 		size_t j = i + 1;
 		unsigned k = 0;

@@ -375,14 +375,17 @@ cgroup_teardown(struct cgroup_ctx *ctx)
 int
 cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const char *name,
                   unsigned long long memory_bytes, unsigned long max_processes,
-                  unsigned long cpu_millicores)
+                  unsigned long cpu_millicores, struct fault *f)
 {
 	char mem[32], pids[32], quota[32];
+	const char *step = "mkdir()";
 
 	memset(run, 0, sizeof(*run));
 	run->oom_fd = -1;
-	if (ctx->version == 0)
+	if (ctx->version == 0) {
+		util_fault(f, 0, "no cgroup hierarchy is set up");
 		return -1;
+	}
 	run->memory_bytes = memory_bytes;
 	snprintf(run->parent, sizeof(run->parent), "%s", ctx->memory);
 	/* CFS: cpu_millicores/1000 of a CPU in every 100 ms period */
@@ -400,27 +403,33 @@ cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const ch
 	if (ctx->version == 1) {
 		if (mkdir(run->pids, 0755) < 0)
 			goto fail;
+		step = "writing memory.limit_in_bytes";
 		if (util_write_file(run->memory, "memory.limit_in_bytes", mem) < 0)
 			goto fail;
 		/* with swap accounting, swap counts too; without it the file is absent */
 		(void)util_write_file(run->memory, "memory.memsw.limit_in_bytes", mem);
+		step = "writing pids.max";
 		if (util_write_file(run->pids, "pids.max", pids) < 0)
 			goto fail;
 		if (ctx->cpu_quota && cpu_millicores > 0) {
 			snprintf(run->cpu, sizeof(run->cpu), "%s/%s", ctx->cpu, name);
+			step = "mkdir() of the cpu group";
 			if (mkdir(run->cpu, 0755) < 0) {
 				run->cpu[0] = '\0';
 				goto fail;
 			}
+			step = "writing the CFS quota";
 			if (util_write_file(run->cpu, "cpu.cfs_period_us", "100000") < 0 ||
 			    util_write_file(run->cpu, "cpu.cfs_quota_us", quota) < 0)
 				goto fail;
 		}
 		/* the worker stops the run at its first OOM; the kernel kills nothing */
 		run->oom_fd = oom_eventfd(run->memory);
+		step = "writing memory.oom_control";
 		if (run->oom_fd >= 0 && util_write_file(run->memory, "memory.oom_control", "1") < 0)
 			goto fail;
 	} else {
+		step = "writing memory.max and pids.max";
 		if (util_write_file(run->memory, "memory.max", mem) < 0 ||
 		    util_write_file(run->memory, "pids.max", pids) < 0)
 			goto fail;
@@ -429,20 +438,20 @@ cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const ch
 		if (ctx->cpu_quota && cpu_millicores > 0) {
 			char max[48];
 			snprintf(max, sizeof(max), "%s 100000", quota);
+			step = "writing cpu.max";
 			if (util_write_file(run->memory, "cpu.max", max) < 0)
 				goto fail;
 		}
 	}
 	return 0;
 fail:
-	log_msg(LOG_ERROR, "setting up the run's cgroup %s failed: %s", run->memory,
-	        strerror(errno));
+	util_fault(f, errno, "setting up the run's cgroup %s (%s)", run->memory, step);
 	cgroup_run_remove(run);
 	return -1;
 }
 
 int
-cgroup_run_attach(const struct cgroup_run *run, pid_t pid)
+cgroup_run_attach(const struct cgroup_run *run, pid_t pid, struct fault *f)
 {
 	char p[32];
 
@@ -451,8 +460,7 @@ cgroup_run_attach(const struct cgroup_run *run, pid_t pid)
 	    (strcmp(run->pids, run->memory) != 0 &&
 	     util_write_file(run->pids, "cgroup.procs", p) < 0) ||
 	    (run->cpu[0] && util_write_file(run->cpu, "cgroup.procs", p) < 0)) {
-		log_msg(LOG_ERROR, "moving pid %d into %s failed: %s", (int)pid, run->memory,
-		        strerror(errno));
+		util_fault(f, errno, "moving pid %d into %s", (int)pid, run->memory);
 		return -1;
 	}
 	return 0;
@@ -684,4 +692,40 @@ cgroup_available_memory(void)
 	if (limit > 0 && (total == 0 || limit < total))
 		return limit;
 	return total;
+}
+
+void
+cgroup_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT], struct cgroup_ctx *ctx,
+             unsigned long long pool_memory_bytes)
+{
+	char why[512] = "";
+
+	if (disabled[ISO_CGROUP]) {
+		snprintf(iso->why_off[ISO_CGROUP], sizeof(iso->why_off[0]),
+		         "disabled by CODEBOX_DISABLE");
+		for (int l = ISO_POOLMEMORY; l <= ISO_CPUQUOTA; l++)
+			snprintf(iso->why_off[l], sizeof(iso->why_off[0]), "%s",
+			         disabled[l] ? "disabled by CODEBOX_DISABLE"
+			                     : "needs the cgroup layer");
+		return;
+	}
+	if (pool_memory_bytes == 0)
+		pool_memory_bytes = cgroup_available_memory() / 4 * 3;
+	iso->cgroup_version = cgroup_setup(ctx, disabled[ISO_POOLMEMORY] ? 0 : pool_memory_bytes,
+	                                   !disabled[ISO_CPUQUOTA], why, sizeof(why));
+	iso->on[ISO_CGROUP] = iso->cgroup_version > 0;
+	if (!iso->on[ISO_CGROUP])
+		snprintf(iso->why_off[ISO_CGROUP], sizeof(iso->why_off[0]),
+		         "no writable cgroup hierarchy (%.120s)", why);
+	iso->on[ISO_POOLMEMORY] = iso->on[ISO_CGROUP] && ctx->pool_memory_bytes > 0;
+	iso->pool_memory_bytes = ctx->pool_memory_bytes;
+	iso->on[ISO_CPUQUOTA] = iso->on[ISO_CGROUP] && ctx->cpu_quota;
+	if (!iso->on[ISO_POOLMEMORY])
+		snprintf(iso->why_off[ISO_POOLMEMORY], sizeof(iso->why_off[0]), "%s",
+		         disabled[ISO_POOLMEMORY] ? "disabled by CODEBOX_DISABLE"
+		         : iso->on[ISO_CGROUP]    ? ctx->pool_why
+		                                  : "needs the cgroup layer");
+	if (!iso->on[ISO_CPUQUOTA])
+		snprintf(iso->why_off[ISO_CPUQUOTA], sizeof(iso->why_off[0]), "%s",
+		         iso->on[ISO_CGROUP] ? ctx->cpu_why : "needs the cgroup layer");
 }

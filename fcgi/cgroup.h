@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "isolation.h"
+#include "util.h"
+
 struct cgroup_ctx {
 	int version;      /* 0: unavailable, 1: v1 memory + pids, 2: unified */
 	char memory[512]; /* the parent of every run's cgroup (v2: the only one) */
@@ -37,6 +40,15 @@ int cgroup_setup(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, b
  */
 unsigned long long cgroup_available_memory(void);
 
+/*
+ * The cgroup layers' start-up probe: sets ctx up (cgroup_setup()) unless disabled, with a
+ * pool-wide budget of pool_memory_bytes (0: three quarters of cgroup_available_memory()),
+ * and fills iso's cgroup, poolmemory and cpuquota layers, saying why each one that is off
+ * is off.
+ */
+void cgroup_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT],
+                  struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes);
+
 /* Removes codebox's parent group (it must be empty). */
 void cgroup_teardown(struct cgroup_ctx *ctx);
 
@@ -57,11 +69,12 @@ struct cgroup_run {
  * CPU time per second of wall time (0: none, or no CPU quota here). At most one OOM kill
  * per run: v2 kills the whole group at once (memory.oom.group); v1 has no such switch, so
  * the kernel's killer is disabled for the group (memory.oom_control) and oom_fd is armed:
- * the worker stops the run itself when it fires (cgroup_run_oom). Returns 0 or -1 (logged).
+ * the worker stops the run itself when it fires (cgroup_run_oom). Returns 0, or -1 with what failed
+ * in f (not logged).
  */
 int cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, const char *name,
                       unsigned long long memory_bytes, unsigned long max_processes,
-                      unsigned long cpu_millicores);
+                      unsigned long cpu_millicores, struct fault *f);
 
 /*
  * After oom_fd is readable: whether the run must be stopped for memory, either at its own
@@ -70,8 +83,9 @@ int cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, cons
  */
 bool cgroup_run_oom(struct cgroup_run *run);
 
-/* Moves pid (and its future children) into the run's group. Returns 0 or -1. */
-int cgroup_run_attach(const struct cgroup_run *run, pid_t pid);
+/* Moves pid (and its future children) into the run's group. Returns 0, or -1 with what failed
+ * in f (not logged). */
+int cgroup_run_attach(const struct cgroup_run *run, pid_t pid, struct fault *f);
 
 /* Whether the run hit its memory cap (an OOM kill) or its process cap (a refused fork). */
 void cgroup_run_events(const struct cgroup_run *run, bool *oom_killed, bool *pids_max);

@@ -89,6 +89,16 @@ landlock_abi(void)
 	return abi < 0 ? 0 : (int)abi;
 }
 
+void
+landlock_probe(struct isolation *iso, bool disabled)
+{
+	iso->landlock_abi = landlock_abi();
+	iso->on[ISO_LANDLOCK] = iso->landlock_abi >= 1 && !disabled;
+	if (!iso->on[ISO_LANDLOCK])
+		snprintf(iso->why_off[ISO_LANDLOCK], sizeof(iso->why_off[0]), "%s",
+		         disabled ? "disabled by CODEBOX_DISABLE" : "the kernel has no Landlock");
+}
+
 uint64_t
 landlock_fs_rights(int abi)
 {

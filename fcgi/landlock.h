@@ -4,12 +4,20 @@
 #ifndef CODEBOX_LANDLOCK_H
 #define CODEBOX_LANDLOCK_H
 
+#include "isolation.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* The kernel's Landlock ABI version, 0 when Landlock is unavailable. */
 int landlock_abi(void);
+
+/*
+ * The Landlock layer's start-up probe: records the kernel's ABI in iso and turns the layer on
+ * unless disabled (CODEBOX_DISABLE) or the kernel has none, saying why it is off.
+ */
+void landlock_probe(struct isolation *iso, bool disabled);
 
 /* The file-system rights the kernel of this ABI handles (0 below ABI 1); from ABI 9 they
  * include LANDLOCK_ACCESS_FS_RESOLVE_UNIX (1 << 16). Pure. */

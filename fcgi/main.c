@@ -333,83 +333,6 @@ config_from_isolation(struct run_config *run, const struct isolation *iso,
 	run->nproc_rlimit = strcmp(iso_process_limit(iso), "rlimit-nproc") == 0;
 }
 
-/* Turns off the layer whose set-up failed in the probe run; false if none can be blamed. */
-static bool
-blame_layer(struct isolation *iso, const struct run_outcome *f, const char *why)
-{
-	switch (f->fault) {
-	case RUN_FAULT_CLONE:
-		iso_turn_off(iso, ISO_PIDNS, why);
-		return true;
-	case RUN_FAULT_UID_MAP:
-		iso_turn_off(iso, ISO_USERNS, why);
-		return true;
-	case RUN_FAULT_CGROUP:
-		iso_turn_off(iso, ISO_CGROUP, why);
-		return true;
-	case RUN_FAULT_STEP:
-		break;
-	case RUN_FAULT_NONE:
-	case RUN_FAULT_OTHER:
-		return false;
-	}
-	switch ((enum sandbox_step)f->fault_step) {
-	case SANDBOX_MOUNTS:
-		if (f->fault_detail == MOUNTS_PROC && iso->proc) {
-			iso->proc = false; /* the run keeps an empty /proc */
-			iso->high_pids = false;
-			iso_turn_off(iso, ISO_MASKEDPATHS, "needs a private /proc");
-			return true;
-		}
-		if (f->fault_detail == MOUNTS_MASK && iso->on[ISO_MASKEDPATHS]) {
-			iso_turn_off(iso, ISO_MASKEDPATHS, why);
-			return true;
-		}
-		iso_turn_off(iso, ISO_MOUNTNS, why);
-		return true;
-	case SANDBOX_HOSTNAME:
-		iso_turn_off(iso, ISO_UTSNS, why);
-		return true;
-	case SANDBOX_CGROUPNS:
-		iso_turn_off(iso, ISO_CGROUPNS, why);
-		return true;
-	case SANDBOX_PIDS:
-		if (!iso->high_pids)
-			break;
-		iso->high_pids = false; /* pids start at 2, like any namespace */
-		return true;
-	case SANDBOX_LANDLOCK:
-		iso_turn_off(iso, ISO_LANDLOCK, why);
-		return true;
-	case SANDBOX_SECCOMP:
-		iso_turn_off(iso, ISO_SECCOMP, why);
-		return true;
-	case SANDBOX_EXEC:
-		return false; /* the interpreter itself: no layer to blame */
-	case SANDBOX_WAIT:
-	case SANDBOX_IDS:
-	case SANDBOX_CAPS:
-	case SANDBOX_CODE:
-	case SANDBOX_FORK:
-	case SANDBOX_SIGNALS:
-	case SANDBOX_SETSID:
-	case SANDBOX_STDIO:
-	case SANDBOX_CLOSE_FDS:
-	case SANDBOX_CHDIR:
-	case SANDBOX_PARENT_DEATH:
-	case SANDBOX_RLIMITS:
-	case SANDBOX_OOM_SCORE:
-	case SANDBOX_NO_NEW_PRIVS:
-		break;
-	}
-	/* a failure inside the namespaces: fall back to direct mode */
-	if (iso->on[ISO_PIDNS]) {
-		iso_turn_off(iso, ISO_PIDNS, why);
-		return true;
-	}
-	return false;
-}
-
 /*
  * Port 8888's agent protocol: its command timeout, and its workspace, created once here so
  * that every worker inherits it. Off (workers answer 503, saying why) without a mount
@@ -502,8 +425,29 @@ fail:
 		close(mfd);
 }
 
-int
-main(int argc, char **argv)
+/* What the command line says, copied out of the argument area (init overwrites it: see
+ * sandbox_set_title_area()). */
+struct main_options {
+	const char *socket_path, *runs_dir, *python, *group, *user, *ceilings, *busy_log;
+	unsigned long long agent_bytes;
+	unsigned long long pool_memory_bytes; /* 0: derived from the memory available */
+};
+
+static const char *
+dup_or_die(const char *s)
+{
+	char *d;
+
+	if (s == NULL)
+		return NULL;
+	d = strdup(s);
+	if (d == NULL)
+		die("out of memory");
+	return d;
+}
+
+static void
+options_parse(int argc, char **argv, struct main_options *o, struct pool_config *pc)
 {
 	static const struct option opts[] = {
 	    {"socket", required_argument, NULL, 's'},
@@ -522,64 +466,46 @@ main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *socket_path = NULL, *runs_dir = NULL, *python = "/usr/bin/python3";
-	const char *group = NULL, *user = NULL, *ceilings = NULL;
-	static struct limits ceil;
-	struct pool_config pc = {.drain_seconds = 40, .run_uid_base = 20000};
-	static struct probe_info probe;
-	static struct isolation iso;
-	static struct seccomp_filter filter;
-	static struct cgroup_ctx cg;
-	static char etc[4200];
-	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT];
-	char why[1024], runs_real[4096], summary[768];
-	unsigned long long pool_memory_bytes = 0;
-	bool filter_denies_unix;
-	sigset_t blocked;
+	char why[256];
 	int c;
-	unsigned long long agent_bytes = 0;
-	const char *busy_log = NULL;
 
-	main_exec_from_memfd(argv);
-	log_set_component("pool");
-	/* the argument area, contiguous from argv[0] to the end of the last argument */
-	sandbox_set_title_area(argv[0],
-	                       (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]));
+	memset(o, 0, sizeof(*o));
+	o->python = "/usr/bin/python3";
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			socket_path = optarg;
+			o->socket_path = optarg;
 			break;
 		case 'r':
-			runs_dir = optarg;
+			o->runs_dir = optarg;
 			break;
 		case 'w':
-			pc.workers = (int)parse_long(optarg, "--workers", 1, 1024);
+			pc->workers = (int)parse_long(optarg, "--workers", 1, 1024);
 			break;
 		case 'p':
-			python = optarg;
+			o->python = optarg;
 			break;
 		case 'g':
-			group = optarg;
+			o->group = optarg;
 			break;
 		case 'U':
-			user = optarg;
+			o->user = optarg;
 			break;
 		case 'c':
-			ceilings = optarg;
+			o->ceilings = optarg;
 			break;
 		case 'u':
-			pc.run_uid_base =
+			pc->run_uid_base =
 			    (uid_t)parse_long(optarg, "--run-uid-base", 1000, 1L << 30);
 			break;
 		case 'd':
-			pc.drain_seconds = (int)parse_long(optarg, "--drain-seconds", 1, 3600);
+			pc->drain_seconds = (int)parse_long(optarg, "--drain-seconds", 1, 3600);
 			break;
 		case 'b':
-			busy_log = optarg;
+			o->busy_log = optarg;
 			break;
 		case 'a':
-			agent_bytes = (unsigned long long)parse_long(
+			o->agent_bytes = (unsigned long long)parse_long(
 			    optarg, "--agent-workspace-bytes", 0, 1L << 40);
 			break;
 		case 'T': {
@@ -588,60 +514,60 @@ main(int argc, char **argv)
 			if (why[0])
 				log_msg(LOG_WARN, "%s", why);
 			printf("%ld\n", ms);
-			return 0;
+			exit(0);
 		}
 		case 'm':
-			pool_memory_bytes = (unsigned long long)parse_long(
+			o->pool_memory_bytes = (unsigned long long)parse_long(
 			    optarg, "--pool-memory-bytes", 0, (long)(((1ULL << 62) - 1)));
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			exit(0);
 		default:
 			usage(stderr);
-			return 2;
+			exit(2);
 		}
 	}
-	if (socket_path == NULL || runs_dir == NULL || pc.workers == 0) {
+	if (o->socket_path == NULL || o->runs_dir == NULL || pc->workers == 0) {
 		usage(stderr);
-		return 2;
+		exit(2);
 	}
-	/* init overwrites the argument area (sandbox_set_title_area): keep no pointer into it */
-	python = strdup(python);
-	socket_path = strdup(socket_path);
-	runs_dir = strdup(runs_dir);
-	group = group ? strdup(group) : NULL;
-	busy_log = busy_log ? strdup(busy_log) : NULL;
-	user = user ? strdup(user) : NULL;
-	if (ceilings == NULL) {
-		limits_default_ceilings(&ceil, &pc.worker.max_body_bytes);
-		ceil.max_concurrent_executions = pc.workers;
+	o->python = dup_or_die(o->python);
+	o->socket_path = dup_or_die(o->socket_path);
+	o->runs_dir = dup_or_die(o->runs_dir);
+	o->group = dup_or_die(o->group);
+	o->busy_log = dup_or_die(o->busy_log);
+	o->user = dup_or_die(o->user);
+	/* o->ceilings stays in the argument area: ceilings_setup() reads it before any run */
+}
+
+/* The ceilings every request's limits are capped at (--ceilings, or the sanity maxima). */
+static void
+ceilings_setup(const char *arg, struct pool_config *pc, struct limits *ceil)
+{
+	char why[512];
+
+	if (arg == NULL) {
+		limits_default_ceilings(ceil, &pc->worker.max_body_bytes);
+		ceil->max_concurrent_executions = pc->workers;
 		log_msg(LOG_WARN, "started without --ceilings: requests' limits are capped only at "
 		                  "the sanity maxima");
-	} else if (limits_parse_ceilings(&ceil, &pc.worker.max_body_bytes, ceilings, why,
-	                                 sizeof(why)) < 0) {
+	} else if (limits_parse_ceilings(ceil, &pc->worker.max_body_bytes, arg, why, sizeof(why)) <
+	           0) {
 		die("--ceilings: %s", why);
 	}
-	if (ceil.max_concurrent_executions > pc.workers)
+	if (ceil->max_concurrent_executions > pc->workers)
 		die("CODEBOX_MAX_CONCURRENT_EXECUTIONS (%ld) exceeds --workers (%d)",
-		    ceil.max_concurrent_executions, pc.workers);
-	pc.worker.ceilings = &ceil;
-	if (python == NULL || socket_path == NULL || runs_dir == NULL)
-		die("out of memory");
-	if (python[0] != '/')
-		die("--python must be an absolute path");
-	if (access(python, X_OK) < 0)
-		die("the interpreter %s is not executable: %s", python, strerror(errno));
-	if (iso_parse_list(getenv("CODEBOX_DISABLE"), disabled, why, sizeof(why)) < 0)
-		die("CODEBOX_DISABLE: %s", why);
-	if (iso_parse_list(getenv("CODEBOX_REQUIRE"), required, why, sizeof(why)) < 0)
-		die("CODEBOX_REQUIRE: %s", why);
-	if (warm_parse_settings(&pc.warm, why, sizeof(why)) < 0)
-		die("%s", why);
-	pc.worker.warm_enabled = pc.warm.enabled;
+		    ceil->max_concurrent_executions, pc->workers);
+	pc->worker.ceilings = ceil;
+}
 
-	/* SIGTERM and friends are blocked from here on: pool and workers wait for them explicitly
-	 */
+/* SIGTERM and friends are blocked from here on: pool and workers wait for them explicitly. */
+static void
+signals_block(void)
+{
+	sigset_t blocked;
+
 	sigemptyset(&blocked);
 	sigaddset(&blocked, SIGCHLD);
 	sigaddset(&blocked, SIGTERM);
@@ -649,76 +575,58 @@ main(int argc, char **argv)
 	sigaddset(&blocked, SIGALRM);
 	sigprocmask(SIG_BLOCK, &blocked, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
 
-	runs_dir_claim(runs_dir, runs_real, sizeof(runs_real));
-	pc.drop_privileges = geteuid() == 0;
-	pc.worker.runs_dir = runs_real;
+/* The runs directory, its sandbox /etc, and (root) the run uid range, claimed for this pool. */
+static void
+runs_setup(const char *runs_dir, struct pool_config *pc, char *real, size_t real_len, char *etc,
+           size_t etc_len)
+{
+	runs_dir_claim(runs_dir, real, real_len);
+	pc->drop_privileges = geteuid() == 0;
+	pc->worker.runs_dir = real;
 	/* O_PATH: a non-root owner has no read permission on 0311 either */
-	pc.worker.runs_dir_fd = open(runs_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (pc.worker.runs_dir_fd < 0)
-		die("open(%s) failed: %s", runs_real, strerror(errno));
-	etc_prepare(pc.worker.runs_dir_fd, runs_real, etc, sizeof(etc));
+	pc->worker.runs_dir_fd = open(real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (pc->worker.runs_dir_fd < 0)
+		die("open(%s) failed: %s", real, strerror(errno));
+	etc_prepare(pc->worker.runs_dir_fd, real, etc, etc_len);
+	if (pc->drop_privileges)
+		uid_range_claim(pc->run_uid_base, pc->run_uid_base + (uid_t)pc->workers);
+}
 
-	if (pc.drop_privileges)
-		uid_range_claim(pc.run_uid_base, pc.run_uid_base + (uid_t)pc.workers);
+/*
+ * The layers this host offers, each probed by its own module, before the probe run confirms
+ * them (probe_confirm()). Returns whether the seccomp filter denies AF_UNIX sockets.
+ */
+static bool
+layers_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT],
+             const struct pool_config *pc, struct seccomp_filter *filter, struct cgroup_ctx *cg,
+             unsigned long long pool_memory_bytes)
+{
+	bool denies_unix;
 
-	/* the layers, before the probe run confirms them */
-	iso.root_pool = pc.drop_privileges;
-	iso.uid_first = pc.drop_privileges ? pc.run_uid_base : geteuid();
-	iso.uid_last = pc.drop_privileges ? pc.run_uid_base + (uid_t)pc.workers : geteuid();
-	iso_probe_namespaces(&iso, disabled);
-	iso.landlock_abi = landlock_abi();
-	iso.on[ISO_LANDLOCK] = iso.landlock_abi >= 1 && !disabled[ISO_LANDLOCK];
-	if (!iso.on[ISO_LANDLOCK])
-		snprintf(iso.why_off[ISO_LANDLOCK], sizeof(iso.why_off[0]), "%s",
-		         disabled[ISO_LANDLOCK] ? "disabled by CODEBOX_DISABLE"
-		                                : "the kernel has no Landlock");
-	/* below Landlock ABI 9 nothing stops connect() to pathname sockets: no AF_UNIX socket() */
-	filter_denies_unix = iso_deny_unix_socket(iso.on[ISO_LANDLOCK], iso.landlock_abi);
-	if (!disabled[ISO_SECCOMP])
-		iso.on[ISO_SECCOMP] = seccomp_build(&filter, filter_denies_unix) == 0;
-	if (!iso.on[ISO_SECCOMP])
-		snprintf(iso.why_off[ISO_SECCOMP], sizeof(iso.why_off[0]), "%s",
-		         disabled[ISO_SECCOMP] ? "disabled by CODEBOX_DISABLE"
-		                               : "the filter could not be built");
-	if (pool_memory_bytes == 0)
-		pool_memory_bytes = cgroup_available_memory() / 4 * 3;
-	if (!disabled[ISO_CGROUP]) {
-		char cgwhy[512] = "";
-		iso.cgroup_version =
-		    cgroup_setup(&cg, disabled[ISO_POOLMEMORY] ? 0 : pool_memory_bytes,
-		                 !disabled[ISO_CPUQUOTA], cgwhy, sizeof(cgwhy));
-		iso.on[ISO_CGROUP] = iso.cgroup_version > 0;
-		if (!iso.on[ISO_CGROUP])
-			snprintf(iso.why_off[ISO_CGROUP], sizeof(iso.why_off[0]),
-			         "no writable cgroup hierarchy (%.120s)", cgwhy);
-		iso.on[ISO_POOLMEMORY] = iso.on[ISO_CGROUP] && cg.pool_memory_bytes > 0;
-		iso.pool_memory_bytes = cg.pool_memory_bytes;
-		iso.on[ISO_CPUQUOTA] = iso.on[ISO_CGROUP] && cg.cpu_quota;
-		if (!iso.on[ISO_POOLMEMORY])
-			snprintf(iso.why_off[ISO_POOLMEMORY], sizeof(iso.why_off[0]), "%s",
-			         disabled[ISO_POOLMEMORY] ? "disabled by CODEBOX_DISABLE"
-			         : iso.on[ISO_CGROUP]     ? cg.pool_why
-			                                  : "needs the cgroup layer");
-		if (!iso.on[ISO_CPUQUOTA])
-			snprintf(iso.why_off[ISO_CPUQUOTA], sizeof(iso.why_off[0]), "%s",
-			         iso.on[ISO_CGROUP] ? cg.cpu_why : "needs the cgroup layer");
-	} else {
-		snprintf(iso.why_off[ISO_CGROUP], sizeof(iso.why_off[0]),
-		         "disabled by CODEBOX_DISABLE");
-		for (int l = ISO_POOLMEMORY; l <= ISO_CPUQUOTA; l++)
-			snprintf(iso.why_off[l], sizeof(iso.why_off[0]), "%s",
-			         disabled[l] ? "disabled by CODEBOX_DISABLE"
-			                     : "needs the cgroup layer");
-	}
+	iso->root_pool = pc->drop_privileges;
+	iso->uid_first = pc->drop_privileges ? pc->run_uid_base : geteuid();
+	iso->uid_last = pc->drop_privileges ? pc->run_uid_base + (uid_t)pc->workers : geteuid();
+	iso_probe_namespaces(iso, disabled);
+	landlock_probe(iso, disabled[ISO_LANDLOCK]);
+	denies_unix = seccomp_probe(iso, disabled[ISO_SECCOMP], filter);
+	cgroup_probe(iso, disabled, cg, pool_memory_bytes);
+	return denies_unix;
+}
 
-	pc.worker.run.python = python;
-	pc.worker.run.drop_privileges = pc.drop_privileges;
-	pc.worker.run.run_uid = pc.run_uid_base + (uid_t)pc.workers; /* the probe's own uid */
-	pc.worker.run.run_gid = (gid_t)pc.worker.run.run_uid;
-	pc.worker.run.etc_dir = etc;
-	pc.worker.probe = &probe;
-	pc.worker.iso = &iso;
+/*
+ * Runs the interpreter once through the real sandbox (probe_measure()): it measures what
+ * /capabilities reports and confirms the layers. A layer whose set-up fails is turned off
+ * (run_blame()) and the probe run again; refuses to start when nothing can be blamed or a
+ * required layer is off.
+ */
+static void
+probe_confirm(struct pool_config *pc, struct isolation *iso, struct seccomp_filter *filter,
+              const struct cgroup_ctx *cg, bool denies_unix, const bool required[ISO_LAYER_COUNT],
+              struct probe_info *probe)
+{
+	char why[1024];
 
 	if (run_init_reaper() < 0)
 		die("cannot become a child subreaper");
@@ -727,31 +635,115 @@ main(int argc, char **argv)
 		struct run_outcome fault;
 		int rc;
 
-		config_from_isolation(&pc.worker.run, &iso, &filter, &cg);
-		pc.worker.index = pc.workers; /* the probe's own directory, w<N> */
-		if (worker_prepare_run(&pc.worker, &run) < 0)
+		config_from_isolation(&pc->worker.run, iso, filter, cg);
+		pc->worker.index = pc->workers; /* the probe's own directory, w<N> */
+		if (worker_prepare_run(&pc->worker, &run) < 0)
 			die("cannot prepare the probe's run directory");
-		rc = probe_measure(&run, &probe, &fault, why, sizeof(why));
-		run_finish_deferred();
+		rc = probe_measure(&run, probe, &fault, why, sizeof(why));
 		if (run.landlock_fd >= 0)
 			close(run.landlock_fd);
 		close(run.work_parent_fd);
 		if (rc == 0)
 			break;
-		if (attempt >= 8 || !blame_layer(&iso, &fault, why))
+		if (attempt >= 8 || !run_blame(iso, &fault, why))
 			die("refusing to start: %s", why);
 		log_msg(LOG_WARN, "a layer failed in the start-up probe and is now off: %s", why);
 	}
-	/* the probe turned Landlock off: AF_UNIX must then be denied after all */
-	if (iso.on[ISO_SECCOMP] && !filter_denies_unix &&
-	    iso_deny_unix_socket(iso.on[ISO_LANDLOCK], iso.landlock_abi)) {
-		seccomp_free(&filter);
-		if (seccomp_build(&filter, true) < 0)
-			die("rebuilding the seccomp filter without Landlock failed");
-	}
-	if (iso_check_required(&iso, required, why, sizeof(why)) < 0)
+	if (seccomp_reconcile(iso, filter, denies_unix) < 0)
+		die("rebuilding the seccomp filter without Landlock failed");
+	if (iso_check_required(iso, required, why, sizeof(why)) < 0)
 		die("refusing to start: %s", why);
-	pc.worker.files_contained = iso.on[ISO_MOUNTNS] || iso.on[ISO_LANDLOCK];
+	pc->worker.files_contained = iso->on[ISO_MOUNTNS] || iso->on[ISO_LANDLOCK];
+}
+
+/* The audit trail and the shared metrics, both set up before the first fork. */
+static void
+records_setup(struct pool_config *pc, const char *busy_log)
+{
+	char why[512];
+
+	if (history_setup(&pc->worker.history, why, sizeof(why)) < 0)
+		die("CODEBOX_HISTORY_DIR: %s", why);
+	pc->worker.agent.history = &pc->worker.history;
+	if (pc->worker.history.dir_fd >= 0)
+		log_msg(LOG_INFO, "audit trail in %s: at most %lu runs and %llu bytes",
+		        pc->worker.history.dir, pc->worker.history.max_runs,
+		        pc->worker.history.max_bytes);
+	if (metrics_init() < 0)
+		log_msg(LOG_WARN, "mapping the metrics' shared counters failed: %s",
+		        strerror(errno));
+	pc->worker.nginx_busy_log = busy_log;
+}
+
+/* Warm interpreters stay on only where the embedded libpython is the cold runs' interpreter. */
+static void
+warm_decide(struct pool_config *pc, const char *python)
+{
+	char real[4096];
+
+	if (pc->warm.enabled &&
+	    (realpath(python, real) == NULL || strcmp(real, WARM_INTERPRETER) != 0)) {
+		log_msg(LOG_WARN,
+		        "warm interpreters: off, runs are cold: they embed %s's library and "
+		        "--python is %s",
+		        WARM_INTERPRETER, python);
+		pc->warm.enabled = pc->worker.warm_enabled = false;
+	}
+	if (pc->warm.enabled)
+		log_msg(LOG_INFO,
+		        "warm interpreters: on (%d preloaded modules, %s first; a template serves "
+		        "at most %lu runs or %lu s)",
+		        pc->warm.n_modules, pc->warm.n_modules ? pc->warm.modules[0] : "none",
+		        pc->warm.max_runs, pc->warm.max_seconds);
+	else
+		log_msg(LOG_INFO, "warm interpreters: off (CODEBOX_WARM=0); every run starts one");
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct limits ceil;
+	static struct probe_info probe;
+	static struct isolation iso;
+	static struct seccomp_filter filter;
+	static struct cgroup_ctx cg;
+	static char etc[4200], runs_real[4096];
+	struct pool_config pc = {.drain_seconds = 40, .run_uid_base = 20000};
+	struct main_options o;
+	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT], denies_unix;
+	char why[1024], summary[768];
+	int rc;
+
+	main_exec_from_memfd(argv);
+	log_set_component("pool");
+	/* the argument area, contiguous from argv[0] to the end of the last argument */
+	sandbox_set_title_area(argv[0],
+	                       (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]));
+	options_parse(argc, argv, &o, &pc);
+	ceilings_setup(o.ceilings, &pc, &ceil);
+	if (o.python[0] != '/')
+		die("--python must be an absolute path");
+	if (access(o.python, X_OK) < 0)
+		die("the interpreter %s is not executable: %s", o.python, strerror(errno));
+	if (iso_parse_list(getenv("CODEBOX_DISABLE"), disabled, why, sizeof(why)) < 0)
+		die("CODEBOX_DISABLE: %s", why);
+	if (iso_parse_list(getenv("CODEBOX_REQUIRE"), required, why, sizeof(why)) < 0)
+		die("CODEBOX_REQUIRE: %s", why);
+	if (warm_parse_settings(&pc.warm, why, sizeof(why)) < 0)
+		die("%s", why);
+	pc.worker.warm_enabled = pc.warm.enabled;
+	signals_block();
+	runs_setup(o.runs_dir, &pc, runs_real, sizeof(runs_real), etc, sizeof(etc));
+
+	denies_unix = layers_probe(&iso, disabled, &pc, &filter, &cg, o.pool_memory_bytes);
+	pc.worker.run.python = o.python;
+	pc.worker.run.drop_privileges = pc.drop_privileges;
+	pc.worker.run.run_uid = pc.run_uid_base + (uid_t)pc.workers; /* the probe's own uid */
+	pc.worker.run.run_gid = (gid_t)pc.worker.run.run_uid;
+	pc.worker.run.etc_dir = etc;
+	pc.worker.probe = &probe;
+	pc.worker.iso = &iso;
+	probe_confirm(&pc, &iso, &filter, &cg, denies_unix, required, &probe);
 	iso_summary(&iso, summary, sizeof(summary));
 	log_msg(LOG_INFO, "isolation: %s", summary);
 	log_msg(LOG_INFO, "python %s with %zu modules (%s %s, ...); runs as %s",
@@ -759,55 +751,25 @@ main(int argc, char **argv)
 	        probe.modules[0].version,
 	        pc.drop_privileges ? "per-worker uids" : "the pool's uid");
 
-	agent_setup(&pc, &iso, agent_bytes);
-	if (history_setup(&pc.worker.history, why, sizeof(why)) < 0)
-		die("CODEBOX_HISTORY_DIR: %s", why);
-	pc.worker.agent.history = &pc.worker.history;
-	if (pc.worker.history.dir_fd >= 0)
-		log_msg(LOG_INFO, "audit trail in %s: at most %lu runs and %llu bytes",
-		        pc.worker.history.dir, pc.worker.history.max_runs,
-		        pc.worker.history.max_bytes);
-	/* shared by every worker: mapped before the first fork */
-	if (metrics_init() < 0)
-		log_msg(LOG_WARN, "mapping the metrics' shared counters failed: %s",
-		        strerror(errno));
-	pc.worker.nginx_busy_log = busy_log;
+	agent_setup(&pc, &iso, o.agent_bytes);
+	records_setup(&pc, o.busy_log);
+	warm_decide(&pc, o.python);
+	pc.worker.listen_fd = listen_unix(o.socket_path, o.user, o.group);
+	pc.socket_path = o.socket_path;
+	rc = pool_run(&pc);
 
-	if (pc.warm.enabled) {
-		/* the embedded libpython must be the interpreter cold runs execute */
-		char real[4096];
-		if (realpath(python, real) == NULL || strcmp(real, WARM_INTERPRETER) != 0) {
-			log_msg(
-			    LOG_WARN,
-			    "warm interpreters: off, runs are cold: they embed %s's library and "
-			    "--python is %s",
-			    WARM_INTERPRETER, python);
-			pc.warm.enabled = pc.worker.warm_enabled = false;
-		}
-	}
-	if (pc.warm.enabled)
-		log_msg(LOG_INFO,
-		        "warm interpreters: on (%d preloaded modules, %s first; a template serves "
-		        "at most %lu runs or %lu s)",
-		        pc.warm.n_modules, pc.warm.n_modules ? pc.warm.modules[0] : "none",
-		        pc.warm.max_runs, pc.warm.max_seconds);
-	else
-		log_msg(LOG_INFO, "warm interpreters: off (CODEBOX_WARM=0); every run starts one");
-	pc.worker.listen_fd = listen_unix(socket_path, user, group);
-	pc.socket_path = socket_path;
-	c = pool_run(&pc);
-	unlink(socket_path);
+	unlink(o.socket_path);
 	if (iso.on[ISO_CGROUP])
 		cgroup_teardown(&cg);
 	if (pc.worker.agent.workspace_fd >= 0)
 		close(pc.worker.agent.workspace_fd);
 	seccomp_free(&filter);
 	free((char *)pc.worker.history.dir);
-	free((char *)python);
-	free((char *)socket_path);
-	free((char *)runs_dir);
-	free((char *)group);
-	free((char *)busy_log);
-	free((char *)user);
-	return c < 0 ? 1 : 0;
+	free((char *)o.python);
+	free((char *)o.socket_path);
+	free((char *)o.runs_dir);
+	free((char *)o.group);
+	free((char *)o.busy_log);
+	free((char *)o.user);
+	return rc < 0 ? 1 : 0;
 }

@@ -4,6 +4,8 @@
 #ifndef CODEBOX_MOUNTS_H
 #define CODEBOX_MOUNTS_H
 
+#include "isolation.h"
+
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -54,5 +56,11 @@ int mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step);
 int mounts_mask(enum mounts_step *failed_step);
 
 const char *mounts_step_string(enum mounts_step step);
+
+/*
+ * The start-up probe run failed at mounts step detail: turns off what failed (the private
+ * /proc and what needs it, the masked paths, or else the mount namespace). Returns true.
+ */
+bool mounts_blame(struct isolation *iso, enum mounts_step detail, const char *why);
 
 #endif

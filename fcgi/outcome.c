@@ -1,12 +1,15 @@
 /*
- * outcome.c - the plain-data side of run.h: enum names and freeing an outcome.
+ * outcome.c - what came of a run, as data: enum names, freeing an outcome, and the pure
+ * classification of what the worker observed (outcome.h).
  *
- * Kept apart from run.c so that reply.c and its unit test link without the process code.
+ * Kept apart from run.c so that reply.c and the unit tests link without the process code.
  */
-#include "run.h"
+#include "outcome.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 const char *
 run_status_string(enum run_status s)
@@ -47,4 +50,42 @@ run_outcome_free(struct run_outcome *out)
 	capture_free(&out->err);
 	free(out->result_json);
 	memset(out, 0, sizeof(*out));
+}
+
+void
+outcome_classify(const struct outcome_facts *f, struct run_outcome *o)
+{
+	/* the worker stops a run at its first OOM the way the deadline does: memory, not time */
+	bool timed_out = f->stopped && !f->oom_stopped;
+	bool oom = f->oom || f->oom_stopped;
+
+	if (timed_out) {
+		o->status = RUN_TIMED_OUT;
+		o->has_exit_code = false;
+		o->exit_code = 0;
+		o->term_signal = SIGKILL;
+	} else if (f->have_status && WIFEXITED(f->wait_status)) {
+		o->has_exit_code = true;
+		o->exit_code = WEXITSTATUS(f->wait_status);
+		o->term_signal = 0;
+		o->status = o->exit_code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
+	} else {
+		/* killed by a signal, or lost without a status (init killed): SIGKILL */
+		o->has_exit_code = true;
+		o->term_signal = f->have_status && WIFSIGNALED(f->wait_status)
+		                     ? WTERMSIG(f->wait_status)
+		                     : SIGKILL;
+		o->exit_code = -o->term_signal;
+		o->status = RUN_FAILED;
+	}
+	if (timed_out)
+		o->limit_exceeded = RUN_LIMIT_TIME;
+	else if (oom)
+		o->limit_exceeded = RUN_LIMIT_MEMORY;
+	else if (f->pids_max)
+		o->limit_exceeded = RUN_LIMIT_PROCESSES;
+	else if (f->disk_full || o->term_signal == SIGXFSZ)
+		o->limit_exceeded = RUN_LIMIT_DISK;
+	else
+		o->limit_exceeded = RUN_LIMIT_NONE;
 }

@@ -7,6 +7,8 @@
  */
 #include "probe.h"
 
+#include "run.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,13 +71,23 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_
 	    .max_stdout_bytes = 4096,
 	    .max_stderr_bytes = 4096,
 	    .max_result_bytes = 65536,
-	    .memory_bytes = 1ULL << 30,
-	    .max_processes = 64,
-	    .disk_bytes = 16ULL << 20,
-	    .cpu_millicores = 1000, /* the CPU quota is set up (and so tested) like a run's */
+	    .caps =
+	        {
+	            .memory_bytes = 1ULL << 30,
+	            .max_processes = 64,
+	            .disk_bytes = 16ULL << 20,
+	            /* the CPU quota is set up (and so tested) like a run's */
+	            .cpu_millicores = 1000,
+	        },
 	};
+	struct run_slot slot;
+	int started;
+
 	memset(fault, 0, sizeof(*fault));
-	if (run_execute(cfg, &spec, NULL, &o, run_why, sizeof(run_why)) < 0) {
+	run_slot_init(&slot);
+	started = run_execute(cfg, &spec, &slot, &o, run_why, sizeof(run_why));
+	run_slot_finish(&slot);
+	if (started < 0) {
 		snprintf(why, why_len, "the interpreter %s could not be run: %s", cfg->python,
 		         run_why);
 		fault->fault = o.fault;

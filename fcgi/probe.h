@@ -6,7 +6,8 @@
 
 #include <stddef.h>
 
-#include "run.h"
+struct run_config;
+struct run_outcome;
 
 #define PROBE_MAX_MODULES 8
 

@@ -9,8 +9,8 @@
 
 #include "isolation.h"
 #include "limits.h"
+#include "outcome.h"
 #include "probe.h"
-#include "run.h"
 
 /*
  * The 200 body of POST /execute: exactly the eight keys in contract order, plus "details"

@@ -9,6 +9,7 @@
 #include "result.h"
 
 #include "jsonw.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -168,26 +169,11 @@ utf8_encode(unsigned cp, char *out)
 static size_t
 utf8_valid_len(const unsigned char *p, const unsigned char *end)
 {
-	unsigned char b = p[0], lo = 0x80, hi = 0xBF;
-	size_t need;
+	unsigned char lo, hi;
+	unsigned need;
 
-	if (b >= 0xC2 && b <= 0xDF) {
-		need = 1;
-	} else if (b >= 0xE0 && b <= 0xEF) {
-		need = 2;
-		if (b == 0xE0)
-			lo = 0xA0;
-		else if (b == 0xED)
-			hi = 0x9F;
-	} else if (b >= 0xF0 && b <= 0xF4) {
-		need = 3;
-		if (b == 0xF0)
-			lo = 0x90;
-		else if (b == 0xF4)
-			hi = 0x8F;
-	} else {
+	if (!utf8_lead(p[0], &need, &lo, &hi) || need == 0)
 		return 0;
-	}
 	if ((size_t)(end - p) < need + 1)
 		return 0;
 	if (p[1] < lo || p[1] > hi)

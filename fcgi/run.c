@@ -7,9 +7,11 @@
  *   namespace mode  worker ─clone(new user, pid, net, mount, ipc, uts ns)─▶ init (pid 1)
  *                                                          ─fork─▶ program ─execve─▶ python3
  *
- * Before fork the worker prepares everything a child needs (the run's directory with main.py,
- * a memfd holding stdin, the argv and environment arrays, the run's cgroup), because between
- * fork and execve a child may only make system calls. The pipes:
+ * Before the clone the worker prepares what the child's steps need (the run's empty directory,
+ * the run's cgroup, the argv and environment arrays: run_child_prepare()), because between
+ * fork and execve a child may only make system calls. The sandbox is built ahead of its
+ * request (box_build()); when the request comes, the worker sends it down the control pipe
+ * and the child itself writes main.py and a memfd holding stdin (sandbox.c). The pipes:
  *
  *   stdout, stderr  the program's output; the worker drains both with poll() into bounded
  *                   captures, reading and discarding bytes past the limits, so the program
@@ -17,7 +19,8 @@
  *   error pipe      close-on-exec; a struct sandbox_failure means a set-up step failed (the
  *                   sandbox's fault: a 500, not an outcome).
  *   control         worker -> child: 'G' once the uid maps are written and the child is in
- *                   its cgroup; in namespace mode 'S' when the deadline passes.
+ *                   its cgroup, then the request (struct sandbox_request, the code, stdin);
+ *                   in namespace mode 'S' when the deadline passes.
  *   report          init -> worker (namespace mode): the program's wait status, whether the
  *                   deadline stopped it, and result.json, which init reads from the working
  *                   tmpfs that exists only inside the run's mount namespace.
@@ -29,7 +32,21 @@
  * the program exits or the worker says stop; if init does not report within RUN_STOP_MS the
  * worker SIGKILLs init, and the kernel kills everything in the namespace with it. Either way,
  * nothing of the run is alive when run_execute() returns, its directory is gone, and its
- * cgroup removed. durationMs runs from the directory's creation to the result being read.
+ * cgroup empty (removed after the reply: run_slot_finish()). durationMs runs from the request's
+ * arrival at run_execute() to the result being read.
+ *
+ * One run, in three phases that share one struct run_watch:
+ *
+ *   run_start()    take the slot's box built ahead if its caps fit (else build one), hand it
+ *                  the request; a box that died while it waited is rebuilt once
+ *   run_watch()    poll the output, error, report and client pipes, the pidfd and the OOM
+ *                  eventfd against the deadline; stop at the deadline, the first OOM or a
+ *                  client's hang-up
+ *   run_collect()  kill what is left, read the report (or result.json), the cgroup's events,
+ *                  classify (outcome_classify(), pure and unit-tested), tear the box down
+ *
+ * What is kept between runs (the box built ahead, the last caps, the spent cgroup) is a
+ * struct run_slot that its caller owns, never a file static.
  *
  * Abandoned runs. While the run runs, the poll loop also watches the request's connection to
  * nginx (spec->client_fd) for a hang-up: nginx closes it when its client leaves (499). The
@@ -61,6 +78,8 @@
 #include "run.h"
 
 #include "cgroup.h"
+#include "isolation.h"
+#include "limits.h"
 #include "log.h"
 #include "proc.h"
 #include "sandbox.h"
@@ -90,6 +109,28 @@
 #define RUN_READS_PER_WAKE 16
 /* After 'S', how long init may take to kill the rest, read the result and report. */
 #define RUN_STOP_MS 3000
+
+bool
+run_blame(struct isolation *iso, const struct run_outcome *f, const char *why)
+{
+	switch (f->fault) {
+	case RUN_FAULT_CLONE:
+		iso_turn_off(iso, ISO_PIDNS, why);
+		return true;
+	case RUN_FAULT_UID_MAP:
+		iso_turn_off(iso, ISO_USERNS, why);
+		return true;
+	case RUN_FAULT_CGROUP:
+		iso_turn_off(iso, ISO_CGROUP, why);
+		return true;
+	case RUN_FAULT_STEP:
+		return sandbox_blame(iso, (enum sandbox_step)f->fault_step, f->fault_detail, why);
+	case RUN_FAULT_NONE:
+	case RUN_FAULT_OTHER:
+		break;
+	}
+	return false;
+}
 
 int
 run_init_reaper(void)
@@ -177,6 +218,7 @@ write_id_maps(const struct run_config *cfg, pid_t pid)
 	return util_write_file(proc, "gid_map", map);
 }
 
+/* The sandbox's fault, with errno as it is now: call it at the failure site. */
 static void
 set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
           const char *what)
@@ -186,12 +228,36 @@ set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_l
 	snprintf(why, why_len, "%s: %s", what, strerror(errno));
 }
 
-bool
-run_box_fits(const struct run_box *box, const struct run_spec *spec)
+/* The sandbox's fault as a module below reported it (its errno kept from its site). */
+static void
+set_fault_from(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
+               const char *what, const struct fault *f)
 {
-	return box->active && box->memory_bytes == spec->memory_bytes &&
-	       box->max_processes == spec->max_processes && box->disk_bytes == spec->disk_bytes &&
-	       box->cpu_millicores == spec->cpu_millicores;
+	char detail[400];
+
+	if (out != NULL)
+		out->fault = fault;
+	snprintf(why, why_len, "%s: %s", what, util_fault_string(f, detail, sizeof(detail)));
+}
+
+struct run_caps
+run_caps_from_limits(const struct limits *l)
+{
+	return (struct run_caps){
+	    .memory_bytes = l->memory_bytes,
+	    .max_processes = l->max_processes,
+	    .disk_bytes = l->disk_bytes,
+	    .cpu_millicores = l->cpu_millicores,
+	};
+}
+
+static bool
+box_fits(const struct run_box *box, const struct run_caps *caps)
+{
+	return box->active && box->caps.memory_bytes == caps->memory_bytes &&
+	       box->caps.max_processes == caps->max_processes &&
+	       box->caps.disk_bytes == caps->disk_bytes &&
+	       box->caps.cpu_millicores == caps->cpu_millicores;
 }
 
 static void
@@ -205,19 +271,6 @@ box_close_fds(struct run_box *box)
 	close_fd(&box->rep_r);
 }
 
-/*
- * A finished run's empty cgroup, removed after the reply: rmdir of a v1 memory group takes
- * milliseconds (the kernel offlines it), and the contract only needs the processes dead and
- * the directory gone before the reply.
- */
-static struct cgroup_run run_deferred_cg;
-
-void
-run_finish_deferred(void)
-{
-	cgroup_run_remove(&run_deferred_cg);
-}
-
 /* Kills everything of the box: its process group first in direct mode (in namespace mode,
  * killing init takes the whole namespace with it). */
 static void
@@ -228,17 +281,17 @@ box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage
 		                       main_status, ru, proc_now_ms() + RUN_KILL_MS);
 }
 
-/* Kills what is left of the box's processes and removes its directory (and its cgroup, or
- * leaves that to run_finish_deferred()). */
+/* Kills what is left of the box's processes and removes its directory; its cgroup is removed
+ * too, or, given spent, handed there to be removed after the reply. */
 static void
 box_teardown(const struct run_config *cfg, struct run_box *box, bool *main_reaped, int *main_status,
-             struct rusage *ru, bool defer_cgroup)
+             struct rusage *ru, struct cgroup_run *spent)
 {
 	box_kill(box, main_reaped, main_status, ru);
 	box_close_fds(box);
-	if (defer_cgroup && box->cg.active) {
-		run_finish_deferred();
-		run_deferred_cg = box->cg;
+	if (spent != NULL && box->cg.active) {
+		cgroup_run_remove(spent);
+		*spent = box->cg;
 		box->cg.active = false;
 	}
 	cgroup_run_remove(&box->cg);
@@ -247,15 +300,15 @@ box_teardown(const struct run_config *cfg, struct run_box *box, bool *main_reape
 	box->pid = -1;
 }
 
-void
-run_box_discard(const struct run_config *cfg, struct run_box *box)
+static void
+box_discard(const struct run_config *cfg, struct run_box *box)
 {
 	bool reaped = false;
 	int st;
 	struct rusage ru;
 
 	if (box->active)
-		box_teardown(cfg, box, &reaped, &st, &ru, false);
+		box_teardown(cfg, box, &reaped, &st, &ru, NULL);
 }
 
 void
@@ -378,40 +431,42 @@ run_clone_as(const struct run_config *cfg, int flags)
 	return pid;
 }
 
-int
-run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
-              unsigned long max_processes, unsigned long long disk_bytes,
-              unsigned long cpu_millicores, struct run_box *box, struct run_outcome *fault,
-              char *why, size_t why_len)
+/*
+ * Builds a sandbox for a run with caps: its directory, cgroup and pipes, and its child (cold:
+ * cloned here; warm: by the worker's template), which waits for 'G' and then for the
+ * request. Returns 0, or -1 with nothing left of it, the reason in why and, in fault (may be
+ * NULL), which layer failed.
+ */
+static int
+box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
+          struct run_outcome *fault, char *why, size_t why_len)
 {
 	int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, fail_p[2] = {-1, -1};
 	int ctl_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
 	bool ns_mode = cfg->clone_flags != 0;
 	char cg_name[80];
 	static struct run_child child; /* large; the worker is single-threaded */
+	struct fault f = {"", 0};
 
 	memset(box, 0, sizeof(*box));
 	box->pid = -1;
 	box->wd.fd = -1;
 	box->pidfd = box->out_r = box->err_r = box->fail_r = box->ctl_w = box->rep_r = -1;
 	box->ns_mode = ns_mode;
-	box->memory_bytes = memory_bytes;
-	box->max_processes = max_processes;
-	box->disk_bytes = disk_bytes;
-	box->cpu_millicores = cpu_millicores;
+	box->caps = *caps;
 	if (workdir_create(&box->wd, cfg->work_parent_fd, cfg->work_parent, cfg->drop_privileges,
-	                   cfg->run_uid, cfg->run_gid, NULL, 0) < 0) {
-		set_fault(fault, RUN_FAULT_OTHER, why, why_len,
-		          "could not create the run's working directory");
+	                   cfg->run_uid, cfg->run_gid, &f) < 0) {
+		set_fault_from(fault, RUN_FAULT_OTHER, why, why_len,
+		               "could not create the run's working directory", &f);
 		return -1;
 	}
 	box->active = true;
 	if (cfg->cgroup != NULL) {
 		snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index, box->wd.name);
-		if (cgroup_run_create(cfg->cgroup, &box->cg, cg_name, memory_bytes, max_processes,
-		                      cpu_millicores) < 0) {
-			set_fault(fault, RUN_FAULT_CGROUP, why, why_len,
-			          "could not create the run's cgroup");
+		if (cgroup_run_create(cfg->cgroup, &box->cg, cg_name, caps->memory_bytes,
+		                      caps->max_processes, caps->cpu_millicores, &f) < 0) {
+			set_fault_from(fault, RUN_FAULT_CGROUP, why, why_len,
+			               "could not create the run's cgroup", &f);
 			goto fail;
 		}
 	}
@@ -422,7 +477,7 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 		goto fail;
 	}
 
-	run_child_prepare(cfg, box->wd.path, disk_bytes, &child);
+	run_child_prepare(cfg, box->wd.path, caps->disk_bytes, &child);
 	child.sb.stdout_fd = out_p[1];
 	child.sb.stderr_fd = err_p[1];
 	child.sb.error_fd = fail_p[1];
@@ -435,8 +490,8 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 		int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
 		char wwhy[256];
 
-		box->pid = warm_template_clone(box->wd.path, disk_bytes, fds, &box->as_base_bytes,
-		                               wwhy, sizeof(wwhy));
+		box->pid = warm_template_clone(box->wd.path, caps->disk_bytes, fds,
+		                               &box->as_base_bytes, wwhy, sizeof(wwhy));
 		if (box->pid > 0)
 			box->warm = true;
 		else
@@ -480,9 +535,9 @@ run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
 		          "writing the run's uid and gid maps failed");
 		goto fail;
 	}
-	if (box->cg.active && cgroup_run_attach(&box->cg, box->pid) < 0) {
-		set_fault(fault, RUN_FAULT_CGROUP, why, why_len,
-		          "moving the run into its cgroup failed");
+	if (box->cg.active && cgroup_run_attach(&box->cg, box->pid, &f) < 0) {
+		set_fault_from(fault, RUN_FAULT_CGROUP, why, why_len,
+		               "moving the run into its cgroup failed", &f);
 		goto fail;
 	}
 	if (write(box->ctl_w, "G", 1) != 1) {
@@ -498,7 +553,7 @@ fail:
 		close_fd(&ctl_p[i]);
 		close_fd(&rep_p[i]);
 	}
-	run_box_discard(cfg, box);
+	box_discard(cfg, box);
 	return -1;
 }
 
@@ -511,10 +566,10 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	    .code_len = (uint32_t)spec->code_len,
 	    .stdin_len = (uint32_t)spec->stdin_len,
 	    .max_result_bytes = (uint32_t)spec->max_result_bytes,
-	    .nproc = cfg->nproc_rlimit ? spec->max_processes : 0,
-	    .fsize_bytes = spec->disk_bytes,
+	    .nproc = cfg->nproc_rlimit ? spec->caps.max_processes : 0,
+	    .fsize_bytes = spec->caps.disk_bytes,
 	    /* warm: the template's own address space is shared, not the run's */
-	    .as_bytes = cfg->cgroup == NULL ? spec->memory_bytes + box->as_base_bytes : 0,
+	    .as_bytes = cfg->cgroup == NULL ? spec->caps.memory_bytes + box->as_base_bytes : 0,
 	    /* a backstop only: CPU time can exceed wall time only with threads */
 	    .cpu_limit_seconds = spec->wall_ms / 1000 + 2,
 	};
@@ -550,74 +605,129 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	return 0;
 }
 
-int
-run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_box *given,
-            struct run_outcome *out, char *why, size_t why_len)
+void
+run_slot_init(struct run_slot *s)
 {
-	struct run_box local, *box = &local;
-	struct report_buf rb = {0};
-	struct sandbox_failure failure = {0};
-	int main_status = 0, rc = -1, sent;
-	bool main_reaped = false, timed_out = false, setup_failed = false, stop_sent = false;
-	bool oom = false, pids_max = false, disk_full = false;
-	int client_fd = spec->watch_client ? spec->client_fd : -1;
-	struct rusage ru = {0};
-	long long t0, deadline, drain_deadline = 0, stop_deadline = 0;
+	memset(s, 0, sizeof(*s));
+	s->box.pid = -1;
+}
 
-	memset(out, 0, sizeof(*out));
-	t0 = proc_now_ms();
+void
+run_slot_build_ahead(const struct run_config *cfg, struct run_slot *s)
+{
+	char why[512];
+
+	if (!s->last_known || s->box.active)
+		return;
+	if (box_build(cfg, &s->last, &s->box, NULL, why, sizeof(why)) < 0)
+		log_msg(LOG_WARN, "building a sandbox ahead failed: %s", why);
+}
+
+void
+run_slot_finish(struct run_slot *s)
+{
+	cgroup_run_remove(&s->spent);
+}
+
+void
+run_slot_close(const struct run_config *cfg, struct run_slot *s)
+{
+	box_discard(cfg, &s->box);
+	run_slot_finish(s);
+}
+
+/* One run between its start and its collection: what the watch loop learns as it goes. */
+struct run_watch {
+	struct run_box *box;
+	struct report_buf rb;           /* namespace mode: init's report */
+	struct sandbox_failure failure; /* valid when setup_failed */
+	bool setup_failed;              /* a child's set-up step failed (the error pipe) */
+	bool main_reaped;               /* the program (direct mode) or init was reaped */
+	int main_status;
+	struct rusage ru;
+	bool timed_out; /* the deadline passed */
+	bool stop_sent; /* namespace mode: init was told to stop ('S') */
+	int client_fd;  /* the request's connection, watched for a hang-up; -1: not watched */
+	long long t0, deadline, drain_deadline, stop_deadline;
+};
+
+/*
+ * Phase 1: takes the slot's box if it fits spec (else builds one), and hands it the program.
+ * Returns 0 when the program is on its way; -1 when it is not, with the reason in why and
+ * out->fault (w->box is NULL when nothing is left to tear down; a failed set-up step read
+ * from the error pipe is in w->failure).
+ */
+static int
+run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
+          struct run_watch *w, struct run_outcome *out, char *why, size_t why_len)
+{
+	int sent;
+
+	memset(w, 0, sizeof(*w));
+	w->client_fd = spec->watch_client ? spec->client_fd : -1;
+	w->t0 = proc_now_ms();
+	s->last = spec->caps;
+	s->last_known = true;
 	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
 	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
 		out->fault = RUN_FAULT_OTHER;
 		snprintf(why, why_len, "out of memory for the output buffers");
-		if (given != NULL)
-			run_box_discard(cfg, given);
+		box_discard(cfg, &s->box);
 		return -1;
 	}
-	if (given != NULL && run_box_fits(given, spec)) {
-		box = given; /* built ahead: the namespaces and mounts cost nothing now */
-	} else {
-		if (given != NULL)
-			run_box_discard(cfg, given);
-		if (run_box_build(cfg, spec->memory_bytes, spec->max_processes, spec->disk_bytes,
-		                  spec->cpu_millicores, &local, out, why, why_len) < 0)
+	/* built ahead: the namespaces and mounts cost nothing now */
+	bool ahead = box_fits(&s->box, &spec->caps);
+	if (!ahead) {
+		box_discard(cfg, &s->box);
+		if (box_build(cfg, &spec->caps, &s->box, out, why, why_len) < 0)
 			return -1;
 	}
-	if (box->ns_mode) {
-		rb.cap = sizeof(struct sandbox_report) + spec->max_result_bytes + 1;
-		rb.buf = malloc(rb.cap);
-		if (rb.buf == NULL) {
+	w->box = &s->box;
+	if (s->box.ns_mode) {
+		w->rb.cap = sizeof(struct sandbox_report) + spec->max_result_bytes + 1;
+		w->rb.buf = malloc(w->rb.cap);
+		if (w->rb.buf == NULL) {
 			out->fault = RUN_FAULT_OTHER;
 			snprintf(why, why_len, "out of memory for the report");
-			goto out;
+			return -1;
 		}
 	}
-	sent = send_request(box, spec, cfg);
-	if (sent < 0 && box == given) {
+	sent = send_request(&s->box, spec, cfg);
+	if (sent < 0 && ahead) {
 		/* a box built ahead may have died while it waited (the OOM killer prefers it):
 		 * build a fresh one and try once more */
 		log_msg(LOG_WARN, "the sandbox built ahead is gone (%s); building a new one",
 		        strerror(errno));
-		run_box_discard(cfg, given);
-		box = &local;
-		if (run_box_build(cfg, spec->memory_bytes, spec->max_processes, spec->disk_bytes,
-		                  spec->cpu_millicores, &local, out, why, why_len) < 0) {
-			free(rb.buf);
+		box_discard(cfg, &s->box);
+		if (box_build(cfg, &spec->caps, &s->box, out, why, why_len) < 0) {
+			free(w->rb.buf);
+			w->box = NULL;
 			return -1;
 		}
-		sent = send_request(box, spec, cfg);
+		sent = send_request(&s->box, spec, cfg);
 	}
 	if (sent < 0) {
 		/* the child died or failed a step: its error pipe says which */
 		set_fault(out, RUN_FAULT_OTHER, why, why_len,
 		          "handing the program to the sandbox failed");
-		if (read(box->fail_r, &failure, sizeof(failure)) == (ssize_t)sizeof(failure))
-			setup_failed = true;
-		/* a failed set-up step is reported below with its name; else the fault stands */
-		rc = setup_failed ? 0 : -1;
-		goto out;
+		if (read(s->box.fail_r, &w->failure, sizeof(w->failure)) ==
+		    (ssize_t)sizeof(w->failure))
+			w->setup_failed = true;
+		return -1;
 	}
-	deadline = proc_now_ms() + spec->wall_ms;
+	w->deadline = proc_now_ms() + spec->wall_ms;
+	return 0;
+}
+
+/*
+ * Phase 2: drains the output and the report until the program (or init) is reaped and the
+ * pipes are closed or their drain time is up; stops the run at the deadline or its first OOM,
+ * and at once when the client hangs up (out->abandoned). Returns 0, or -1 when poll() fails.
+ */
+static int
+run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_len)
+{
+	struct run_box *box = w->box;
 
 	for (;;) {
 		struct pollfd pfd[7];
@@ -625,32 +735,34 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		int i_oom = -1;
 		long long now = proc_now_ms(), until;
 
-		if (main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
-			break;
-		if (!main_reaped && !stop_sent && now >= deadline) {
-			timed_out = true;
+		if (w->main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
+			return 0;
+		if (!w->main_reaped && !w->stop_sent && now >= w->deadline) {
+			w->timed_out = true;
 			if (box->ns_mode) {
 				/* init stops the run and still reports the result */
-				stop_sent = true;
+				w->stop_sent = true;
 				if (write(box->ctl_w, "S", 1) != 1)
-					stop_deadline = now; /* init is gone already */
+					w->stop_deadline = now; /* init is gone already */
 				else
-					stop_deadline = now + RUN_STOP_MS;
+					w->stop_deadline = now + RUN_STOP_MS;
 			} else {
-				box_kill(box, &main_reaped, &main_status, &ru);
-				drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
+				box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
+				w->drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 			}
 			continue;
 		}
-		if (!main_reaped && stop_sent && now >= stop_deadline) {
+		if (!w->main_reaped && w->stop_sent && now >= w->stop_deadline) {
 			log_msg(LOG_WARN, "init did not stop the run within %d ms; killing it",
 			        RUN_STOP_MS);
 			proc_kill(box->pid, SIGKILL, "a run's init");
-			stop_deadline = now + RUN_KILL_MS;
+			w->stop_deadline = now + RUN_KILL_MS;
 		}
-		if (main_reaped && now >= drain_deadline)
-			break;
-		until = main_reaped ? drain_deadline : stop_sent ? stop_deadline : deadline;
+		if (w->main_reaped && now >= w->drain_deadline)
+			return 0;
+		until = w->main_reaped ? w->drain_deadline
+		        : w->stop_sent ? w->stop_deadline
+		                       : w->deadline;
 		if (box->out_r >= 0) {
 			i_out = n;
 			pfd[n++] = (struct pollfd){.fd = box->out_r, .events = POLLIN};
@@ -667,174 +779,187 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			i_rep = n;
 			pfd[n++] = (struct pollfd){.fd = box->rep_r, .events = POLLIN};
 		}
-		if (!main_reaped && box->pidfd >= 0) {
+		if (!w->main_reaped && box->pidfd >= 0) {
 			i_pid = n;
 			pfd[n++] = (struct pollfd){.fd = box->pidfd, .events = POLLIN};
 		}
-		if (client_fd >= 0 && !main_reaped) {
+		if (w->client_fd >= 0 && !w->main_reaped) {
 			/* POLLRDHUP only: bytes nginx sent that libfcgi has not read are no sign */
 			i_cli = n;
-			pfd[n++] = (struct pollfd){.fd = client_fd, .events = POLLRDHUP};
+			pfd[n++] = (struct pollfd){.fd = w->client_fd, .events = POLLRDHUP};
 		}
-		if (!main_reaped && !stop_sent && box->cg.active && box->cg.oom_fd >= 0) {
+		if (!w->main_reaped && !w->stop_sent && box->cg.active && box->cg.oom_fd >= 0) {
 			i_oom = n;
 			pfd[n++] = (struct pollfd){.fd = box->cg.oom_fd, .events = POLLIN};
 		}
 		long long wait_ms = until - now;
 		if (wait_ms < 0)
 			wait_ms = 0;
-		if (box->pidfd < 0 && !main_reaped && wait_ms > 10)
+		if (box->pidfd < 0 && !w->main_reaped && wait_ms > 10)
 			wait_ms = 10; /* no pidfd (kernel < 5.3): check the child every 10 ms */
 		if (poll(pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) {
 			set_fault(out, RUN_FAULT_OTHER, why, why_len, "poll() failed");
-			goto out;
+			return -1;
 		}
 		if (i_cli >= 0 && (pfd[i_cli].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
 			out->abandoned = true;
-			break; /* the kill below, on the way out, is the same as for any end */
+			return 0; /* the kill in run_collect() is the same as for any end */
 		}
 		if (i_out >= 0 && pfd[i_out].revents)
 			drain(&box->out_r, &out->out);
 		if (i_err >= 0 && pfd[i_err].revents)
 			drain(&box->err_r, &out->err);
 		if (i_rep >= 0 && pfd[i_rep].revents)
-			drain_report(&box->rep_r, &rb);
+			drain_report(&box->rep_r, &w->rb);
 		if (i_oom >= 0 && pfd[i_oom].revents && cgroup_run_oom(&box->cg)) {
 			/* the run's first OOM ends it, before a second process is killed */
 			box->oom_stopped = true;
-			deadline = proc_now_ms(); /* stopped like a timeout, reported as memory */
+			w->deadline =
+			    proc_now_ms(); /* stopped like a timeout, reported as memory */
 			continue;
 		}
 		if (i_fail >= 0 && pfd[i_fail].revents) {
-			ssize_t r = read(box->fail_r, &failure, sizeof(failure));
-			if (r == (ssize_t)sizeof(failure))
-				setup_failed = true;
+			ssize_t r = read(box->fail_r, &w->failure, sizeof(w->failure));
+			if (r == (ssize_t)sizeof(w->failure))
+				w->setup_failed = true;
 			if (r != -1 || errno != EINTR)
 				close_fd(&box->fail_r);
 		}
-		if (!main_reaped && (box->pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
+		if (!w->main_reaped && (box->pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
 			int st;
 			struct rusage r1;
 			pid_t p = wait4(box->pid, &st, WNOHANG | __WALL, &r1);
 			if (p == box->pid) {
-				main_reaped = true;
-				main_status = st;
-				ru = r1;
+				w->main_reaped = true;
+				w->main_status = st;
+				w->ru = r1;
 			}
 		}
-		if (main_reaped && drain_deadline == 0) {
+		if (w->main_reaped && w->drain_deadline == 0) {
 			/* the program (or init) ended: nothing it started may keep the pipes open
 			 */
-			box_kill(box, &main_reaped, &main_status, &ru);
-			drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
+			box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
+			w->drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
 		}
 	}
-	rc = 0;
-out:
-	/* every exit path: nothing of the run may outlive this function (and box_teardown
-	 * below need not sweep again) */
-	box_kill(box, &main_reaped, &main_status, &ru);
+}
+
+static long long
+rusage_cpu_ms(const struct rusage *ru)
+{
+	return (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+	       (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+}
+
+/*
+ * Namespace mode: init's report, if it is complete, into f (the program's status, the stop,
+ * a full disk) and out (result.json, the program's usage). Returns whether it was.
+ */
+static bool
+run_read_report(const struct report_buf *rb, size_t max_result_bytes, struct outcome_facts *f,
+                struct run_outcome *out)
+{
+	struct sandbox_report rep;
+
+	if (rb->len < sizeof(rep))
+		return false;
+	memcpy(&rep, rb->buf, sizeof(rep));
+	if (rep.magic != SANDBOX_REPORT_MAGIC || rb->len != sizeof(rep) + rep.result_len ||
+	    rep.result_len > max_result_bytes)
+		return false;
+	f->wait_status = rep.program_status;
+	f->have_status = rep.program_reaped != 0;
+	f->stopped = rep.stopped != 0;
+	f->disk_full = rep.disk_full != 0;
+	out->result_status = (enum result_status)rep.result_status;
+	if (out->result_status == RESULT_OK) {
+		out->result_json = malloc(rep.result_len + 1);
+		if (out->result_json == NULL) {
+			out->result_status = RESULT_NONE;
+		} else {
+			memcpy(out->result_json, rb->buf + sizeof(rep), rep.result_len);
+			out->result_json[rep.result_len] = '\0';
+			out->result_len = rep.result_len;
+		}
+	}
+	out->cpu_ms = rusage_cpu_ms(&rep.children);
+	out->max_rss_bytes = (long long)rep.children.ru_maxrss * 1024;
+	return true;
+}
+
+/*
+ * Phase 3, on every path that built a box: kills whatever of the run is left, names a failed
+ * set-up step, reads what the run left (init's report, or result.json in direct mode), the
+ * cgroup's events and peak, classifies the outcome (outcome_classify()), and tears the box
+ * down. rc is what the earlier phases returned; returns the final one.
+ */
+static int
+run_collect(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
+            struct run_watch *w, int rc, struct run_outcome *out, char *why, size_t why_len)
+{
+	struct run_box *box = w->box;
+	struct outcome_facts f = {0};
+
+	/* nothing of the run may outlive run_execute() (and the teardown need not sweep again) */
+	box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
 	box->pid = -1;
-	if (rc == 0 && setup_failed) {
+	if (w->setup_failed) {
 		out->fault = RUN_FAULT_STEP;
-		out->fault_step = failure.step;
-		out->fault_detail = failure.detail;
-		if (failure.step == SANDBOX_MOUNTS)
+		out->fault_step = w->failure.step;
+		out->fault_detail = w->failure.detail;
+		if (w->failure.step == SANDBOX_MOUNTS)
 			snprintf(why, why_len, "sandbox setup failed while %s (%s): %s",
 			         sandbox_step_string(SANDBOX_MOUNTS),
-			         mounts_step_string((enum mounts_step)failure.detail),
-			         strerror(failure.err));
+			         mounts_step_string((enum mounts_step)w->failure.detail),
+			         strerror(w->failure.err));
 		else
 			snprintf(why, why_len, "sandbox setup failed while %s: %s",
-			         sandbox_step_string((enum sandbox_step)failure.step),
-			         strerror(failure.err));
+			         sandbox_step_string((enum sandbox_step)w->failure.step),
+			         strerror(w->failure.err));
 		rc = -1;
 	}
 	if (box->cg.active)
-		cgroup_run_events(&box->cg, &oom, &pids_max);
+		cgroup_run_events(&box->cg, &f.oom, &f.pids_max);
 	if (rc == 0) {
-		int status = main_status;
-		bool have_status = true;
-
-		out->cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
-		              (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
-		out->max_rss_bytes = (long long)ru.ru_maxrss * 1024;
-		if (box->ns_mode) {
-			struct sandbox_report rep;
-			bool complete = false;
-
-			if (rb.len >= sizeof(rep)) {
-				memcpy(&rep, rb.buf, sizeof(rep));
-				complete = rep.magic == SANDBOX_REPORT_MAGIC &&
-				           rb.len == sizeof(rep) + rep.result_len &&
-				           rep.result_len <= spec->max_result_bytes;
-			}
-			if (complete) {
-				status = rep.program_status;
-				have_status = rep.program_reaped != 0;
-				timed_out = rep.stopped != 0 && !box->oom_stopped;
-				disk_full = rep.disk_full != 0;
-				out->result_status = (enum result_status)rep.result_status;
-				if (out->result_status == RESULT_OK) {
-					out->result_json = malloc(rep.result_len + 1);
-					if (out->result_json == NULL) {
-						out->result_status = RESULT_NONE;
-					} else {
-						memcpy(out->result_json, rb.buf + sizeof(rep),
-						       rep.result_len);
-						out->result_json[rep.result_len] = '\0';
-						out->result_len = rep.result_len;
-					}
-				}
-				const struct rusage *c = &rep.children;
-				out->cpu_ms =
-				    (long long)(c->ru_utime.tv_sec + c->ru_stime.tv_sec) * 1000 +
-				    (c->ru_utime.tv_usec + c->ru_stime.tv_usec) / 1000;
-				out->max_rss_bytes = (long long)c->ru_maxrss * 1024;
-			} else {
-				/* init died without a word (killed, or OOM): the run is lost */
-				have_status = false;
-				out->result_status = RESULT_NONE;
-			}
-		} else {
+		f.have_status = true;
+		f.wait_status = w->main_status;
+		f.stopped = w->timed_out;
+		out->cpu_ms = rusage_cpu_ms(&w->ru);
+		out->max_rss_bytes = (long long)w->ru.ru_maxrss * 1024;
+		if (box->ns_mode && !run_read_report(&w->rb, spec->max_result_bytes, &f, out)) {
+			/* init died without a word (killed, or OOM): the run is lost */
+			f.have_status = false;
+			out->result_status = RESULT_NONE;
+		} else if (!box->ns_mode) {
 			out->result_status = result_read(box->wd.fd, spec->max_result_bytes,
 			                                 &out->result_json, &out->result_len);
 		}
-		if (box->oom_stopped) {
-			timed_out = false;
-			oom = true;
-		}
-		if (timed_out) {
-			out->status = RUN_TIMED_OUT;
-			out->has_exit_code = false;
-			out->term_signal = SIGKILL;
-		} else if (have_status && WIFEXITED(status)) {
-			out->has_exit_code = true;
-			out->exit_code = WEXITSTATUS(status);
-			out->status = out->exit_code == 0 ? RUN_SUCCEEDED : RUN_FAILED;
-		} else {
-			out->has_exit_code = true;
-			out->term_signal =
-			    have_status && WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
-			out->exit_code = -out->term_signal;
-			out->status = RUN_FAILED;
-		}
-		if (timed_out)
-			out->limit_exceeded = RUN_LIMIT_TIME;
-		else if (oom)
-			out->limit_exceeded = RUN_LIMIT_MEMORY;
-		else if (pids_max)
-			out->limit_exceeded = RUN_LIMIT_PROCESSES;
-		else if (disk_full || out->term_signal == SIGXFSZ)
-			out->limit_exceeded = RUN_LIMIT_DISK;
+		f.oom_stopped = box->oom_stopped;
+		outcome_classify(&f, out);
 		if (box->cg.active) {
 			unsigned long long peak = cgroup_run_peak_bytes(&box->cg);
 			if (peak > 0)
 				out->max_rss_bytes = (long long)peak;
 		}
-		out->duration_ms = proc_now_ms() - t0;
+		out->duration_ms = proc_now_ms() - w->t0;
 	}
-	free(rb.buf);
-	box_teardown(cfg, box, &main_reaped, &main_status, &ru, true);
+	free(w->rb.buf);
+	box_teardown(cfg, box, &w->main_reaped, &w->main_status, &w->ru, &s->spent);
 	return rc;
+}
+
+int
+run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
+            struct run_outcome *out, char *why, size_t why_len)
+{
+	struct run_watch w;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = run_start(cfg, spec, s, &w, out, why, why_len);
+	if (rc == 0)
+		rc = run_watch(&w, out, why, why_len);
+	else if (w.box == NULL)
+		return -1;
+	return run_collect(cfg, spec, s, &w, rc, out, why, why_len);
 }

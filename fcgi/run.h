@@ -8,28 +8,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "capture.h"
 #include "cgroup.h"
-#include "result.h"
+#include "outcome.h"
 #include "sandbox.h"
 #include "workdir.h"
-
-enum run_status {
-	RUN_SUCCEEDED, /* exit code 0 */
-	RUN_FAILED,    /* any other exit code, or killed by a signal */
-	RUN_TIMED_OUT, /* the wall-clock limit fired */
-};
-
-enum run_limit {
-	RUN_LIMIT_NONE,
-	RUN_LIMIT_TIME,
-	RUN_LIMIT_MEMORY,
-	RUN_LIMIT_PROCESSES,
-	RUN_LIMIT_DISK,
-};
-
-const char *run_status_string(enum run_status s);
-const char *run_limit_string(enum run_limit l); /* NULL for RUN_LIMIT_NONE */
 
 struct seccomp_filter;
 
@@ -61,6 +43,19 @@ struct run_config {
 	bool warm; /* a warm template (warm.c) clones the run's child */
 };
 
+/* The caps a run's sandbox is built with: its cgroup (or rlimits) and its directory's size. */
+struct run_caps {
+	unsigned long long memory_bytes;
+	unsigned long max_processes;
+	unsigned long long disk_bytes;
+	unsigned long cpu_millicores; /* 0: no CPU quota */
+};
+
+struct limits;
+
+/* The caps that limits (a request's, capped at the pool's ceilings) give a run. */
+struct run_caps run_caps_from_limits(const struct limits *l);
+
 /* What one run is asked to do. */
 struct run_spec {
 	const char *code;
@@ -71,45 +66,11 @@ struct run_spec {
 	size_t max_stdout_bytes;
 	size_t max_stderr_bytes;
 	size_t max_result_bytes;
-	unsigned long long memory_bytes;
-	unsigned long max_processes;
-	unsigned long long disk_bytes;
+	struct run_caps caps;
 	/* the request's connection to nginx: a hang-up on it means the client left, and the
 	 * run is killed at once (run_outcome.abandoned) */
 	bool watch_client;
 	int client_fd;
-	unsigned long cpu_millicores; /* 0: no CPU quota */
-};
-
-/* Why the sandbox (not the program) failed; lets start-up turn a layer off. */
-enum run_fault {
-	RUN_FAULT_NONE,
-	RUN_FAULT_STEP,    /* a child's set-up step: fault_step, fault_detail */
-	RUN_FAULT_CLONE,   /* clone() with the namespace flags */
-	RUN_FAULT_UID_MAP, /* writing the user namespace's maps */
-	RUN_FAULT_CGROUP,  /* creating or joining the run's cgroup */
-	RUN_FAULT_OTHER,
-};
-
-/* What came of it. Free with run_outcome_free(). */
-struct run_outcome {
-	enum run_status status;
-	bool has_exit_code; /* false iff timed out */
-	int exit_code;      /* -N when killed by signal N */
-	int term_signal;    /* the signal that ended the program, or 0 */
-	enum run_limit limit_exceeded;
-	struct capture out;
-	struct capture err;
-	enum result_status result_status;
-	char *result_json; /* normalised JSON text when result_status is RESULT_OK */
-	size_t result_len;
-	long long duration_ms;
-	long long cpu_ms;
-	long long max_rss_bytes;
-	bool abandoned;       /* killed because the client's connection closed: no reply */
-	enum run_fault fault; /* when run_execute() returned -1 */
-	int fault_step;       /* enum sandbox_step */
-	int fault_detail;
 };
 
 /*
@@ -124,13 +85,27 @@ struct run_box {
 	struct cgroup_run cg;
 	pid_t pid;
 	int pidfd, out_r, err_r, fail_r, ctl_w, rep_r;
-	unsigned long long memory_bytes;
-	unsigned long max_processes;
-	unsigned long long disk_bytes;
+	struct run_caps caps;             /* what it was built with */
 	bool warm;                        /* cloned from the worker's warm template */
 	unsigned long long as_base_bytes; /* warm: the template's address space (RLIMIT_AS) */
-	unsigned long cpu_millicores;
 	bool oom_stopped; /* the worker stopped the run at its first OOM (run_execute) */
+};
+
+/*
+ * What one stream of runs keeps between requests, owned by whoever serves them (a worker has
+ * one for port 8080's runs and one for the agent's; the start-up probe one of its own):
+ *
+ *   box    the sandbox built ahead for the next request (run_slot_build_ahead), when active
+ *   last   the caps of the last request, which the next box is built with
+ *   spent  the last run's emptied cgroup, removed after its reply (run_slot_finish): rmdir of a
+ *          v1 memory group takes milliseconds while the kernel offlines it, and the contract
+ *          only needs the processes dead and the directory gone before the reply
+ */
+struct run_slot {
+	struct run_box box;
+	struct run_caps last;
+	bool last_known;
+	struct cgroup_run spent;
 };
 
 /* What a run's child is given: its sandbox spec and the storage the spec points into. */
@@ -160,35 +135,42 @@ void run_child_prepare(const struct run_config *cfg, const char *workdir,
  */
 pid_t run_clone_as(const struct run_config *cfg, int flags);
 
-/*
- * Builds a sandbox for a later run_execute(). Returns 0, or -1 with the reason in why and, in
- * fault (may be NULL), which layer failed.
- */
-int run_box_build(const struct run_config *cfg, unsigned long long memory_bytes,
-                  unsigned long max_processes, unsigned long long disk_bytes,
-                  unsigned long cpu_millicores, struct run_box *box, struct run_outcome *fault,
-                  char *why, size_t why_len);
-
-/* Whether box was built with the caps spec asks for. */
-bool run_box_fits(const struct run_box *box, const struct run_spec *spec);
-
-/* Kills a box that will not be used, and removes its directory and cgroup. */
-void run_box_discard(const struct run_config *cfg, struct run_box *box);
+/* An empty slot: no box, no caps known, nothing spent. */
+void run_slot_init(struct run_slot *s);
 
 /*
- * Runs spec under cfg and fills out. box, if not NULL and active, is a sandbox built ahead
- * that fits spec; it is used up either way (a box that does not fit is discarded and a new
- * one built). Returns 0 whatever the program did (its outcome is a
- * 200), or -1 when the sandbox itself failed (a 500), with the reason in why. Either way,
- * when it returns nothing the run started is alive and its directory is gone.
+ * Builds the slot's box for the next request, with the last request's caps, while nobody
+ * waits; does nothing before the first request or while a box is ready. A failure is logged
+ * (the next request builds its own).
  */
-int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_box *box,
-                struct run_outcome *out, char *why, size_t why_len);
-
-void run_outcome_free(struct run_outcome *out);
+void run_slot_build_ahead(const struct run_config *cfg, struct run_slot *s);
 
 /* Removes the last run's (empty) cgroup; call it after the reply is sent. */
-void run_finish_deferred(void);
+void run_slot_finish(struct run_slot *s);
+
+/* Kills the slot's unused box and removes its directory and cgroup, and finishes the slot. */
+void run_slot_close(const struct run_config *cfg, struct run_slot *s);
+
+/*
+ * Runs spec under cfg in slot s and fills out. The slot's box, if one was built ahead with the
+ * caps spec asks for, is used; otherwise (or if it died while it waited) a new one is built on
+ * the spot. Returns 0 whatever the program did (its outcome is a 200), or -1 when the sandbox
+ * itself failed (a 500), with the reason in why and the failing layer in out->fault. Either
+ * way, when it returns nothing the run started is alive and its directory is gone; its empty
+ * cgroup waits in s->spent for run_slot_finish().
+ */
+int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
+                struct run_outcome *out, char *why, size_t why_len);
+
+struct isolation;
+
+/*
+ * After the start-up probe run failed with fault f (run_execute()'s out): turns off the layer
+ * that failed, the namespace clone() (the pid namespace), the uid maps (the user namespace),
+ * the cgroup, or the one a child's set-up step belongs to (sandbox_blame()). Returns false
+ * when no layer can be blamed.
+ */
+bool run_blame(struct isolation *iso, const struct run_outcome *f, const char *why);
 
 /*
  * Makes this process the reaper of every orphan its runs leave (PR_SET_CHILD_SUBREAPER), so

@@ -778,3 +778,52 @@ wait:
 		(void)util_write_all(s->report_fd, json, json_len);
 	_exit(0);
 }
+
+bool
+sandbox_blame(struct isolation *iso, enum sandbox_step step, int detail, const char *why)
+{
+	switch (step) {
+	case SANDBOX_MOUNTS:
+		return mounts_blame(iso, (enum mounts_step)detail, why);
+	case SANDBOX_HOSTNAME:
+		iso_turn_off(iso, ISO_UTSNS, why);
+		return true;
+	case SANDBOX_CGROUPNS:
+		iso_turn_off(iso, ISO_CGROUPNS, why);
+		return true;
+	case SANDBOX_PIDS:
+		if (!iso->high_pids)
+			break;
+		iso->high_pids = false; /* pids start at 2, like any namespace */
+		return true;
+	case SANDBOX_LANDLOCK:
+		iso_turn_off(iso, ISO_LANDLOCK, why);
+		return true;
+	case SANDBOX_SECCOMP:
+		iso_turn_off(iso, ISO_SECCOMP, why);
+		return true;
+	case SANDBOX_EXEC:
+		return false; /* the interpreter itself: no layer to blame */
+	case SANDBOX_WAIT:
+	case SANDBOX_IDS:
+	case SANDBOX_CAPS:
+	case SANDBOX_CODE:
+	case SANDBOX_FORK:
+	case SANDBOX_SIGNALS:
+	case SANDBOX_SETSID:
+	case SANDBOX_STDIO:
+	case SANDBOX_CLOSE_FDS:
+	case SANDBOX_CHDIR:
+	case SANDBOX_PARENT_DEATH:
+	case SANDBOX_RLIMITS:
+	case SANDBOX_OOM_SCORE:
+	case SANDBOX_NO_NEW_PRIVS:
+		break;
+	}
+	/* a failure inside the namespaces: fall back to direct mode */
+	if (iso->on[ISO_PIDNS]) {
+		iso_turn_off(iso, ISO_PIDNS, why);
+		return true;
+	}
+	return false;
+}

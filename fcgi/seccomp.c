@@ -11,6 +11,8 @@
 
 #include "log.h"
 
+#include <stdio.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
@@ -167,6 +169,31 @@ out:
 		log_msg(LOG_ERROR, "building the seccomp filter failed");
 	}
 	return rc;
+}
+
+bool
+seccomp_probe(struct isolation *iso, bool disabled, struct seccomp_filter *f)
+{
+	/* below Landlock ABI 9 nothing stops connect() to pathname sockets: no AF_UNIX socket() */
+	bool deny_unix = iso_deny_unix_socket(iso->on[ISO_LANDLOCK], iso->landlock_abi);
+
+	if (!disabled)
+		iso->on[ISO_SECCOMP] = seccomp_build(f, deny_unix) == 0;
+	if (!iso->on[ISO_SECCOMP])
+		snprintf(iso->why_off[ISO_SECCOMP], sizeof(iso->why_off[0]), "%s",
+		         disabled ? "disabled by CODEBOX_DISABLE"
+		                  : "the filter could not be built");
+	return deny_unix;
+}
+
+int
+seccomp_reconcile(const struct isolation *iso, struct seccomp_filter *f, bool denies_unix)
+{
+	if (!iso->on[ISO_SECCOMP] || denies_unix ||
+	    !iso_deny_unix_socket(iso->on[ISO_LANDLOCK], iso->landlock_abi))
+		return 0;
+	seccomp_free(f);
+	return seccomp_build(f, true);
 }
 
 int

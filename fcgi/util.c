@@ -4,6 +4,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,4 +44,27 @@ util_write_file(const char *dir, const char *file, const char *text)
 	rc = write(fd, text, n) == (ssize_t)n ? 0 : -1;
 	close(fd);
 	return rc;
+}
+
+void
+util_fault(struct fault *f, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (f == NULL)
+		return;
+	f->err = err;
+	va_start(ap, fmt);
+	vsnprintf(f->what, sizeof(f->what), fmt, ap);
+	va_end(ap);
+}
+
+const char *
+util_fault_string(const struct fault *f, char *buf, size_t len)
+{
+	if (f->err != 0)
+		snprintf(buf, len, "%s: %s", f->what, strerror(f->err));
+	else
+		snprintf(buf, len, "%s", f->what);
+	return buf;
 }

@@ -27,14 +27,13 @@
 
 int
 workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_to, uid_t uid,
-               gid_t gid, const char *code, size_t code_len)
+               gid_t gid, struct fault *f)
 {
 	unsigned char rnd[16];
-	int fd = -1;
 
 	w->fd = -1;
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		log_msg(LOG_ERROR, "getrandom() failed while naming a run: %s", strerror(errno));
+		util_fault(f, errno, "getrandom() for the run's name");
 		return -1;
 	}
 	snprintf(w->name, sizeof(w->name), "run-");
@@ -42,40 +41,24 @@ workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_
 		snprintf(w->name + 4 + 2 * i, 3, "%02x", rnd[i]);
 	if ((size_t)snprintf(w->path, sizeof(w->path), "%s/%s", runs_dir, w->name) >=
 	    sizeof(w->path)) {
-		errno = ENAMETOOLONG;
-		log_msg(LOG_ERROR, "the runs directory path is too long");
+		util_fault(f, ENAMETOOLONG, "the runs directory's path %s", runs_dir);
 		return -1;
 	}
 	if (mkdirat(runs_fd, w->name, 0700) < 0) {
-		log_msg(LOG_ERROR, "mkdir(%s) failed while creating a run: %s", w->path,
-		        strerror(errno));
+		util_fault(f, errno, "mkdir(%s)", w->path);
 		return -1;
 	}
 	w->fd = openat(runs_fd, w->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (w->fd < 0) {
-		log_msg(LOG_ERROR, "open(%s) failed: %s", w->path, strerror(errno));
+		util_fault(f, errno, "open(%s)", w->path);
 		goto fail;
 	}
-	if (code != NULL) {
-		fd = openat(w->fd, "main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		            0600);
-		if (fd < 0 || util_write_all(fd, code, code_len) < 0 ||
-		    (chown_to && fchown(fd, uid, gid) < 0)) {
-			log_msg(LOG_ERROR, "writing %s/main.py failed: %s", w->path,
-			        strerror(errno));
-			goto fail;
-		}
-		close(fd);
-		fd = -1;
-	}
 	if (chown_to && fchown(w->fd, uid, gid) < 0) {
-		log_msg(LOG_ERROR, "chown of %s failed: %s", w->path, strerror(errno));
+		util_fault(f, errno, "chown(%s)", w->path);
 		goto fail;
 	}
 	return 0;
 fail:
-	if (fd >= 0)
-		close(fd);
 	workdir_remove(w, runs_fd);
 	return -1;
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "util.h"
+
 struct workdir {
 	char name[40];   /* the entry in the runs directory */
 	char path[4096]; /* absolute path */
@@ -15,12 +17,12 @@ struct workdir {
 };
 
 /*
- * Creates a directory with a fresh random name under runs_fd (whose path is runs_dir),
- * mode 0700, owned by uid/gid when chown is set, and writes code as main.py into it unless
- * code is NULL (then the run writes it). Returns 0 or -1 (logged, errno set).
+ * Creates an empty directory with a fresh random name under runs_fd (whose path is runs_dir),
+ * mode 0700, owned by uid/gid when chown_to is set (the run writes main.py into it itself).
+ * Returns 0, or -1 with what failed in f (not logged) and nothing left behind.
  */
 int workdir_create(struct workdir *w, int runs_fd, const char *runs_dir, bool chown_to, uid_t uid,
-                   gid_t gid, const char *code, size_t code_len);
+                   gid_t gid, struct fault *f);
 
 /*
  * Removes the directory and everything in it without following symlinks and without

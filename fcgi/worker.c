@@ -44,34 +44,6 @@ static volatile sig_atomic_t worker_stopping;
 /* this worker's own open file description of the agent workspace's lock (flock) */
 static int worker_agent_lock = -1;
 
-/*
- * The sandbox for the next request, built while the worker waits, so that creating the
- * namespaces and mounts (several milliseconds, most of it the network namespace) is not on
- * the request's path. Built with the caps of the last request; one that does not fit the
- * next request is discarded and a new one built on the spot.
- */
-static struct run_box worker_box;
-static struct {
-	bool known;
-	unsigned long long memory_bytes;
-	unsigned long max_processes;
-	unsigned long long disk_bytes;
-	unsigned long cpu_millicores;
-} worker_last;
-
-static void
-worker_build_ahead(const struct run_config *run)
-{
-	char why[512];
-
-	if (!worker_last.known || worker_box.active)
-		return;
-	if (run_box_build(run, worker_last.memory_bytes, worker_last.max_processes,
-	                  worker_last.disk_bytes, worker_last.cpu_millicores, &worker_box, NULL,
-	                  why, sizeof(why)) < 0)
-		log_msg(LOG_WARN, "building a sandbox ahead failed: %s", why);
-}
-
 static void
 worker_on_term(int sig)
 {
@@ -195,8 +167,8 @@ worker_client_gone(FCGX_Request *req)
 }
 
 static void
-worker_execute(const struct worker_config *wc, const struct run_config *run, FCGX_Request *req,
-               const struct limits *l, const char *request_id)
+worker_execute(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
+               FCGX_Request *req, const struct limits *l, const char *request_id)
 {
 	struct request r;
 	struct run_outcome o;
@@ -257,22 +229,13 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, FCG
 	    .max_stdout_bytes = l->max_stdout_bytes,
 	    .max_stderr_bytes = l->max_stderr_bytes,
 	    .max_result_bytes = l->max_result_bytes,
-	    .memory_bytes = l->memory_bytes,
-	    .max_processes = l->max_processes,
-	    .disk_bytes = l->disk_bytes,
+	    .caps = run_caps_from_limits(l),
 	    .watch_client = true,
 	    .client_fd = req->ipcFd,
-	    .cpu_millicores = l->cpu_millicores,
 	};
-	worker_last.known = true;
-	worker_last.memory_bytes = spec.memory_bytes;
-	worker_last.max_processes = spec.max_processes;
-	worker_last.disk_bytes = spec.disk_bytes;
 	history_begin(&wc->history, "execute", r.code, r.code_len, request_id);
 	metrics_run_begin(run->worker_index);
-	worker_last.cpu_millicores = spec.cpu_millicores;
-	int rc =
-	    run_execute(run, &spec, worker_box.active ? &worker_box : NULL, &o, why, sizeof(why));
+	int rc = run_execute(run, &spec, slot, &o, why, sizeof(why));
 	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
 	 * so a client that sends its next request the moment it has this reply finds it free */
 	slots_release(wc->slots, wc->index);
@@ -314,8 +277,15 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, FCG
 	request_free(&r);
 }
 
+/* What a worker owns across requests: one slot per stream of runs (run.h). */
+struct worker_slots {
+	struct run_slot execute; /* port 8080's runs, with a box built ahead for the next */
+	struct run_slot agent;   /* port 8888's commands (another run config: the workspace) */
+};
+
 static void
-worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX_Request *req)
+worker_handle(const struct worker_config *wc, const struct run_config *run,
+              struct worker_slots *slots, FCGX_Request *req)
 {
 	const char *endpoint = FCGX_GetParam("CODEBOX_ENDPOINT", req->envp);
 	const char *request_id = FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp);
@@ -342,7 +312,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 	if (limits_cap(&l, wc->ceilings, why, sizeof(why)) > 0)
 		log_msg(LOG_WARN, "a request's limits were capped: %s", why);
 	if (strcmp(endpoint, "execute") == 0) {
-		worker_execute(wc, run, req, &l, request_id);
+		worker_execute(wc, run, &slots->execute, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
 		char *doc = reply_isolation(wc->iso, &l, run->warm && warm_template_usable(), &len);
@@ -380,7 +350,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run, FCGX
 			free(doc);
 		}
 	} else if (strncmp(endpoint, "agent_", 6) == 0) {
-		agent_handle(&wc->agent, run, worker_agent_lock, req, endpoint, &l);
+		agent_handle(&wc->agent, run, &slots->agent, worker_agent_lock, req, endpoint, &l);
 	} else if (strcmp(endpoint, "capabilities") == 0) {
 		size_t len;
 		char *doc = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
@@ -482,6 +452,7 @@ noreturn void
 worker_main(const struct worker_config *wc)
 {
 	struct run_config run;
+	struct worker_slots slots;
 	struct sigaction sa = {.sa_handler = worker_on_term};
 	sigset_t waitmask;
 	FCGX_Request req;
@@ -497,6 +468,8 @@ worker_main(const struct worker_config *wc)
 
 	if (worker_prepare_run(wc, &run) < 0)
 		_exit(1);
+	run_slot_init(&slots.execute);
+	run_slot_init(&slots.agent);
 	if (wc->agent.workspace_fd >= 0) {
 		worker_agent_lock = openat(wc->runs_dir_fd, "agent.lock",
 		                           O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -536,11 +509,12 @@ worker_main(const struct worker_config *wc)
 			continue; /* another worker took it (EAGAIN), or the peer left */
 		/* libfcgi's accept() does not set close-on-exec; runs must not inherit it */
 		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
-		worker_handle(wc, &run, &req);
+		worker_handle(wc, &run, &slots, &req);
 		FCGX_Finish_r(&req);
 		/* the reply is out: clean up, record, and build the next sandbox while nobody
 		 * waits */
-		run_finish_deferred();
+		run_slot_finish(&slots.execute);
+		run_slot_finish(&slots.agent);
 		history_flush(&wc->history);
 		if (run.warm && warm_template_expired()) {
 			/* the pool starts a fresh worker, with a fresh template, from the zygote */
@@ -548,7 +522,7 @@ worker_main(const struct worker_config *wc)
 			        wc->index);
 			break;
 		}
-		worker_build_ahead(&run);
+		run_slot_build_ahead(&run, &slots.execute);
 	}
 	/* requests already in the socket's backlog get a clear answer, not a reset; the
 	 * supervisor has removed the socket's path, so no new ones arrive */
@@ -558,8 +532,8 @@ worker_main(const struct worker_config *wc)
 		                  "the service is stopping; retry shortly");
 		FCGX_Finish_r(&req);
 	}
-	run_box_discard(&run, &worker_box);
-	run_finish_deferred();
+	run_slot_close(&run, &slots.execute);
+	run_slot_close(&run, &slots.agent);
 	warm_template_stop();
 	log_msg(LOG_INFO, "worker %d stopping", wc->index);
 	_exit(0);

@@ -2,6 +2,7 @@
 #include "workdir.h"
 #include "tap.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -14,14 +15,16 @@ main(void)
 	struct workdir a, b;
 	int runs, fd;
 	struct stat sb;
+	struct fault f = {"", 0};
 
 	if (mkdtemp(tmpl) == NULL)
 		abort();
 	runs = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ok(workdir_create(&a, runs, tmpl, false, 0, 0, "print(1)\n", 9) == 0, "create");
-	ok(workdir_create(&b, runs, tmpl, false, 0, 0, "x", 1) == 0 && strcmp(a.name, b.name) != 0,
+	ok(workdir_create(&a, runs, tmpl, false, 0, 0, &f) == 0, "create");
+	ok(workdir_create(&b, runs, tmpl, false, 0, 0, &f) == 0 && strcmp(a.name, b.name) != 0,
 	   "two runs get different paths");
-	ok(fstatat(a.fd, "main.py", &sb, 0) == 0 && sb.st_size == 9, "main.py holds the code");
+	ok(fstatat(a.fd, "main.py", &sb, 0) < 0 && errno == ENOENT,
+	   "the directory is empty (the run writes main.py)");
 	ok(fstat(a.fd, &sb) == 0 && (sb.st_mode & 0777) == 0700, "the directory is 0700");
 
 	/* a tree deeper than any fd limit, with an unwritable level and a dangling symlink */
@@ -48,5 +51,8 @@ main(void)
 	ok(workdir_remove(&b, runs) == 0, "the other run is removed");
 	ok(unlinkat(runs, ".", AT_REMOVEDIR) < 0 && rmdir(tmpl) == 0, "the runs dir is empty");
 	close(runs);
+	ok(workdir_create(&a, -1, "/nonexistent", false, 0, 0, &f) < 0 && f.err == EBADF &&
+	       strstr(f.what, "mkdir(/nonexistent/run-") == f.what,
+	   "a failure names its step and keeps its errno");
 	return tap_done();
 }

@@ -1,0 +1,32 @@
+/*
+ * utf8.c - the lead byte's rule of well-formed UTF-8 (utf8.h).
+ */
+#include "utf8.h"
+
+bool
+utf8_lead(unsigned char b, unsigned *need, unsigned char *lo, unsigned char *hi)
+{
+	*lo = 0x80;
+	*hi = 0xBF;
+	if (b < 0x80) {
+		*need = 0;
+	} else if (b >= 0xC2 && b <= 0xDF) {
+		*need = 1;
+	} else if (b >= 0xE0 && b <= 0xEF) {
+		*need = 2;
+		if (b == 0xE0)
+			*lo = 0xA0; /* no overlong forms */
+		else if (b == 0xED)
+			*hi = 0x9F; /* no surrogates */
+	} else if (b >= 0xF0 && b <= 0xF4) {
+		*need = 3;
+		if (b == 0xF0)
+			*lo = 0x90; /* no overlong forms */
+		else if (b == 0xF4)
+			*hi = 0x8F; /* nothing past U+10FFFF */
+	} else {
+		*need = 0;
+		return false;
+	}
+	return true;
+}

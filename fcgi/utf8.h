@@ -1,0 +1,18 @@
+/*
+ * utf8.h - the one table of well-formed UTF-8 (Unicode's table 3-7), shared by the output
+ * repair (capture.c) and the result.json reader (result.c).
+ */
+#ifndef CODEBOX_UTF8_H
+#define CODEBOX_UTF8_H
+
+#include <stdbool.h>
+
+/*
+ * The rule a lead byte b sets: need continuation bytes follow, the first within [lo, hi]
+ * (which excludes overlong forms, surrogates and code points past U+10FFFF), the others
+ * within [0x80, 0xBF]. ASCII needs none. Returns false for a byte that never starts a
+ * character (0x80..0xC1, 0xF5..0xFF).
+ */
+bool utf8_lead(unsigned char b, unsigned *need, unsigned char *lo, unsigned char *hi);
+
+#endif
