@@ -98,7 +98,8 @@ unit: deps $(UNIT_BIN)
 
 # every suite warm (the default), then the four suites about what a run sees and cannot do
 # cold as well (CODEBOX_WARM=0)
-COLD_SUITES = tests/10-contract.bats tests/20-limits.bats tests/30-isolation.bats tests/40-attacks.bats
+COLD_SUITES = tests/10-contract.bats tests/20-limits.bats tests/30-isolation.bats tests/40-attacks.bats \
+              tests/99-leftovers.bats
 
 bats: build
 	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=1 bats --print-output-on-failure tests/

@@ -6,6 +6,8 @@
 load helpers/stack
 
 setup_file() {
+	# the default five preloaded, as in production: the template these suites test
+	export STACK_FULL_PRELOAD=1
 	export CODEBOX_TEST_SECRET="codebox-secret-$RANDOM$RANDOM"
 	stack_start
 }

@@ -43,7 +43,16 @@ stack_start() {
 	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
 	# concurrent stacks (other suites, other checkouts) never share run uids: each takes a
 	# range of 256 derived from its port, which no other live stack holds
-	"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" --rundir "$STACK_DIR" \
+	# warm stacks preload numpy alone unless the suite asks for the default five
+	# (STACK_FULL_PRELOAD=1: the warm and attacks suites): importing all five costs the
+	# zygote 3 to 6 s, paid by each of some 30 stacks in each pass; a run's warm path is the
+	# same whatever the template imported
+	local preload=()
+	if [[ -z ${CODEBOX_WARM_MODULES+set} && ${STACK_FULL_PRELOAD:-} != 1 ]]; then
+		preload=(CODEBOX_WARM_MODULES=numpy)
+	fi
+	env "${preload[@]}" \
+		"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" --rundir "$STACK_DIR" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
 		--run-uid-base "$(uid_base_for "$port")" "$@" \
 		>"$STACK_DIR/run.out" 2>&1 3>&- &
@@ -52,7 +61,10 @@ stack_start() {
 	AGENT="http://127.0.0.1:$agent_port" # port 8888's protocol
 	export STACK_DIR STACK_PID BASE AGENT
 	for ((i = 0; i < 1200; i++)); do
-		if [[ $(curl -s -o /dev/null -w '%{http_code}' "$BASE/readyz") == 200 ]]; then
+		# ready: a worker answers, and the supervisor has started every worker (the first
+		# answers while the zygote still clones the rest, slower under the sanitizers)
+		if [[ $(curl -s -o /dev/null -w '%{http_code}' "$BASE/readyz") == 200 ]] &&
+			grep -q '"pool started [0-9]* workers"' "$STACK_DIR/logs/pool.log" 2>/dev/null; then
 			return 0
 		fi
 		kill -0 "$STACK_PID" 2>/dev/null || break
