@@ -141,7 +141,7 @@ export CONTAINERS_CONF := $(CURDIR)/image/containers.conf
 
 .PHONY: image image-test deploy-check kind-up kind-down kind-test
 
-deploy-check: deps
+deploy-check: build
 	scripts/check-deploy.sh
 
 kind-up kind-down kind-test:

@@ -70,7 +70,7 @@ usage(FILE *f)
 	        "                    [--agent-workspace-bytes N] [--nginx-busy-log PATH]\n"
 	        "                    [--ceilings NAME=VALUE,...]\n"
 	        "                    [--pool-memory-bytes BYTES]\n"
-	        "       codebox-pool --print-agent-timeout-ms\n"
+	        "       codebox-pool --print-agent-timeout-ms | --print-kill-grace-seconds\n"
 	        "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n"
 	        "--socket-user USER: only USER (nginx's) may connect: the socket is USER's, 0600.\n"
 	        "--ceilings: every limit a request brings is capped at these\n"
@@ -78,6 +78,8 @@ usage(FILE *f)
 	        "--agent-workspace-bytes turns on port 8888's agent protocol with a workspace\n"
 	        "of N bytes; SANDBOX_EXEC_TIMEOUT_SECONDS is its command timeout (default 300).\n"
 	        "--print-agent-timeout-ms prints that timeout as validated, and exits.\n"
+	        "--print-kill-grace-seconds prints how long a run can take past its deadline\n"
+	        "until its reply is written (scripts/check-config.sh), and exits.\n"
 	        "--nginx-busy-log is the file nginx logs its own 429s to (GET /metrics).\n"
 	        "A root pool runs programs as host uids UID..UID+N (default 20000): they must\n"
 	        "be this pool's alone; it refuses to start when a process runs under one or\n"
@@ -459,6 +461,7 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 	    {"drain-seconds", required_argument, NULL, 'd'},
 	    {"agent-workspace-bytes", required_argument, NULL, 'a'},
 	    {"print-agent-timeout-ms", no_argument, NULL, 'T'},
+	    {"print-kill-grace-seconds", no_argument, NULL, 'K'},
 	    {"nginx-busy-log", required_argument, NULL, 'b'},
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"ceilings", required_argument, NULL, 'c'},
@@ -516,6 +519,9 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 			printf("%ld\n", ms);
 			exit(0);
 		}
+		case 'K':
+			printf("%d\n", run_kill_grace_seconds());
+			exit(0);
 		case 'm':
 			o->pool_memory_bytes = (unsigned long long)parse_long(
 			    optarg, "--pool-memory-bytes", 0, (long)(((1ULL << 62) - 1)));

@@ -110,6 +110,17 @@
 /* After 'S', how long init may take to kill the rest, read the result and report. */
 #define RUN_STOP_MS 3000
 
+int
+run_kill_grace_seconds(void)
+{
+	/* namespace mode's worst case after the deadline: init's stop, then SIGKILL of init and
+	 * its reaping, the pipes' drain, the last sweep; then a second to read the result and
+	 * reply. Direct mode needs less (a sweep, the drain, a sweep). */
+	int ms = RUN_STOP_MS + RUN_KILL_MS + RUN_DRAIN_MS + RUN_KILL_MS;
+
+	return (ms + 999) / 1000 + 1;
+}
+
 bool
 run_blame(struct isolation *iso, const struct run_outcome *f, const char *why)
 {

@@ -162,6 +162,13 @@ void run_slot_close(const struct run_config *cfg, struct run_slot *s);
 int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
                 struct run_outcome *out, char *why, size_t why_len);
 
+/*
+ * The most a run can take past its deadline until its reply is written: the one source of
+ * nginx's kill-and-clean-up grace (check-config.sh reads it: codebox-pool
+ * --print-kill-grace-seconds).
+ */
+int run_kill_grace_seconds(void);
+
 struct isolation;
 
 /*

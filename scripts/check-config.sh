@@ -17,7 +17,32 @@
 # A violated invariant is refused with a message naming both numbers.
 set -euo pipefail
 
-GRACE_SECONDS=5 # run.c: 3 s to kill, 1 s to drain, 1 s to read the result and reply
+# The kill-and-clean-up grace, from its one source: the pool's own constants (run.c,
+# codebox-pool --print-kill-grace-seconds): the pool under test ($CODEBOX_POOL), this
+# checkout's build, or the one on PATH (the image's).
+kill_grace_seconds() {
+	local pool="" cand g
+	for cand in "${CODEBOX_POOL:-}" "$(dirname "${BASH_SOURCE[0]}")/../build/codebox-pool" \
+		"$(command -v codebox-pool || true)"; do
+		if [[ -n $cand && -x $cand ]]; then
+			pool=$cand
+			break
+		fi
+	done
+	if [[ -z $pool ]]; then
+		echo "check-config: no codebox-pool to ask for the kill grace (make build, or set CODEBOX_POOL)" >&2
+		exit 1
+	fi
+	g=$("$pool" --print-kill-grace-seconds) || {
+		echo "check-config: $pool --print-kill-grace-seconds failed" >&2
+		exit 1
+	}
+	[[ $g =~ ^[0-9]+$ ]] || {
+		echo "check-config: $pool printed no kill grace: $g" >&2
+		exit 1
+	}
+	echo "$g"
+}
 POOL_OWN_BYTES=$((256 * 1024 * 1024)) # the pool, its workers and their idle sandboxes
 
 usage() {
@@ -28,7 +53,8 @@ Checks the invariants between nginx's limits, its timeouts and the pool size.
   --print-workers  print the pool size the config needs, after checking
   --print-drain-seconds
                    print how long a draining pool must wait for in-flight runs (the
-                   execution timeout plus the kill and clean-up grace plus 5 s)
+                   execution timeout plus the pool's kill and clean-up grace, from
+                   codebox-pool --print-kill-grace-seconds, plus 5 s)
   --print-ceilings print the pool's ceilings, NAME=VALUE,...: every limit of
                    codebox-limits.conf and CODEBOX_MAX_BODY_BYTES (client_max_body_size);
                    the pool caps whatever a request brings at these (codebox-pool --ceilings)
@@ -183,6 +209,7 @@ while read -r t; do
 		exec_read=$s
 	fi
 done <<<"$read_timeouts"
+GRACE_SECONDS=$(kill_grace_seconds)
 if ((exec_read <= timeout_s + GRACE_SECONDS)); then
 	fail "fastcgi_read_timeout (${exec_read}s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (${timeout_s}s) + ${GRACE_SECONDS}s to kill and clean up"
 fi

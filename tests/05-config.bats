@@ -17,11 +17,11 @@ check() {
 @test "config: the drain time follows the execution timeout" {
 	check --print-drain-seconds "$ROOT/nginx/nginx.conf"
 	assert_success
-	assert_output 40
+	assert_output 46
 	local conf
 	conf=$(conf_variant 's/CODEBOX_EXECUTION_TIMEOUT_SECONDS  30;/CODEBOX_EXECUTION_TIMEOUT_SECONDS  10;/')
 	check --print-drain-seconds "$conf/nginx.conf"
-	assert_output 20
+	assert_output 26
 }
 
 @test "config: fastcgi_read_timeout not longer than the execution timeout + grace is refused" {

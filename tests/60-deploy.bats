@@ -99,7 +99,7 @@ KIND
 	# 8 runs of 512 MiB + 64 MiB and the pool's 256 MiB: 4864 MiB; 8 + 4 meta + 4 agent workers
 	run -0 "$ROOT/scripts/check-config.sh" --memory-limit $((4864 << 20)) --print-workers \
 		--print-drain-seconds "$out/nginx.conf"
-	assert_output $'16\n70'
+	assert_output $'16\n76'
 	run -1 "$ROOT/scripts/check-config.sh" --memory-limit $((4863 << 20)) "$out/nginx.conf"
 	assert_output --partial "need 4864 MiB, more than the memory limit of 4863 MiB"
 	# a misspelled key, a value that is no number

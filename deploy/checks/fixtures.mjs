@@ -38,7 +38,7 @@ const fixtures = [
   ["pod-memory", "more than the memory limit", (d) => { pool(d).resources.limits.memory = "2Gi"; }],
   ["pod-bad-limit", "CODEBOX_MAX_PROCESSES must be a positive integer", (d) => { d.find((x) => x.kind === "ConfigMap").data.CODEBOX_MAX_PROCESSES = "lots"; }],
   ["pod-grace", "terminationGracePeriodSeconds (30) must cover the pool's drain", (d) => { pod(d).terminationGracePeriodSeconds = 30; }],
-  ["pod-timeout-grace", "terminationGracePeriodSeconds (50) must cover the pool's drain (130 s)", (d) => { d.find((x) => x.kind === "ConfigMap").data.CODEBOX_EXECUTION_TIMEOUT_SECONDS = "120"; }],
+  ["pod-timeout-grace", "terminationGracePeriodSeconds (60) must cover the pool's drain (136 s)", (d) => { d.find((x) => x.kind === "ConfigMap").data.CODEBOX_EXECUTION_TIMEOUT_SECONDS = "120"; }],
   ["pod-runs-disk", "must hold CODEBOX_MAX_CONCURRENT_EXECUTIONS (8) * CODEBOX_DISK_BYTES (64 MiB)", (d) => { pod(d).volumes.find((v) => v.name === "runs").emptyDir.sizeLimit = "256Mi"; }],
   ["pod-storage", "ephemeral-storage limit (512 MiB) must cover its emptyDirs' sizeLimits (1088 MiB)", (d) => { pool(d).resources.limits["ephemeral-storage"] = "512Mi"; }],
   ["pod-dev-tag", "must be tagged with the release", (d) => { pool(d).image = "localhost/codebox:dev"; }],
