@@ -75,9 +75,11 @@ trap cleanup EXIT
 
 # stack_start NAME: a private stack on a random loopback port, in a process group of its own
 # with SIGINT at its default, as a terminal starts it
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
+
 stack_start() {
-	local i
-	port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	port=$(codebox_free_port)
 	rundir=$work/$1
 	"$PY" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -86,10 +88,7 @@ os.execv(sys.argv[1], sys.argv[1:])' "$root/scripts/codebox-run.sh" --port "$por
 		--pool "$root/build/codebox-pool" --quiet >"$work/$1.out" 2>&1 &
 	stack_pid=$!
 	base=http://127.0.0.1:$port
-	for ((i = 0; i < 600; i++)); do
-		[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] && return 0
-		sleep 0.1
-	done
+	codebox_wait_ready "$base" "$stack_pid" "$rundir" && return 0
 	echo "bench-admission: the stack did not start" >&2
 	cat "$work/$1.out" >&2
 	exit 1

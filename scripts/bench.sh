@@ -62,19 +62,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
+
 # stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM]: a private stack on a random loopback port
 stack_start() {
-	local port i
-	port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	local port
+	port=$(codebox_free_port)
 	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
 		--pool "$pool" --quiet >"$work/$1.out" 2>&1 &
 	stack=$!
 	base="http://127.0.0.1:$port"
-	for ((i = 0; i < 1200; i++)); do
-		[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] && return 0
-		kill -0 "$stack" 2>/dev/null || break
-		sleep 0.1
-	done
+	codebox_wait_ready "$base" "$stack" "$work/$1" && return 0
 	cat "$work/$1.out" >&2
 	exit 1
 }

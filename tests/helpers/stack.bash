@@ -17,9 +17,12 @@ uid_base_for() {
 	echo $((1048576 + $1 * 256))
 }
 
-# A free loopback port: bind port 0 and report what the kernel chose.
+# shellcheck source=scripts/stack-lib.sh
+source "$ROOT/scripts/stack-lib.sh"
+
+# A free loopback port.
 free_port() {
-	"$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	codebox_free_port
 }
 
 # stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
@@ -60,16 +63,9 @@ stack_start() {
 	BASE="http://127.0.0.1:$port"
 	AGENT="http://127.0.0.1:$agent_port" # port 8888's protocol
 	export STACK_DIR STACK_PID BASE AGENT
-	for ((i = 0; i < 1200; i++)); do
-		# ready: a worker answers, and the supervisor has started every worker (the first
-		# answers while the zygote still clones the rest, slower under the sanitizers)
-		if [[ $(curl -s -o /dev/null -w '%{http_code}' "$BASE/readyz") == 200 ]] &&
-			grep -q '"pool started [0-9]* workers"' "$STACK_DIR/logs/pool.log" 2>/dev/null; then
-			return 0
-		fi
-		kill -0 "$STACK_PID" 2>/dev/null || break
-		sleep 0.1
-	done
+	if codebox_wait_ready "$BASE" "$STACK_PID" "$STACK_DIR"; then
+		return 0
+	fi
 	echo "the stack did not become ready:" >&2
 	stack_logs >&2
 	return 1
