@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* The one uid and gid a run has inside its user namespace (sandbox.h: SANDBOX_INNER_ID), as
+ * /isolation reports it. */
+#define ISO_INNER_ID 1000
+
 enum iso_layer {
 	ISO_USERNS,
 	ISO_PIDNS,

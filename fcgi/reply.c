@@ -8,7 +8,6 @@
 #include "reply.h"
 
 #include "jsonw.h"
-#include "sandbox.h"
 
 #include <jansson.h>
 #include <signal.h>
@@ -243,7 +242,7 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm, 
 	        : "pathname connect() confined by Landlock",
 	    "interpreter", warm ? "warm" : "cold", "uid", "hostFirst", (json_int_t)iso->uid_first,
 	    "hostLast", (json_int_t)iso->uid_last, "inner",
-	    iso->on[ISO_USERNS] ? json_integer(SANDBOX_INNER_ID) : json_null(), "rootPool",
+	    iso->on[ISO_USERNS] ? json_integer(ISO_INNER_ID) : json_null(), "rootPool",
 	    iso->root_pool, "limits", "memoryBytes", (json_int_t)l->memory_bytes, "maxProcesses",
 	    (json_int_t)l->max_processes, "diskBytes", (json_int_t)l->disk_bytes, "maxStdinBytes",
 	    (json_int_t)l->max_stdin_bytes, "cpuMillicores", (json_int_t)l->cpu_millicores);

@@ -16,7 +16,7 @@
 #include "seccomp.h"
 
 /* The uid and gid a run has inside its user namespace (/etc/passwd's "sandbox"). */
-#define SANDBOX_INNER_ID 1000
+#define SANDBOX_INNER_ID ISO_INNER_ID
 
 /* In a mount namespace, the run's directory is SANDBOX_INNER_DIR/<its name>: no host path. */
 #define SANDBOX_INNER_DIR "/sandbox"
