@@ -152,8 +152,21 @@ pss_mb() {
 	awk -v kb="$kb" 'BEGIN { printf "%.0f", kb / 1024 }'
 }
 
+# idle: waits (at most 30 s) until no run is in flight. wrk ends with every connection's
+# request in flight, and those runs are abandoned: until they are torn down they hold their
+# execution slots, and the next measurement would meet them as 429s.
+idle() {
+	local i
+	for ((i = 0; i < 300; i++)); do
+		[[ $(curl -s "$base/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == 0 ]] && return 0
+		sleep 0.1
+	done
+	echo "bench: runs still in flight after 30 s" >&2
+}
+
 # wrk_rps BODY CONNECTIONS: requests per second (and non-2xx) with wrk
 wrk_rps() {
+	idle
 	printf 'wrk.method = "POST"\nwrk.body = [==[%s]==]\nwrk.headers["Content-Type"] = "application/json"\n' "$1" >post.lua
 	wrk -t 2 -c "$2" -d "${seconds}s" --timeout 30s -s post.lua "$base/execute" >wrk.txt
 	awk '/Requests\/sec/ { r = $2 } /Non-2xx/ { n = $5 } END { printf "%.1f", r; if (n) printf " (non-2xx: %s)", n }' wrk.txt
