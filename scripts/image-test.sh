@@ -205,13 +205,17 @@ say "both containers run as uid 10001, read-only, without capabilities"
 [[ $(stat -c '%u %a' "$work/runs-emptydir/codebox-10001") == "10001 311" ]] ||
 	fail "the pool does not run in a directory of its own on the root-owned runs volume"
 say "the pool started on a root-owned 0777 runs volume, in codebox-10001/ (its own, 0311)"
+# the limits the pod must have: the ConfigMap's own source, deploy/base/limits.env
+want_conc=$(sed -n 's/^CODEBOX_MAX_CONCURRENT_EXECUTIONS=//p' "$here/deploy/base/limits.env")
+want_mem=$(sed -n 's/^CODEBOX_MEMORY_BYTES=//p' "$here/deploy/base/limits.env")
+[[ -n $want_conc && -n $want_mem ]] || fail "deploy/base/limits.env names no concurrency or memory limit"
 caps=$(pcurl -s http://127.0.0.1:8080/capabilities)
-[[ $(jq .limits.maxConcurrentExecutions <<<"$caps") == 8 ]] ||
-	fail "the ConfigMap's CODEBOX_MAX_CONCURRENT_EXECUTIONS=8 is not in force: $(jq -c .limits <<<"$caps")"
+[[ $(jq .limits.maxConcurrentExecutions <<<"$caps") == "$want_conc" ]] ||
+	fail "the ConfigMap's CODEBOX_MAX_CONCURRENT_EXECUTIONS=$want_conc is not in force: $(jq -c .limits <<<"$caps")"
 layers "podman's default seccomp profile"
-[[ $(jq .limits.memoryBytes "$work/iso.json") == 536870912 ]] ||
-	fail "the ConfigMap's CODEBOX_MEMORY_BYTES is not in force"
-say "the limits of the ConfigMap are in force (8 executions, memoryBytes 536870912)"
+[[ $(jq .limits.memoryBytes "$work/iso.json") == "$want_mem" ]] ||
+	fail "the ConfigMap's CODEBOX_MEMORY_BYTES=$want_mem is not in force"
+say "the limits of the ConfigMap are in force ($want_conc executions, memoryBytes $want_mem)"
 podman exec "$pod-pool" /usr/local/bin/codebox-probe >/dev/null || fail "the pool's probe fails on a ready pod"
 say "the pool's probe (codebox-probe) answers"
 suites "$work/runs-emptydir" 10-contract.bats 20-limits.bats 40-attacks.bats
@@ -230,7 +234,8 @@ yaml=$(render kind "$work/runs-kind" '  - target:
           seccomp.security.alpha.kubernetes.io/pod: localhost/codebox.json')
 play_pod "$yaml" --seccomp-profile-root "$here/deploy/seccomp"
 layers "the kind overlay's Localhost profile"
-jq -e '[.layers | (.userns, .pidns, .netns, .mountns, .ipcns, .utsns, .seccomp, .landlock)] | all' \
+# every namespace layer the pool knows (its own report names them: *ns), seccomp and Landlock
+jq -e '[.layers | to_entries[] | select((.key | endswith("ns")) or .key == "seccomp" or .key == "landlock") | .value] | all' \
 	"$work/iso.json" >/dev/null || fail "the kind overlay's profile does not let the pool build every namespace"
 suites "$work/runs-kind" 10-contract.bats
 kube_down "$yaml"
