@@ -602,23 +602,20 @@ runs_setup(const char *runs_dir, struct pool_config *pc, char *real, size_t real
 
 /*
  * The layers this host offers, each probed by its own module, before the probe run confirms
- * them (probe_confirm()). Returns whether the seccomp filter denies AF_UNIX sockets.
+ * them (probe_confirm()).
  */
-static bool
+static void
 layers_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT],
              const struct pool_config *pc, struct seccomp_filter *filter, struct cgroup_ctx *cg,
              unsigned long long pool_memory_bytes)
 {
-	bool denies_unix;
-
 	iso->root_pool = pc->drop_privileges;
 	iso->uid_first = pc->drop_privileges ? pc->run_uid_base : geteuid();
 	iso->uid_last = pc->drop_privileges ? pc->run_uid_base + (uid_t)pc->workers : geteuid();
 	iso_probe_namespaces(iso, disabled);
 	landlock_probe(iso, disabled[ISO_LANDLOCK]);
-	denies_unix = seccomp_probe(iso, disabled[ISO_SECCOMP], filter);
+	seccomp_probe(iso, disabled[ISO_SECCOMP], filter);
 	cgroup_probe(iso, disabled, cg, pool_memory_bytes);
-	return denies_unix;
 }
 
 /*
@@ -629,7 +626,7 @@ layers_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT],
  */
 static void
 probe_confirm(struct pool_config *pc, struct isolation *iso, struct seccomp_filter *filter,
-              const struct cgroup_ctx *cg, bool denies_unix, const bool required[ISO_LAYER_COUNT],
+              const struct cgroup_ctx *cg, const bool required[ISO_LAYER_COUNT],
               struct probe_info *probe)
 {
 	char why[1024];
@@ -655,7 +652,7 @@ probe_confirm(struct pool_config *pc, struct isolation *iso, struct seccomp_filt
 			die("refusing to start: %s", why);
 		log_msg(LOG_WARN, "a layer failed in the start-up probe and is now off: %s", why);
 	}
-	if (seccomp_reconcile(iso, filter, denies_unix) < 0)
+	if (seccomp_reconcile(iso, filter) < 0)
 		die("rebuilding the seccomp filter without Landlock failed");
 	if (iso_check_required(iso, required, why, sizeof(why)) < 0)
 		die("refusing to start: %s", why);
@@ -716,7 +713,7 @@ main(int argc, char **argv)
 	static char etc[4200], runs_real[4096];
 	struct pool_config pc = {.drain_seconds = 40, .run_uid_base = 20000};
 	struct main_options o;
-	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT], denies_unix;
+	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT];
 	char why[1024], summary[768];
 	int rc;
 
@@ -741,7 +738,7 @@ main(int argc, char **argv)
 	signals_block();
 	runs_setup(o.runs_dir, &pc, runs_real, sizeof(runs_real), etc, sizeof(etc));
 
-	denies_unix = layers_probe(&iso, disabled, &pc, &filter, &cg, o.pool_memory_bytes);
+	layers_probe(&iso, disabled, &pc, &filter, &cg, o.pool_memory_bytes);
 	pc.worker.run.python = o.python;
 	pc.worker.run.drop_privileges = pc.drop_privileges;
 	pc.worker.run.run_uid = pc.run_uid_base + (uid_t)pc.workers; /* the probe's own uid */
@@ -749,7 +746,7 @@ main(int argc, char **argv)
 	pc.worker.run.etc_dir = etc;
 	pc.worker.probe = &probe;
 	pc.worker.iso = &iso;
-	probe_confirm(&pc, &iso, &filter, &cg, denies_unix, required, &probe);
+	probe_confirm(&pc, &iso, &filter, &cg, required, &probe);
 	iso_summary(&iso, summary, sizeof(summary));
 	log_msg(LOG_INFO, "isolation: %s", summary);
 	log_msg(LOG_INFO, "python %s with %zu modules (%s %s, ...); runs as %s",

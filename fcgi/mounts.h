@@ -59,8 +59,8 @@ const char *mounts_step_string(enum mounts_step step);
 
 /*
  * The start-up probe run failed at mounts step detail: turns off what failed (the private
- * /proc and what needs it, the masked paths, or else the mount namespace). Returns true.
+ * /proc and what needs it, the masked paths, or else the mount namespace).
  */
-bool mounts_blame(struct isolation *iso, enum mounts_step detail, const char *why);
+void mounts_blame(struct isolation *iso, enum mounts_step detail, const char *why);
 
 #endif

@@ -229,17 +229,10 @@ write_id_maps(const struct run_config *cfg, pid_t pid)
 	return util_write_file(proc, "gid_map", map);
 }
 
-/* The sandbox's fault, with errno as it is now: call it at the failure site. */
-static void
-set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
-          const char *what)
-{
-	if (out != NULL)
-		out->fault = fault;
-	snprintf(why, why_len, "%s: %s", what, strerror(errno));
-}
-
-/* The sandbox's fault as a module below reported it (its errno kept from its site). */
+/*
+ * The sandbox's fault: what failed, then what a module below reported (f, its errno kept from
+ * its site), or, without f, errno as it is now (call it at the failure site then).
+ */
 static void
 set_fault_from(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
                const char *what, const struct fault *f)
@@ -248,7 +241,15 @@ set_fault_from(struct run_outcome *out, enum run_fault fault, char *why, size_t 
 
 	if (out != NULL)
 		out->fault = fault;
-	snprintf(why, why_len, "%s: %s", what, util_fault_string(f, detail, sizeof(detail)));
+	snprintf(why, why_len, "%s: %s", what,
+	         f != NULL ? util_fault_string(f, detail, sizeof(detail)) : strerror(errno));
+}
+
+static void
+set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
+          const char *what)
+{
+	set_fault_from(out, fault, why, why_len, what, NULL);
 }
 
 struct run_caps

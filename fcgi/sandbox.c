@@ -784,7 +784,8 @@ sandbox_blame(struct isolation *iso, enum sandbox_step step, int detail, const c
 {
 	switch (step) {
 	case SANDBOX_MOUNTS:
-		return mounts_blame(iso, (enum mounts_step)detail, why);
+		mounts_blame(iso, (enum mounts_step)detail, why);
+		return true;
 	case SANDBOX_HOSTNAME:
 		iso_turn_off(iso, ISO_UTSNS, why);
 		return true;

@@ -164,6 +164,7 @@ out:
 	if (rc == 0) {
 		f->prog.len = (unsigned short)(bpf_len / sizeof(struct sock_filter));
 		f->prog.filter = (struct sock_filter *)(void *)bpf;
+		f->denies_unix = deny_unix_socket;
 	} else {
 		free(bpf);
 		log_msg(LOG_ERROR, "building the seccomp filter failed");
@@ -171,7 +172,7 @@ out:
 	return rc;
 }
 
-bool
+void
 seccomp_probe(struct isolation *iso, bool disabled, struct seccomp_filter *f)
 {
 	/* below Landlock ABI 9 nothing stops connect() to pathname sockets: no AF_UNIX socket() */
@@ -183,13 +184,12 @@ seccomp_probe(struct isolation *iso, bool disabled, struct seccomp_filter *f)
 		snprintf(iso->why_off[ISO_SECCOMP], sizeof(iso->why_off[0]), "%s",
 		         disabled ? "disabled by CODEBOX_DISABLE"
 		                  : "the filter could not be built");
-	return deny_unix;
 }
 
 int
-seccomp_reconcile(const struct isolation *iso, struct seccomp_filter *f, bool denies_unix)
+seccomp_reconcile(const struct isolation *iso, struct seccomp_filter *f)
 {
-	if (!iso->on[ISO_SECCOMP] || denies_unix ||
+	if (!iso->on[ISO_SECCOMP] || f->denies_unix ||
 	    !iso_deny_unix_socket(iso->on[ISO_LANDLOCK], iso->landlock_abi))
 		return 0;
 	seccomp_free(f);

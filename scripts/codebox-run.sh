@@ -143,7 +143,7 @@ sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\112
 	read -r drain
 	read -r ceilings
 	read -r pool_memory
-} < <("$here/scripts/check-config.sh" --print-workers --print-drain-seconds --print-ceilings \
+} < <(CODEBOX_POOL=$pool "$here/scripts/check-config.sh" --print-workers --print-drain-seconds --print-ceilings \
 	--print-pool-memory-bytes "$rundir/conf/nginx.conf")
 [[ -n ${pool_memory:-} ]] || exit 1 # the check refused the config, and said why
 

@@ -19,17 +19,6 @@ teardown_file() {
 	stack_stop
 }
 
-# a test that starts a stack of its own (WARM_OWN_STACK=1) stops it here, pass or fail: the
-# file's teardown only knows the file's stack
-teardown() {
-	if [[ ${BATS_TEST_COMPLETED:-} != 1 && -n ${STACK_DIR:-} ]]; then
-		stack_logs
-	fi
-	if [[ ${WARM_OWN_STACK:-} == 1 ]]; then
-		stack_stop
-	fi
-}
-
 # cold_local PROGRAM [STDIN]: runs PROGRAM as the sandbox would, without it: a fresh directory,
 # the runs' environment, /usr/bin/python3 -I -u main.py. Prints exit code, stdout, stderr as
 # JSON, the directory's path replaced by CWD.
@@ -191,7 +180,6 @@ warm_remote() {
 	assert_output --partial '"os;rm" is not a module name'
 	rm -rf "$dir"
 	stack_stop
-	WARM_OWN_STACK=1
 	CODEBOX_WARM_MODULES=json stack_start
 	execute 'import sys; print("numpy" in sys.modules, "json" in sys.modules); import numpy; print(numpy.eye(2).sum())'
 	assert_equal "$(field .stdout)" $'False True\n2.0'

@@ -62,7 +62,10 @@ stack_start() {
 	STACK_PID=$!
 	BASE="http://127.0.0.1:$port"
 	AGENT="http://127.0.0.1:$agent_port" # port 8888's protocol
-	export STACK_DIR STACK_PID BASE AGENT
+	# started by a test rather than setup_file: the test's teardown stops it (the file's
+	# teardown_file only knows the stack setup_file started)
+	STACK_IN_TEST=${BATS_TEST_NAME:+1}
+	export STACK_DIR STACK_PID BASE AGENT STACK_IN_TEST
 	if codebox_wait_ready "$BASE" "$STACK_PID" "$STACK_DIR"; then
 		return 0
 	fi
@@ -84,6 +87,7 @@ curl() {
 # Stops exactly what stack_start started and checks that nothing of it is left running.
 stack_stop() {
 	[[ -n ${STACK_PID:-} ]] || return 0
+	STACK_IN_TEST="" # stopped: a test's teardown has nothing more to stop
 	kill -TERM "$STACK_PID" 2>/dev/null || true
 	wait "$STACK_PID" 2>/dev/null || true
 	# bounded: the drain lets in-flight runs finish, slower under the sanitizers
@@ -115,10 +119,14 @@ stack_logs() {
 	tail -n 20 "$STACK_DIR/logs/error.log" 2>/dev/null || true
 }
 
-# Shown by bats only when a test failed.
+# The logs are shown by bats only when a test failed; a stack the test started is stopped,
+# pass or fail.
 teardown() {
 	if [[ ${BATS_TEST_COMPLETED:-} != 1 && -n ${STACK_DIR:-} ]]; then
 		stack_logs
+	fi
+	if [[ ${STACK_IN_TEST:-} == 1 ]]; then
+		stack_stop
 	fi
 }
 
