@@ -140,8 +140,9 @@ void run_slot_init(struct run_slot *s);
 
 /*
  * Builds the slot's box for the next request, with the last request's caps, while nobody
- * waits; does nothing before the first request or while a box is ready. A failure is logged
- * (the next request builds its own).
+ * waits (creating the namespaces and mounts costs several milliseconds, most of it the
+ * network namespace, which then is not on the request's path); does nothing before the first
+ * request or while a box is ready. A failure is logged (the next request builds its own).
  */
 void run_slot_build_ahead(const struct run_config *cfg, struct run_slot *s);
 
