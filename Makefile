@@ -27,6 +27,9 @@ endif
 SRCS     = $(wildcard fcgi/*.c)
 OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
+# codebox's nginx module (codebox_body_deadline), for the nginx installed here; one build
+# whatever BUILD is (nginx itself is not sanitized)
+NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
@@ -69,7 +72,10 @@ help:
 deps:
 	@scripts/install-deps.sh
 
-build: deps $(POOL)
+build: deps $(POOL) $(NGX_MOD)
+
+$(NGX_MOD): nginx/module/ngx_http_codebox_module.c nginx/module/config scripts/build-nginx-module.sh
+	scripts/build-nginx-module.sh $(@D)
 
 $(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -110,6 +116,7 @@ bats: build
 asan:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined unit
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined build-asan/codebox-pool
+	$(MAKE) $(NGX_MOD)
 	CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1 \
 	    bats --print-output-on-failure tests/
 
@@ -119,10 +126,10 @@ check: build
 lint:
 	shellcheck scripts/*.sh scripts/cafe-agent .ci/run tests/helpers/*.bash image/codebox-nginx \
 	    image/codebox-pool-start image/codebox-config image/codebox-probe
-	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
+	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
 format:
-	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h
+	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
 test: deps lint unit check bats asan
 

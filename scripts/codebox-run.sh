@@ -126,6 +126,9 @@ chmod 0711 "$rundir"
 chmod 0700 "$rundir/conf" "$rundir/logs"
 socket="$rundir/fcgi.sock"
 
+# nginx's load_module modules/... resolves under the prefix: codebox's module, as built here
+ln -sfn "$(realpath -m "${CODEBOX_NGINX_MODULES:-$here/build/nginx}")" "$rundir/modules"
+
 # Render: the checked-in config with this listen address and socket path; nothing else changes.
 cp "$confdir"/*.conf "$rundir/conf/"
 # the agent protocol's read timeout: the command timeout the pool will enforce, + 30 s

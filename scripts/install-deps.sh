@@ -35,6 +35,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(
 	# build
 	gcc libc6-dev make pkg-config libfcgi-dev libjansson-dev libseccomp-dev libpython3.11-dev
+	# codebox's nginx module: the installed nginx's headers and build flags, and what its
+	# configure looks for
+	nginx-dev libpcre2-dev libssl-dev zlib1g-dev
 	# the pool container's probe (image/codebox-probe) speaks FastCGI with cgi-fcgi
 	libfcgi-bin
 	# runtime: HTTP front end and the sandbox's interpreter with its modules
@@ -118,6 +121,7 @@ required=(
 files=(
 	/usr/lib/bats/bats-support/load.bash:bats-support /usr/lib/bats/bats-assert/load.bash:bats-assert
 	/usr/share/containers/seccomp.json:golang-github-containers-common
+	/usr/share/nginx/src/conf_flags:nginx-dev /usr/include/pcre2.h:libpcre2-dev
 )
 if ((image)); then
 	required+=(podman:podman runc:runc catatonit:catatonit debootstrap:debootstrap

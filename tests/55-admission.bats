@@ -16,7 +16,8 @@ LIMIT_PARAMS=(CODEBOX_EXECUTION_TIMEOUT_SECONDS=30 CODEBOX_MAX_CONCURRENT_EXECUT
 admission_conf() {
 	conf_variant 's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  2;/' \
 		's/client_header_timeout    10s;/client_header_timeout    3s;/' \
-		's/client_body_timeout      10s;/client_body_timeout      3s;/'
+		's/client_body_timeout      10s;/client_body_timeout      3s;/' \
+		's/codebox_body_deadline    20s;/codebox_body_deadline    5s;/'
 }
 
 setup_file() {
@@ -167,9 +168,9 @@ both_slots_work() {
 }
 
 @test "admission: slow uploads hold connections, never execution slots; a stalled body is dropped" {
-	# four clients trickle a byte every 2 s (under client_body_timeout, 3 s) for 8 s: more
-	# than there are slots
-	clients slowbody "$(port)" 4 8 >"$BATS_TEST_TMPDIR/slow" 3>&- &
+	# four clients trickle a byte every 2 s (under client_body_timeout, 3 s) for 4 s (under
+	# codebox_body_deadline, 5 s): more than there are slots
+	clients slowbody "$(port)" 4 4 >"$BATS_TEST_TMPDIR/slow" 3>&- &
 	local slow=$! t0
 	sleep 1 # let them connect; their count is what matters, not the moment
 	both_slots_work
@@ -187,6 +188,37 @@ print(round(time.monotonic() - t))' "$(port)"
 	echo "a stalled body was dropped after ${output} s"
 	((output >= 2 && output <= 10))
 	both_slots_work
+}
+
+@test "admission: a body still trickling in at codebox_body_deadline gets a JSON 408, and never runs" {
+	local runs_before framing
+	runs_before=$(grep -c "execute status=" "$STACK_DIR/logs/pool.log" || true)
+	for framing in length chunked; do
+		# a byte every 0.5 s never stalls past client_body_timeout (3 s); 40 bytes would take
+		# 20 s, and the deadline (5 s) ends it
+		run -0 clients trickle "$(port)" '{"code":"print(\"never run: too late\")"}' 0.5 "$framing"
+		echo "$framing: $output"
+		[[ ${lines[0]} =~ ^status\ 408\ after\ ([0-9.]+)\ s$ ]]
+		assert_equal "${lines[1]}" '{"error":"invalid_request","message":"the request was not received in time"}'
+		# at the deadline, not at client_body_timeout's pace or the body's end
+		(($(printf '%.0f' "${BASH_REMATCH[1]}") >= 4 && $(printf '%.0f' "${BASH_REMATCH[1]}") <= 8))
+	done
+	run -0 grep -c '"status":408,' "$STACK_DIR/logs/access.log"
+	((output >= 2))
+	assert_equal "$(grep -c "execute status=" "$STACK_DIR/logs/pool.log" || true)" "$runs_before"
+	refute grep -q "never run" "$STACK_DIR/logs/pool.log"
+	both_slots_work
+}
+
+@test "admission: the body deadline bounds the upload only: a slow body in time, and a run past it, succeed" {
+	# 22 bytes at 0.1 s: whole in about 2 s, inside the 5 s deadline
+	run -0 clients trickle "$(port)" '{"code":"print(6*7)"}' 0.1 chunked
+	assert_line --index 0 --regexp '^status 200 after '
+	assert_line --index 1 --partial '"stdout":"42\n"'
+	# the body is whole at once; the run then outlasts the deadline
+	run -0 curl -s --max-time 30 -d '{"code":"import time; time.sleep(6); print(\"late\")"}' "$BASE/execute"
+	assert_output --partial '"status":"succeeded"'
+	assert_output --partial '"stdout":"late\n"'
 }
 
 @test "admission: below capacity nobody gets a 429, whatever the client's connection habits" {

@@ -8,6 +8,11 @@ usage: clients.py COMMAND PORT [ARGS...]
   slowbody PORT N SECONDS     N connections that declare a 1000-byte body and send one byte
                               every 2 s; after SECONDS print how each ended:
                               "open", "closed" or "status NNN"
+  trickle PORT BODY INTERVAL [length|chunked]
+                              POST /execute declaring BODY's length (or chunked), then send
+                              BODY a byte every INTERVAL s while reading; print "status NNN
+                              after S s" and the reply's body, or "closed after S s" (60 s
+                              at most)
   flood PORT N SECONDS        open N idle connections (half a request line each), print
                               "opened N", hold them SECONDS, print how many are still open
   burst PORT N                N concurrent new connections, each GET /healthz; print
@@ -135,6 +140,55 @@ def cmd_slowbody(port, n, seconds):
         s.close()
     for st in state:
         print(st)
+
+
+def cmd_trickle(port, body, interval, framing="length"):
+    body = body.encode()
+    chunked = framing == "chunked"
+    head = b"POST /execute HTTP/1.1\r\nHost: codebox\r\nContent-Type: application/json\r\n"
+    head += b"Transfer-Encoding: chunked\r\n\r\n" if chunked else b"Content-Length: %d\r\n\r\n" % len(body)
+    s = socket.create_connection((HOST, int(port)), timeout=10)
+    s.sendall(head)
+    t0 = time.monotonic()
+    deadline = t0 + 60
+    reply = b""
+    pos = 0
+    sent_all = False
+    while time.monotonic() < deadline:
+        if not sent_all:
+            piece = body[pos : pos + 1]
+            try:
+                s.sendall(b"1\r\n" + piece + b"\r\n" if chunked else piece)
+            except OSError:
+                sent_all = True  # nginx stopped reading: the reply (if any) is what follows
+            pos += 1
+            if pos >= len(body):
+                if chunked and not sent_all:
+                    s.sendall(b"0\r\n\r\n")
+                sent_all = True
+        s.settimeout(float(interval) if not sent_all else max(0.01, deadline - time.monotonic()))
+        try:
+            data = s.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError:
+            break
+        if not data:
+            break
+        reply += data
+        if b"\r\n\r\n" in reply:
+            h, _, rest = reply.partition(b"\r\n\r\n")
+            length = [int(v.split(b":")[1]) for v in h.split(b"\r\n") if v.lower().startswith(b"content-length:")]
+            if length and len(rest) >= length[0]:
+                break
+    took = time.monotonic() - t0
+    s.close()
+    if reply.startswith(b"HTTP/"):
+        h, _, rest = reply.partition(b"\r\n\r\n")
+        print("status %s after %.1f s" % (h.split()[1].decode(), took))
+        print(rest.decode(errors="replace"))
+    else:
+        print("closed after %.1f s" % took)
 
 
 def cmd_flood(port, n, seconds):
@@ -286,6 +340,7 @@ COMMANDS = {
     "raw": cmd_raw,
     "hangup": cmd_hangup,
     "slowbody": cmd_slowbody,
+    "trickle": cmd_trickle,
     "flood": cmd_flood,
     "burst": cmd_burst,
     "loop": cmd_loop,
