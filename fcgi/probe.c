@@ -86,7 +86,7 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_
 	memset(fault, 0, sizeof(*fault));
 	run_slot_init(&slot);
 	started = run_execute(cfg, &spec, &slot, &o, run_why, sizeof(run_why));
-	run_slot_finish(&slot);
+	run_slot_finish(cfg, &slot);
 	if (started < 0) {
 		snprintf(why, why_len, "the interpreter %s could not be run: %s", cfg->python,
 		         run_why);

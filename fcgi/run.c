@@ -31,9 +31,13 @@
  * passes. Namespace mode: init kills every other process of the namespace with kill(-1) when
  * the program exits or the worker says stop; if init does not report within RUN_STOP_MS the
  * worker SIGKILLs init, and the kernel kills everything in the namespace with it. Either way,
- * nothing of the run is alive when run_execute() returns, its directory is gone, and its
- * cgroup empty (removed after the reply: run_slot_finish()). durationMs runs from the request's
- * arrival at run_execute() to the result being read.
+ * nothing the run started is alive when run_execute() returns, and its cgroup is empty. In
+ * namespace mode init itself may still be exiting: it reports only once it has reaped every
+ * other process, and then its exit tears down its copy of the address space and the
+ * namespaces (in warm mode, a copy of the interpreter: milliseconds), which the reply does not
+ * wait for. run_slot_finish(), after the reply, reaps it and removes the run's directory and
+ * cgroup. durationMs runs from the request's arrival at run_execute() to the result being
+ * read.
  *
  * One run, in three phases that share one struct run_watch:
  *
@@ -208,6 +212,18 @@ drain_report(int *fd, struct report_buf *rb)
 			return;
 		close_fd(fd);
 	}
+}
+
+/* Whether init's whole report is in: the fixed part and the result it announces. */
+static bool
+report_complete(const struct report_buf *rb)
+{
+	struct sandbox_report rep;
+
+	if (rb->len < sizeof(rep))
+		return false;
+	memcpy(&rep, rb->buf, sizeof(rep));
+	return rep.magic == SANDBOX_REPORT_MAGIC && rb->len >= sizeof(rep) + rep.result_len;
 }
 
 /* The user namespace's maps: the run's one inner uid and gid onto its host ones. */
@@ -622,6 +638,7 @@ run_slot_init(struct run_slot *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->box.pid = -1;
+	s->dying.pid = -1;
 }
 
 void
@@ -636,8 +653,9 @@ run_slot_build_ahead(const struct run_config *cfg, struct run_slot *s)
 }
 
 void
-run_slot_finish(struct run_slot *s)
+run_slot_finish(const struct run_config *cfg, struct run_slot *s)
 {
+	box_discard(cfg, &s->dying);
 	cgroup_run_remove(&s->spent);
 }
 
@@ -645,7 +663,7 @@ void
 run_slot_close(const struct run_config *cfg, struct run_slot *s)
 {
 	box_discard(cfg, &s->box);
-	run_slot_finish(s);
+	run_slot_finish(cfg, s);
 }
 
 /* One run between its start and its collection: what the watch loop learns as it goes. */
@@ -659,6 +677,7 @@ struct run_watch {
 	struct rusage ru;
 	bool timed_out; /* the deadline passed */
 	bool stop_sent; /* namespace mode: init was told to stop ('S') */
+	bool reported;  /* namespace mode: init's whole report is in, and it is exiting */
 	int client_fd;  /* the request's connection, watched for a hang-up; -1: not watched */
 	long long t0, deadline, drain_deadline, stop_deadline;
 };
@@ -749,6 +768,14 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 
 		if (w->main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
 			return 0;
+		if (box->ns_mode && !w->main_reaped && box->out_r < 0 && box->err_r < 0 &&
+		    box->rep_r >= 0 && report_complete(&w->rb)) {
+			/* init reports after it reaped every other process of the run: all that is
+			 * left is init's own exit, which run_collect() leaves for after the reply
+			 */
+			w->reported = true;
+			return 0;
+		}
 		if (!w->main_reaped && !w->stop_sent && now >= w->deadline) {
 			w->timed_out = true;
 			if (box->ns_mode) {
@@ -912,9 +939,12 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	struct run_box *box = w->box;
 	struct outcome_facts f = {0};
 
-	/* nothing of the run may outlive run_execute() (and the teardown need not sweep again) */
-	box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
-	box->pid = -1;
+	/* nothing of the run may outlive run_execute() (and the teardown need not sweep again),
+	 * but init once it has reported: the rest of the run is gone, and it is exiting */
+	if (!w->reported) {
+		box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
+		box->pid = -1;
+	}
 	if (w->setup_failed) {
 		out->fault = RUN_FAULT_STEP;
 		out->fault_step = w->failure.step;
@@ -956,6 +986,17 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		out->duration_ms = proc_now_ms() - w->t0;
 	}
 	free(w->rb.buf);
+	if (w->reported) {
+		/* reaped, and the box removed, after the reply (run_slot_finish()) */
+		box_discard(cfg, &s->dying);
+		close_fd(&box->rep_r);
+		s->dying = *box;
+		box->active = false;
+		box->pid = -1;
+		box->pidfd = box->out_r = box->err_r = box->fail_r = box->ctl_w = -1;
+		box->cg.active = false;
+		return rc;
+	}
 	box_teardown(cfg, box, &w->main_reaped, &w->main_status, &w->ru, &s->spent);
 	return rc;
 }

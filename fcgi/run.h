@@ -100,12 +100,18 @@ struct run_box {
  *   spent  the last run's emptied cgroup, removed after its reply (run_slot_finish): rmdir of a
  *          v1 memory group takes milliseconds while the kernel offlines it, and the contract
  *          only needs the processes dead and the directory gone before the reply
+ *   dying  namespace mode: the last run's box once init has reported. init reports only
+ *          when every other process of the run is reaped, then exits; its exit tears down a
+ *          copy of the interpreter's address space and the namespaces (milliseconds in warm
+ *          mode), which the reply need not wait for. run_slot_finish() reaps it and removes
+ *          what is left.
  */
 struct run_slot {
 	struct run_box box;
 	struct run_caps last;
 	bool last_known;
 	struct cgroup_run spent;
+	struct run_box dying;
 };
 
 /* What a run's child is given: its sandbox spec and the storage the spec points into. */
@@ -146,8 +152,9 @@ void run_slot_init(struct run_slot *s);
  */
 void run_slot_build_ahead(const struct run_config *cfg, struct run_slot *s);
 
-/* Removes the last run's (empty) cgroup; call it after the reply is sent. */
-void run_slot_finish(struct run_slot *s);
+/* Reaps the last run's init and removes its box, and removes the last run's (empty) cgroup;
+ * call it after the reply is sent. */
+void run_slot_finish(const struct run_config *cfg, struct run_slot *s);
 
 /* Kills the slot's unused box and removes its directory and cgroup, and finishes the slot. */
 void run_slot_close(const struct run_config *cfg, struct run_slot *s);

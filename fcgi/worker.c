@@ -513,8 +513,8 @@ worker_main(const struct worker_config *wc)
 		FCGX_Finish_r(&req);
 		/* the reply is out: clean up, record, and build the next sandbox while nobody
 		 * waits */
-		run_slot_finish(&slots.execute);
-		run_slot_finish(&slots.agent);
+		run_slot_finish(&run, &slots.execute);
+		run_slot_finish(&run, &slots.agent);
 		history_flush(&wc->history);
 		if (run.warm && warm_template_expired()) {
 			/* the pool starts a fresh worker, with a fresh template, from the zygote */
