@@ -49,7 +49,8 @@ UNIT_DEPS_landlock = landlock log jsonw
 UNIT_DEPS_seccomp = seccomp log jsonw isolation
 UNIT_DEPS_outcome = outcome capture utf8
 
-.PHONY: all help deps build run test unit bats asan check lint format clean bench
+.PHONY: all help deps build run test unit bats asan asan-build bats-run asan-run check lint \
+        format clean bench
 
 all: build
 
@@ -59,8 +60,8 @@ help:
 	@echo 'codebox make targets (as root on Debian 12; each installs what it needs first):'
 	@echo '  make run [PORT=8080]  build, check the config, serve on 127.0.0.1:PORT in the'
 	@echo '                        foreground (logs to the terminal; Ctrl-C stops everything)'
-	@echo '  make test             lint, unit tests, every bats suite, then all again under'
-	@echo '                        ASan+UBSan (what CI runs first)'
+	@echo '  make test             lint, unit tests, every bats suite warm and cold, and all'
+	@echo '                        again under ASan+UBSan, the two side by side (CI runs it)'
 	@echo '  make build | unit | bats | asan | lint | format | bench | clean'
 	@echo '  make check            check-config on nginx/: the limits and timeouts agree'
 	@echo '  make deploy-check     the offline checks of deploy/ (render, schemas, hardening,'
@@ -96,8 +97,10 @@ $(POOL): $(OBJS)
 $(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(addsuffix .o,$$(addprefix $(BUILD)/,$$(UNIT_DEPS_$$*)))
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# RUN_UID_BASE: the first of the uids runs execute as (default 20000); two pools on one host
+# need ranges of their own
 run: build
-	scripts/codebox-run.sh --port $(PORT) --pool $(POOL)
+	scripts/codebox-run.sh --port $(PORT) --pool $(POOL) $(if $(RUN_UID_BASE),--run-uid-base $(RUN_UID_BASE))
 
 unit: deps $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done
@@ -108,15 +111,24 @@ COLD_SUITES = tests/10-contract.bats tests/20-limits.bats tests/30-isolation.bat
               tests/99-leftovers.bats
 
 bats: build
-	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=1 bats --print-output-on-failure tests/
-	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 bats --print-output-on-failure $(COLD_SUITES)
+	@$(MAKE) --no-print-directory bats-run
 
 # the same bats suites against the sanitizer build, warm (the cold path is the same code the
 # warm pass falls back to and the probe runs; the sanitizers see it there)
-asan:
+asan: asan-build
+	@$(MAKE) --no-print-directory asan-run
+
+asan-build:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined unit
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined build-asan/codebox-pool
 	$(MAKE) $(NGX_MOD)
+
+# the passes alone, on what is built (test-lanes.sh runs two at once; they must not build)
+bats-run:
+	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=1 bats --print-output-on-failure tests/
+	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 bats --print-output-on-failure $(COLD_SUITES)
+
+asan-run:
 	CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1 \
 	    bats --print-output-on-failure tests/
 
@@ -131,7 +143,11 @@ lint:
 format:
 	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
-test: deps lint unit check bats asan
+# Everything is built first; then the warm and cold passes and the sanitizer pass run side by
+# side (two lanes: the suites spend much of their time waiting on runs and timeouts, and every
+# stack has its own ports, uids, cgroups and directories), each lane's output in one piece.
+test: deps lint unit check asan-build
+	scripts/test-lanes.sh "$(MAKE) --no-print-directory bats-run" "$(MAKE) --no-print-directory asan-run"
 
 bench: build
 	scripts/bench.sh

@@ -144,6 +144,22 @@ MAKE
 	sed -i 's/exit 2/true/' "$bin/make"
 	PATH="$bin:$PATH" run -0 bash "$repo/.ci/run"
 	assert_equal "${lines[-1]}" "tests: 3 passed, 0 failed"
+	# make test failing names make test, and the image built meanwhile is stopped, not left
+	cat >"$bin/make" <<MAKE
+#!/usr/bin/env bash
+case \$1 in
+test) # fails once the image build is under way (bounded: 10 s)
+	for ((i = 0; i < 200; i++)); do [[ -s "$BATS_TEST_TMPDIR/image.pid" ]] && break; sleep 0.05; done
+	echo "not ok 1 a"; exit 2 ;;
+image) echo \$\$ >"$BATS_TEST_TMPDIR/image.pid.new"; mv "$BATS_TEST_TMPDIR/image.pid.new" "$BATS_TEST_TMPDIR/image.pid"; exec sleep 60 ;;
+*) echo "image-test must not run" ;;
+esac
+MAKE
+	PATH="$bin:$PATH" run -2 bash "$repo/.ci/run"
+	assert_equal "${lines[-1]}" "ci: FAILED at stage 'make test' (exit 2)"
+	refute_output --partial "image-test must not run"
+	[[ -s $BATS_TEST_TMPDIR/image.pid ]]
+	refute kill -0 "$(cat "$BATS_TEST_TMPDIR/image.pid")"
 }
 
 @test "deploy: install-deps names a command still missing after installing, and its package, in one line" {
