@@ -54,7 +54,8 @@ UNIT_DEPS_outcome = outcome capture utf8
 
 all: build
 
-PORT     ?= 8080
+PORT       ?= 8080
+AGENT_PORT ?= 8888
 
 help:
 	@echo 'codebox make targets (as root on Debian 12; each installs what it needs first):'
@@ -97,10 +98,11 @@ $(POOL): $(OBJS)
 $(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(addsuffix .o,$$(addprefix $(BUILD)/,$$(UNIT_DEPS_$$*)))
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# RUN_UID_BASE: the first of the uids runs execute as (default 20000); two pools on one host
-# need ranges of their own
+# AGENT_PORT: the agent protocol's port (default 8888); RUN_UID_BASE: the first of the uids
+# runs execute as (default 20000). A second `make run` on one host needs both of its own.
 run: build
-	scripts/codebox-run.sh --port $(PORT) --pool $(POOL) $(if $(RUN_UID_BASE),--run-uid-base $(RUN_UID_BASE))
+	scripts/codebox-run.sh --port $(PORT) --agent-port $(AGENT_PORT) --pool $(POOL) \
+	    $(if $(RUN_UID_BASE),--run-uid-base $(RUN_UID_BASE))
 
 unit: deps $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done

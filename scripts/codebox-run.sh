@@ -229,6 +229,16 @@ if [[ ! -S $socket ]]; then
 	exit 1
 fi
 
+# nginx did not come up: stop it (if it lingers) and the pool, and wait until nothing is left
+stop_at_start() {
+	kill -TERM "$nginx_pid" 2>/dev/null || true
+	kill -TERM "$pool_pid" 2>/dev/null || true
+	wait "$nginx_pid" 2>/dev/null || true
+	wait "$pool_pid" 2>/dev/null || true
+	wait_pool_leftovers
+	cleanup
+}
+
 setsid "$NGINX" -p "$rundir/" -e "$rundir/logs/error.log" -c "$rundir/conf/nginx.conf" 3>&- &
 nginx_pid=$!
 
@@ -238,14 +248,14 @@ for ((i = 0; i < 300; i++)); do
 	if ! kill -0 "$nginx_pid" 2>/dev/null; then
 		echo "codebox-run: nginx failed to start:" >&2
 		tail -n 5 "$rundir/logs/error.log" >&2
-		stop
+		stop_at_start
 		exit 1
 	fi
 	sleep 0.1
 done
 ((i < 300)) || {
 	echo "codebox-run: nginx does not answer on 127.0.0.1:$port within 30 s" >&2
-	stop
+	stop_at_start
 	exit 1
 }
 

@@ -80,9 +80,9 @@ teardown_file() {
 	# an nginx that takes a second to start: "serving on" must wait for it
 	printf '#!/usr/bin/env bash\nsleep 1\nexec /usr/sbin/nginx "$@"\n' >"$dir/slow-nginx"
 	chmod +x "$dir/slow-nginx"
-	# its own run uids: other stacks (the sanitizer pass's, in the other lane) may be running
-	NGINX="$dir/slow-nginx" setsid make -s -C "$ROOT" run PORT="$port" RUN_UID_BASE="$(uid_base_for "$port")" \
-		>"$out" 2>&1 3>&- &
+	# its own agent port and run uids: other stacks (the other lane's) may be running
+	NGINX="$dir/slow-nginx" setsid make -s -C "$ROOT" run PORT="$port" AGENT_PORT="$(free_port)" \
+		RUN_UID_BASE="$(uid_base_for "$port")" >"$out" 2>&1 3>&- &
 	pid=$!
 	for ((i = 0; i < 1200; i++)); do
 		grep -q "serving on" "$out" && break

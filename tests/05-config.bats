@@ -130,6 +130,30 @@ check() {
 	rm -rf "$dir"
 }
 
+@test "config: when nginx cannot start (its port is taken), codebox-run stops the pool: exit 1, nothing left" {
+	local dir port holder
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir" # runs execute as other uids and must reach their directory
+	port=$(free_port)
+	# another program holds the port (at most 120 s)
+	"$PY" -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("held", flush=True); time.sleep(120)' "$port" \
+		>"$dir/holder.out" 3>&- &
+	holder=$!
+	wait_for "the port to be held" 100 grep -q held "$dir/holder.out"
+	run "$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$(free_port)" --rundir "$dir/run" \
+		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --run-uid-base "$(uid_base_for "$port")" --quiet
+	kill "$holder" 2>/dev/null || true
+	wait "$holder" 2>/dev/null || true
+	assert_failure 1
+	assert_output --partial "codebox-run: nginx failed to start:"
+	assert_output --partial "Address already in use"
+	run pgrep -f -- "$dir/run"
+	assert_output ""
+	rm -rf "$dir"
+}
+
 @test "config: the pool refuses to start when a promised module is missing" {
 	local dir
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
