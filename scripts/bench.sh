@@ -70,6 +70,7 @@ stack_start() {
 	local port
 	port=$(codebox_free_port)
 	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
+		--agent-port "$(codebox_free_port)" --run-uid-base "$(codebox_uid_base "$port")" \
 		--pool "$pool" --quiet >"$work/$1.out" 2>&1 &
 	stack=$!
 	base="http://127.0.0.1:$port"

@@ -8,6 +8,12 @@ codebox_free_port() {
 	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# codebox_uid_base PORT: the run uid range of a stack listening on PORT (256 uids per port, far
+# above the default 20000 and below 2^30), so that stacks side by side never share run uids
+codebox_uid_base() {
+	echo $((1048576 + $1 * 256))
+}
+
 # codebox_wait_ready BASE PID RUNDIR: waits until BASE/readyz answers 200 (a worker answers)
 # and the pool logging into RUNDIR/logs has started every worker (the first answers while the
 # zygote still clones the rest). Bounded: 120 s, and only while PID (the stack) is alive.

@@ -11,14 +11,13 @@ export ROOT
 PY=/usr/bin/python3
 export PY
 
-# uid_base_for PORT: the run uid range of a stack listening on PORT (256 uids per port, far
-# above the default 20000 and below 2^30).
-uid_base_for() {
-	echo $((1048576 + $1 * 256))
-}
-
 # shellcheck source=scripts/stack-lib.sh
 source "$ROOT/scripts/stack-lib.sh"
+
+# uid_base_for PORT: the run uid range of a stack listening on PORT (codebox_uid_base)
+uid_base_for() {
+	codebox_uid_base "$1"
+}
 
 # A free loopback port.
 free_port() {
