@@ -769,9 +769,10 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 		if (w->main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
 			return 0;
 		if (box->ns_mode && !w->main_reaped && box->out_r < 0 && box->err_r < 0 &&
-		    box->rep_r >= 0 && report_complete(&w->rb)) {
+		    box->fail_r < 0 && box->rep_r >= 0 && report_complete(&w->rb)) {
 			/* init reports after it reaped every other process of the run: all that is
 			 * left is init's own exit, which run_collect() leaves for after the reply
+			 * (the error pipe is at its end too: a failed step is never missed)
 			 */
 			w->reported = true;
 			return 0;
