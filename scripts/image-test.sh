@@ -5,7 +5,7 @@
 #      on a root-owned 0777 volume (a Kubernetes emptyDir without fsGroup): hardening from
 #      outside (uid 10001, read-only root, no capabilities), the limits of the ConfigMap in
 #      force, the pool's probe, which isolation layers are on, then the contract, limits and
-#      attacks suites against the pod;
+#      attacks suites against the pod, and a run in flight answered while the pod stops;
 #   2. under the kind overlay's Localhost seccomp profile: every namespace on, the contract;
 #   3. the same pod under a profile as strict as a runtime default for a pod without
 #      CAP_SYS_ADMIN (no new namespaces, no mounts), with the runs directory root-owned and
@@ -219,6 +219,25 @@ say "the limits of the ConfigMap are in force ($want_conc executions, memoryByte
 podman exec "$pod-pool" /usr/local/bin/codebox-probe >/dev/null || fail "the pool's probe fails on a ready pod"
 say "the pool's probe (codebox-probe) answers"
 suites "$work/runs-emptydir" 10-contract.bats 20-limits.bats 40-attacks.bats
+# Stopping the pod as a runtime does (SIGTERM to each container, SIGKILL after the grace)
+# answers the run in flight: the nginx container turns SIGTERM into nginx's graceful stop, and
+# the pool drains.
+pcurl -s --max-time 60 -o "$work/inflight.json" -w '%{http_code}' \
+	-d '{"code":"import time; time.sleep(4); print(\"drained\")"}' http://127.0.0.1:8080/execute \
+	>"$work/inflight.code" &
+client=$!
+for ((i = 0; i < 100; i++)); do
+	[[ $(pcurl -s http://127.0.0.1:8080/metrics | awk '$1 == "codebox_executions_in_flight" { print $2 }') == 1 ]] &&
+		break
+	sleep 0.1
+done
+((i < 100)) || fail "the run to be answered during the pod's stop did not start within 10 s"
+podman pod stop -t 60 "$pod" >/dev/null 2>"$work/stop.err" || fail "podman pod stop failed: $(cat "$work/stop.err")"
+wait "$client" || true
+if [[ $(cat "$work/inflight.code") != 200 ]] || ! grep -q '"stdout":"drained\\n"' "$work/inflight.json"; then
+	fail "podman pod stop cut off the run in flight: HTTP $(cat "$work/inflight.code"): $(cat "$work/inflight.json")"
+fi
+say "podman pod stop with a run in flight: the run was answered (200), then the pod stopped"
 kube_down "$yaml"
 
 # 2. the kind overlay's Localhost profile (deploy/seccomp/codebox.json): every namespace on
