@@ -214,16 +214,23 @@ drain_report(int *fd, struct report_buf *rb)
 	}
 }
 
+/* The fixed part of init's report, when it is in and is one (its magic). */
+static bool
+report_header(const struct report_buf *rb, struct sandbox_report *rep)
+{
+	if (rb->len < sizeof(*rep))
+		return false;
+	memcpy(rep, rb->buf, sizeof(*rep));
+	return rep->magic == SANDBOX_REPORT_MAGIC;
+}
+
 /* Whether init's whole report is in: the fixed part and the result it announces. */
 static bool
 report_complete(const struct report_buf *rb)
 {
 	struct sandbox_report rep;
 
-	if (rb->len < sizeof(rep))
-		return false;
-	memcpy(&rep, rb->buf, sizeof(rep));
-	return rep.magic == SANDBOX_REPORT_MAGIC && rb->len >= sizeof(rep) + rep.result_len;
+	return report_header(rb, &rep) && rb->len >= sizeof(rep) + rep.result_len;
 }
 
 /* The user namespace's maps: the run's one inner uid and gid onto its host ones. */
@@ -901,10 +908,7 @@ run_read_report(const struct report_buf *rb, size_t max_result_bytes, struct out
 {
 	struct sandbox_report rep;
 
-	if (rb->len < sizeof(rep))
-		return false;
-	memcpy(&rep, rb->buf, sizeof(rep));
-	if (rep.magic != SANDBOX_REPORT_MAGIC || rb->len != sizeof(rep) + rep.result_len ||
+	if (!report_header(rb, &rep) || rb->len != sizeof(rep) + rep.result_len ||
 	    rep.result_len > max_result_bytes)
 		return false;
 	f->wait_status = rep.program_status;
@@ -990,12 +994,8 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	if (w->reported) {
 		/* reaped, and the box removed, after the reply (run_slot_finish()) */
 		box_discard(cfg, &s->dying);
-		close_fd(&box->rep_r);
 		s->dying = *box;
-		box->active = false;
-		box->pid = -1;
-		box->pidfd = box->out_r = box->err_r = box->fail_r = box->ctl_w = -1;
-		box->cg.active = false;
+		*box = (struct run_box){.pid = -1}; /* as run_slot_init() leaves it: inactive */
 		return rc;
 	}
 	box_teardown(cfg, box, &w->main_reaped, &w->main_status, &w->ru, &s->spent);

@@ -83,7 +83,9 @@ ngx_http_codebox_post_read_handler(ngx_http_request_t *r)
 
 	clcf = ngx_http_get_module_loc_conf(r, ngx_http_codebox_module);
 
-	if (clcf->body_deadline == 0 || r != r->main) {
+	/* the post-read phase runs once per client request: internal redirects and subrequests
+	 * begin at the server's rewrite phase, so the timer is armed once */
+	if (clcf->body_deadline == 0) {
 		return NGX_DECLINED;
 	}
 
@@ -94,10 +96,6 @@ ngx_http_codebox_post_read_handler(ngx_http_request_t *r)
 #endif
 
 	if (r->headers_in.content_length_n <= 0 && !r->headers_in.chunked) {
-		return NGX_DECLINED;
-	}
-
-	if (ngx_http_get_module_ctx(r, ngx_http_codebox_module) != NULL) {
 		return NGX_DECLINED;
 	}
 
@@ -120,8 +118,6 @@ ngx_http_codebox_post_read_handler(ngx_http_request_t *r)
 
 	cln->handler = ngx_http_codebox_cleanup;
 	cln->data = ctx;
-
-	ngx_http_set_ctx(r, ctx, ngx_http_codebox_module);
 
 	ngx_add_timer(&ctx->deadline, clcf->body_deadline);
 
