@@ -292,7 +292,7 @@ box_fits(const struct run_box *box, const struct run_caps *caps)
 	return box->active && box->caps.memory_bytes == caps->memory_bytes &&
 	       box->caps.max_processes == caps->max_processes &&
 	       box->caps.disk_bytes == caps->disk_bytes &&
-	       box->caps.cpu_millicores == caps->cpu_millicores;
+	       box->caps.cpu_millicores == caps->cpu_millicores && box->caps.heavy == caps->heavy;
 }
 
 static void
@@ -311,6 +311,34 @@ box_close_fds(struct run_box *box)
 static void
 box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage *ru)
 {
+	if (box->pid > 0 && box->foreign) {
+		/* init dies, and the kernel kills the rest of its namespace before it is gone */
+		long long deadline = proc_now_ms() + RUN_KILL_MS;
+
+		if (*main_reaped)
+			return;
+		(void)syscall(SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
+		for (;;) {
+			struct pollfd p = {.fd = box->pidfd, .events = POLLIN};
+			long long left = deadline - proc_now_ms();
+			int r = poll(&p, 1, left > 0 ? (int)left : 0);
+
+			if (r > 0) {
+				*main_reaped = true;
+				*main_status = SIGKILL; /* as a wait status: killed by SIGKILL */
+				memset(ru, 0, sizeof(*ru));
+				return;
+			}
+			if (r == 0) {
+				log_msg(LOG_ERROR,
+				        "a run's init (pid %d) is still alive after the kill deadline",
+				        (int)box->pid);
+				return;
+			}
+			if (errno != EINTR)
+				return;
+		}
+	}
 	if (box->pid > 0)
 		proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, main_reaped,
 		                       main_status, ru, proc_now_ms() + RUN_KILL_MS);
@@ -436,13 +464,17 @@ run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned lo
  * effective ids change, for the one call; the saved ids stay 0 and bring root back.
  */
 pid_t
-run_clone_as(const struct run_config *cfg, int flags)
+run_clone_as(const struct run_config *cfg, int flags, int *pidfd)
 {
 	pid_t pid;
 	int err;
 
+	if (pidfd != NULL) {
+		*pidfd = -1;
+		flags |= CLONE_PIDFD;
+	}
 	if (!cfg->drop_privileges || !(flags & CLONE_NEWUSER))
-		return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+		return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
 	if (setresgid((gid_t)-1, cfg->run_gid, (gid_t)-1) < 0)
 		return -1;
 	if (setresuid((uid_t)-1, cfg->run_uid, (uid_t)-1) < 0) {
@@ -452,7 +484,7 @@ run_clone_as(const struct run_config *cfg, int flags)
 		errno = err;
 		return -1;
 	}
-	pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+	pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
 	if (pid == 0)
 		return 0; /* init switches all its ids once the maps exist */
 	err = errno;
@@ -520,7 +552,22 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 	child.sb.report_fd = rep_p[1];
 
 	/* warm: Python programs only (an agent's command is a shell's) */
-	if (cfg->warm && cfg->workspace_fd < 0 && warm_template_usable()) {
+	if (cfg->warm && caps->heavy && warm_heavy_usable(cfg)) {
+		/* the heavy template clones the child as its own; the worker gets a pidfd */
+		int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
+		char wwhy[256];
+
+		box->pid = warm_heavy_clone(cfg, box->wd.path, caps->disk_bytes, fds,
+		                            &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
+		if (box->pid > 0)
+			box->warm = box->foreign = true;
+		else
+			log_msg(LOG_WARN,
+			        "the heavy template failed (%s); this worker's runs use its own "
+			        "template from now on",
+			        wwhy);
+	}
+	if (box->pid < 0 && cfg->warm && cfg->workspace_fd < 0 && warm_template_usable()) {
 		/* the worker's template clones the child, as this process's child (CLONE_PARENT) */
 		int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
 		char wwhy[256];
@@ -533,7 +580,7 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 			log_msg(LOG_WARN, "the warm template failed (%s); this run is cold", wwhy);
 	}
 	if (box->pid < 0 && ns_mode)
-		box->pid = run_clone_as(cfg, cfg->clone_flags);
+		box->pid = run_clone_as(cfg, cfg->clone_flags, NULL);
 	else if (box->pid < 0)
 		box->pid = fork();
 	if (box->pid < 0) {
@@ -563,7 +610,8 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 	(void)fcntl(box->fail_r, F_SETFL, O_NONBLOCK);
 	if (box->rep_r >= 0)
 		(void)fcntl(box->rep_r, F_SETFL, O_NONBLOCK);
-	box->pidfd = (int)syscall(SYS_pidfd_open, box->pid, 0); /* close-on-exec by definition */
+	if (!box->foreign) /* the heavy template sent its own, taken at the clone */
+		box->pidfd = (int)syscall(SYS_pidfd_open, box->pid, 0); /* close-on-exec */
 
 	if (cfg->userns && write_id_maps(cfg, box->pid) < 0) {
 		set_fault(fault, RUN_FAULT_UID_MAP, why, why_len,
@@ -699,12 +747,15 @@ static int
 run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
           struct run_watch *w, struct run_outcome *out, char *why, size_t why_len)
 {
+	struct run_caps caps = spec->caps;
 	int sent;
 
 	memset(w, 0, sizeof(*w));
 	w->client_fd = spec->watch_client ? spec->client_fd : -1;
 	w->t0 = proc_now_ms();
-	s->last = spec->caps;
+	/* the tier is a build-time cap too: the next box is built for the last request's */
+	caps.heavy = cfg->warm && cfg->workspace_fd < 0 && warm_wants_heavy(spec->code, spec->code_len);
+	s->last = caps;
 	s->last_known = true;
 	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
 	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
@@ -714,10 +765,10 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 		return -1;
 	}
 	/* built ahead: the namespaces and mounts cost nothing now */
-	bool ahead = box_fits(&s->box, &spec->caps);
+	bool ahead = box_fits(&s->box, &caps);
 	if (!ahead) {
 		box_discard(cfg, &s->box);
-		if (box_build(cfg, &spec->caps, &s->box, out, why, why_len) < 0)
+		if (box_build(cfg, &caps, &s->box, out, why, why_len) < 0)
 			return -1;
 	}
 	w->box = &s->box;
@@ -737,7 +788,7 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 		log_msg(LOG_WARN, "the sandbox built ahead is gone (%s); building a new one",
 		        strerror(errno));
 		box_discard(cfg, &s->box);
-		if (box_build(cfg, &spec->caps, &s->box, out, why, why_len) < 0) {
+		if (box_build(cfg, &caps, &s->box, out, why, why_len) < 0) {
 			free(w->rb.buf);
 			w->box = NULL;
 			return -1;
@@ -802,7 +853,10 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 		if (!w->main_reaped && w->stop_sent && now >= w->stop_deadline) {
 			log_msg(LOG_WARN, "init did not stop the run within %d ms; killing it",
 			        RUN_STOP_MS);
-			proc_kill(box->pid, SIGKILL, "a run's init");
+			if (box->foreign)
+				(void)syscall(SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
+			else
+				proc_kill(box->pid, SIGKILL, "a run's init");
 			w->stop_deadline = now + RUN_KILL_MS;
 		}
 		if (w->main_reaped && now >= w->drain_deadline)
@@ -872,7 +926,12 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 			if (r != -1 || errno != EINTR)
 				close_fd(&box->fail_r);
 		}
-		if (!w->main_reaped && (box->pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
+		if (!w->main_reaped && box->foreign && i_pid >= 0 && pfd[i_pid].revents) {
+			/* init is gone (the kernel reaps it); what it reported is all there is */
+			w->main_reaped = true;
+			w->main_status = SIGKILL;
+		} else if (!w->main_reaped &&
+		           (box->pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
 			int st;
 			struct rusage r1;
 			pid_t p = wait4(box->pid, &st, WNOHANG | __WALL, &r1);

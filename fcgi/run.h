@@ -49,6 +49,9 @@ struct run_caps {
 	unsigned long max_processes;
 	unsigned long long disk_bytes;
 	unsigned long cpu_millicores; /* 0: no CPU quota */
+	/* warm: the heavy tier's template, for a program that names its modules (set by
+	 * run_execute() from the code, warm_wants_heavy()) */
+	bool heavy;
 };
 
 struct limits;
@@ -87,6 +90,9 @@ struct run_box {
 	int pidfd, out_r, err_r, fail_r, ctl_w, rep_r;
 	struct run_caps caps;             /* what it was built with */
 	bool warm;                        /* cloned from the worker's warm template */
+	/* init is the heavy template's child, not the worker's: watched and killed through its
+	 * pidfd, never waited for (the kernel reaps it; its report says how the program ended) */
+	bool foreign;
 	unsigned long long as_base_bytes; /* warm: the template's address space (RLIMIT_AS) */
 	bool oom_stopped; /* the worker stopped the run at its first OOM (run_execute) */
 };
@@ -137,9 +143,10 @@ void run_child_prepare(const struct run_config *cfg, const char *workdir,
 /*
  * clone() with flags (SIGCHLD added) as the run's own host uid when a root pool creates a user
  * namespace, so that the namespace, and every per-user quota charged through it, is the run
- * uid's. Used by the worker (cold) and the warm template. Returns as clone().
+ * uid's. Used by the worker (cold) and the warm templates. With pidfd, CLONE_PIDFD: the
+ * child's pidfd (close-on-exec) is stored there. Returns as clone().
  */
-pid_t run_clone_as(const struct run_config *cfg, int flags);
+pid_t run_clone_as(const struct run_config *cfg, int flags, int *pidfd);
 
 /* An empty slot: no box, no caps known, nothing spent. */
 void run_slot_init(struct run_slot *s);

@@ -611,7 +611,7 @@ sandbox_init(const struct sandbox_spec *spec)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
 	sandbox_retitle();
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+	if (!s->orphan_init && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
 		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
 	if (sandbox_wait_go(s) < 0)
 		sandbox_fail(s, SANDBOX_WAIT, 0);

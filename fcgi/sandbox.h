@@ -129,6 +129,9 @@ struct sandbox_spec {
 	bool high_pids;         /* set ns_last_pid near the namespace's pid_max */
 	bool mask_proc;         /* mounts_mask() */
 	bool ids_before_mounts; /* inside a user namespace */
+	/* init is not the worker's child (the heavy template's, warm.c): no parent-death
+	 * signal, since its parent may end first; the worker's death is the control pipe's end */
+	bool orphan_init;
 	/* an agent run: the request's code is a shell command, run as /bin/sh -c in /app */
 	bool agent;
 	int workspace_fd;        /* -1, or the workspace init attaches; closed before the program */

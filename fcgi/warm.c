@@ -43,6 +43,7 @@
 #include "sandbox.h"
 #include "util.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -149,6 +150,33 @@ warm_parse_settings(struct warm_settings *s, char *why, size_t why_len)
 			s->n_modules++;
 		}
 		p = end ? end + 1 : p + n;
+	}
+	{
+		const char *light = getenv("CODEBOX_WARM_LIGHT_MODULES");
+		bool explicit_light = light != NULL;
+
+		if (light == NULL)
+			light = WARM_DEFAULT_LIGHT_MODULES;
+		for (const char *p = light; *p;) {
+			const char *end = strchr(p, ',');
+			size_t n = end ? (size_t)(end - p) : strlen(p);
+			bool found = false;
+
+			for (int i = 0; n > 0 && i < s->n_modules; i++)
+				if (strlen(s->modules[i]) == n && strncmp(s->modules[i], p, n) == 0)
+					s->light[i] = found = true;
+			if (n > 0 && !found && explicit_light) {
+				snprintf(why, why_len,
+				         "CODEBOX_WARM_LIGHT_MODULES: \"%.*s\" is not one of the "
+				         "preloaded modules (CODEBOX_WARM_MODULES)",
+				         (int)(n > 64 ? 64 : n), p);
+				return -1;
+			}
+			p = end ? end + 1 : p + n;
+		}
+		for (int i = 0; i < s->n_modules; i++)
+			if (!s->light[i])
+				s->n_heavy++;
 	}
 	if (parse_ulong("CODEBOX_WARM_MAX_RUNS", 1000, 1, &s->max_runs, why, why_len) < 0 ||
 	    parse_ulong("CODEBOX_WARM_MAX_SECONDS", 900, 1, &s->max_seconds, why, why_len) < 0)
@@ -403,6 +431,8 @@ zygote_collapse(void)
 	fclose(f);
 }
 
+static int zygote_import(bool light, char *why, size_t why_len);
+
 static int
 zygote_python_init(const char *python, char *why, size_t why_len)
 {
@@ -410,7 +440,7 @@ zygote_python_init(const char *python, char *why, size_t why_len)
 	PyConfig cfg;
 	PyStatus st;
 	char *argv[] = {"main.py"};
-	PyObject *ns, *r, *gc;
+	PyObject *ns, *r;
 
 	PyPreConfig_InitPythonConfig(&pre);
 	pre.isolated = 1;
@@ -444,7 +474,39 @@ zygote_python_init(const char *python, char *why, size_t why_len)
 		         st.err_msg ? st.err_msg : "?");
 		return -1;
 	}
+	ns = PyDict_New();
+	if (ns == NULL || PyDict_SetItemString(ns, "__builtins__", PyEval_GetBuiltins()) < 0) {
+		snprintf(why, why_len, "out of memory");
+		return -1;
+	}
+	r = PyRun_String(warm_enter_source, Py_file_input, ns, ns);
+	warm_enter_fn = r ? PyDict_GetItemString(ns, "enter") : NULL;
+	warm_leave_fn = r ? PyDict_GetItemString(ns, "leave") : NULL;
+	Py_XDECREF(r);
+	if (warm_enter_fn == NULL || warm_leave_fn == NULL) {
+		PyErr_Print();
+		snprintf(why, why_len, "defining the entry function failed");
+		return -1;
+	}
+	Py_INCREF(warm_enter_fn);
+	Py_INCREF(warm_leave_fn);
+	/* what the entry imports, imported now (a run's copy need not) */
+	PyRun_SimpleString("import os, random, signal, sys\n");
+	return zygote_import(true, why, why_len);
+}
+
+/*
+ * Imports the modules of one tier (light: the zygote's; else the heavy template's), runs the
+ * warm-up exercise for them and freezes the garbage collector. Returns 0, or -1 with why.
+ */
+static int
+zygote_import(bool light, char *why, size_t why_len)
+{
+	PyObject *ns, *r, *gc;
+
 	for (int i = 0; i < warm_settings.n_modules; i++) {
+		if (warm_settings.light[i] != light)
+			continue;
 		PyObject *m = PyImport_ImportModule(warm_settings.modules[i]);
 		if (m == NULL) {
 			PyErr_Print();
@@ -462,6 +524,8 @@ zygote_python_init(const char *python, char *why, size_t why_len)
 	{
 		PyObject *wanted = PySet_New(NULL), *fn;
 		for (int i = 0; wanted && i < warm_settings.n_modules; i++) {
+			if (warm_settings.light[i] != light)
+				continue;
 			PyObject *name = PyUnicode_FromString(warm_settings.modules[i]);
 			if (name == NULL || PySet_Add(wanted, name) < 0)
 				Py_CLEAR(wanted);
@@ -478,19 +542,7 @@ zygote_python_init(const char *python, char *why, size_t why_len)
 		Py_XDECREF(r);
 		Py_XDECREF(wanted);
 	}
-	r = PyRun_String(warm_enter_source, Py_file_input, ns, ns);
-	warm_enter_fn = r ? PyDict_GetItemString(ns, "enter") : NULL;
-	warm_leave_fn = r ? PyDict_GetItemString(ns, "leave") : NULL;
-	Py_XDECREF(r);
-	if (warm_enter_fn == NULL || warm_leave_fn == NULL) {
-		PyErr_Print();
-		snprintf(why, why_len, "defining the entry function failed");
-		return -1;
-	}
-	Py_INCREF(warm_enter_fn);
-	Py_INCREF(warm_leave_fn);
-	/* what the entry imports, imported now (a run's copy need not) */
-	PyRun_SimpleString("import os, random, signal, sys\n");
+	Py_DECREF(ns);
 	/* objects that exist now are never scanned again: a run's collections do not write to
 	 * (and so copy) the template's pages */
 	gc = PyImport_ImportModule("gc");
@@ -505,6 +557,15 @@ struct zygote_ready {
 	int ok;
 	char why[240];
 };
+
+/* The heavy tier (the end of this file): its template, the zygote's child. */
+static int heavy_sock = -1;     /* zygote and workers: where the workers send requests */
+static int heavy_serve_fd = -1; /* zygote: the template's end, kept for the next template */
+static pid_t heavy_pid = -1;    /* zygote: the heavy template */
+static int heavy_pidfd = -1;    /* zygote: its pidfd, readable when it ends */
+static bool heavy_dead; /* worker: the heavy tier failed once; the worker renews after its reply */
+static void heavy_start(bool wait_ready);
+static void heavy_check(void);
 
 static noreturn void
 zygote_main(int sock)
@@ -533,19 +594,35 @@ zygote_main(int sock)
 			         "needs a single-threaded process",
 			         threads);
 		} else {
+			/* the heavy tier's template forks from here: light modules only */
+			if (warm_settings.n_heavy > 0)
+				heavy_start(true);
 			zygote_collapse();
 			ready.ok = 1;
-			log_msg(LOG_INFO, "zygote ready: %d modules imported in %lld ms",
-			        warm_settings.n_modules, proc_now_ms() - t0);
+			log_msg(LOG_INFO,
+			        "zygote ready: %d modules imported in %lld ms (%d of them by the "
+			        "heavy template%s)",
+			        warm_settings.n_modules, proc_now_ms() - t0, warm_settings.n_heavy,
+			        warm_settings.n_heavy > 0 && heavy_sock < 0 ? ", which failed" : "");
 		}
 	}
 	if (util_write_all(sock, &ready, sizeof(ready)) < 0 || !ready.ok)
 		_exit(1);
 	for (;;) {
 		int index;
-		ssize_t r = read(sock, &index, sizeof(index));
+		ssize_t r;
 		pid_t pid;
 
+		if (heavy_serve_fd >= 0) {
+			/* a heavy template that ended (its runs or its age) is replaced */
+			struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN},
+			                        {.fd = heavy_pidfd, .events = POLLIN}};
+			int w = poll(pfd, heavy_pidfd >= 0 ? 2 : 1, 1000);
+			heavy_check();
+			if (w <= 0 || !pfd[0].revents)
+				continue;
+		}
+		r = read(sock, &index, sizeof(index));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r != (ssize_t)sizeof(index))
@@ -553,7 +630,15 @@ zygote_main(int sock)
 		/* the worker becomes the supervisor's child: it supervises it as any other */
 		pid = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
 		if (pid == 0) {
+			struct sigaction dfl_chld = {.sa_handler = SIG_DFL};
 			close(sock);
+			if (heavy_serve_fd >= 0)
+				close(heavy_serve_fd);
+			if (heavy_pidfd >= 0)
+				close(heavy_pidfd);
+			heavy_serve_fd = heavy_pidfd = -1;
+			heavy_pid = -1;
+			sigaction(SIGCHLD, &dfl_chld, NULL);
 			(void)prctl(PR_SET_NAME, "codebox-pool");
 			log_set_component("pool");
 			zygote_fn(zygote_ctx, index);
@@ -974,7 +1059,7 @@ template_main(const struct run_config *run, int sock)
 			/* direct mode: the program's parent is the worker (CLONE_PARENT) */
 			if (!ns_mode)
 				child.sb.parent_pid = getppid();
-			pid = run_clone_as(run, CLONE_PARENT | run->clone_flags);
+			pid = run_clone_as(run, CLONE_PARENT | run->clone_flags, NULL);
 			if (pid == 0) {
 				if (ns_mode)
 					sandbox_init(&child.sb);
@@ -1102,6 +1187,304 @@ warm_template_expired(void)
 {
 	if (template_pid < 0 && !template_dead)
 		return false; /* a cold worker stays */
-	return template_dead || template_runs >= warm_settings.max_runs ||
+	/* a heavy tier that failed: a new worker gets the zygote's current one (or none) */
+	return template_dead || heavy_dead || template_runs >= warm_settings.max_runs ||
 	       proc_now_ms() - template_started_ms >= (long long)warm_settings.max_seconds * 1000;
+}
+
+/* ---- the heavy tier ---- */
+
+/*
+ * The heavy template: a fork of the zygote, before the zygote's heap is collapsed, that
+ * imports the heavy tier's modules too, and then clones the init of every worker's heavy
+ * runs. It is not the worker's parent, so it cannot clone with CLONE_PARENT: the init is its
+ * own child, reaped by the kernel (SIGCHLD ignored), and the worker is handed a pidfd, which
+ * is all namespace mode needs (init's report carries the program's status; the pidfd says
+ * when init is gone, and kills it). init then keeps no parent-death signal: the worker's death
+ * reaches it as the control pipe's end, and the heavy template's (replaced after
+ * CODEBOX_WARM_MAX_RUNS runs or CODEBOX_WARM_MAX_SECONDS) must not end its runs.
+ */
+struct heavy_build {
+	/* the worker's, by value: its pointers (the interpreter's path, /etc, the seccomp
+	 * filter) are into the supervisor's configuration, set before the zygote was forked
+	 * and at the same addresses in every process of the pool */
+	struct run_config run;
+	unsigned long long disk_bytes;
+	char workdir[4096];
+};
+
+static long long heavy_started_ms;
+
+static noreturn void
+heavy_main(int sock, int ready_fd, pid_t zygote)
+{
+	static struct run_child child;
+	struct zygote_ready ready = {0};
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	unsigned long runs = 0;
+	long long t0 = proc_now_ms();
+
+	log_set_component("heavy");
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != zygote)
+		_exit(0);
+	(void)prctl(PR_SET_NAME, "codebox-heavy");
+	/* inits are reaped by the kernel: nothing here waits for them */
+	sigaction(SIGCHLD, &ign, NULL);
+	if (zygote_import(false, ready.why, sizeof(ready.why)) == 0) {
+		int threads = count_threads();
+		if (threads != 1) {
+			snprintf(ready.why, sizeof(ready.why),
+			         "the heavy tier's modules started threads (%d)", threads);
+		} else {
+			zygote_collapse();
+			ready.ok = 1;
+		}
+	}
+	/* SIGPIPE is ignored (the interpreter's start-up): a zygote that stopped waiting is
+	 * only an error here */
+	(void)util_write_all(ready_fd, &ready, sizeof(ready));
+	close(ready_fd);
+	if (!ready.ok)
+		_exit(1);
+	log_msg(LOG_INFO, "heavy template ready: %d modules imported in %lld ms",
+	        warm_settings.n_heavy, proc_now_ms() - t0);
+	template_read_mm();
+	t0 = proc_now_ms();
+	for (;;) {
+		struct heavy_build b;
+		struct template_answer a = {0};
+		int fds[6] = {-1, -1, -1, -1, -1, -1};
+		int n, pidfd = -1;
+		pid_t pid;
+
+		if (runs >= warm_settings.max_runs ||
+		    proc_now_ms() - t0 >= (long long)warm_settings.max_seconds * 1000)
+			_exit(0); /* the zygote forks the next one; queued requests wait for it */
+		n = recv_with_fds(sock, &b, sizeof(b), fds, 6);
+		if (n < 0 && errno == EPIPE)
+			_exit(0);
+		if (n < 0)
+			continue;
+		b.workdir[sizeof(b.workdir) - 1] = '\0';
+		if (n != 6 || b.workdir[0] != '/' || b.run.clone_flags == 0 ||
+		    !(b.run.clone_flags & CLONE_NEWPID) || b.run.python != zygote_python ||
+		    b.run.landlock_fd >= 0 || b.run.workspace_fd >= 0) {
+			a.pid = -EPROTO;
+		} else {
+			/* nothing of the worker's own: its fds and buffers are not ours */
+			b.run.work_parent = NULL;
+			b.run.work_parent_fd = -1;
+			b.run.cgroup = NULL;
+			run_child_prepare(&b.run, b.workdir, b.disk_bytes, &child);
+			child.sb.stdout_fd = fds[0];
+			child.sb.stderr_fd = fds[1];
+			child.sb.error_fd = fds[2];
+			child.sb.ctl_fd = fds[3];
+			child.sb.report_fd = fds[4];
+			child.sb.enter = warm_enter;
+			child.sb.prepare = warm_prepare;
+			child.sb.orphan_init = true;
+			pid = run_clone_as(&b.run, b.run.clone_flags, &pidfd);
+			if (pid == 0)
+				sandbox_init(&child.sb);
+			a.pid = pid < 0 ? -errno : pid;
+			a.as_bytes = address_space_bytes();
+			runs++;
+		}
+		for (int i = 0; i < 5; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+		if (n >= 6) {
+			(void)send_with_fds(fds[5], &a, sizeof(a), &pidfd, 1);
+			close(fds[5]);
+		}
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+}
+
+/* Zygote: forks the heavy template; at start-up waits (bounded) until it is ready. */
+static void
+heavy_start(bool wait_ready)
+{
+	struct zygote_ready ready = {0};
+	int rp[2];
+	pid_t pid, self = getpid();
+
+	if (heavy_serve_fd < 0) {
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+			log_msg(LOG_ERROR, "socketpair() for the heavy template failed: %s",
+			        strerror(errno));
+			return;
+		}
+		heavy_sock = sv[0];
+		heavy_serve_fd = sv[1];
+	}
+	if (pipe2(rp, O_CLOEXEC) < 0) {
+		log_msg(LOG_ERROR, "pipe2() for the heavy template failed: %s", strerror(errno));
+		return;
+	}
+	heavy_started_ms = proc_now_ms();
+	pid = fork();
+	if (pid == 0) {
+		close(rp[0]);
+		close(heavy_sock);
+		heavy_main(heavy_serve_fd, rp[1], self);
+	}
+	close(rp[1]);
+	if (pid < 0) {
+		log_msg(LOG_ERROR, "fork() of the heavy template failed: %s", strerror(errno));
+		close(rp[0]);
+		return;
+	}
+	heavy_pid = pid;
+	heavy_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (!wait_ready) {
+		close(rp[0]);
+		return;
+	}
+	if (wait_readable(rp[0], WARM_ZYGOTE_READY_MS) != 1 ||
+	    read(rp[0], &ready, sizeof(ready)) != (ssize_t)sizeof(ready) || !ready.ok) {
+		ready.why[sizeof(ready.why) - 1] = '\0';
+		log_msg(LOG_ERROR,
+		        "the heavy template failed (%s): runs that need its modules import them",
+		        ready.why[0] ? ready.why : "it did not start in time");
+		proc_kill(pid, SIGKILL, "the heavy template");
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		heavy_pid = -1;
+		if (heavy_pidfd >= 0)
+			close(heavy_pidfd);
+		heavy_pidfd = -1;
+		close(heavy_sock);
+		close(heavy_serve_fd);
+		heavy_sock = heavy_serve_fd = -1;
+	}
+	close(rp[0]);
+}
+
+/* Zygote: reaps a heavy template that ended and forks the next (at most one a second). */
+static void
+heavy_check(void)
+{
+	int st;
+
+	if (heavy_pid > 0 && waitpid(heavy_pid, &st, WNOHANG) == heavy_pid) {
+		heavy_pid = -1;
+		if (heavy_pidfd >= 0)
+			close(heavy_pidfd);
+		heavy_pidfd = -1;
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 1) {
+			/* it could not import its modules: the tier is off (workers sending to it
+			 * now get EPIPE, and new workers have no heavy tier) */
+			log_msg(LOG_ERROR, "the heavy template failed to start: its modules are "
+			                   "imported by the runs that need them");
+			close(heavy_serve_fd);
+			close(heavy_sock);
+			heavy_serve_fd = heavy_sock = -1;
+			return;
+		}
+	}
+	if (heavy_pid < 0 && heavy_serve_fd >= 0 && proc_now_ms() - heavy_started_ms >= 1000) {
+		log_msg(LOG_INFO, "the heavy template ended: forking the next one");
+		heavy_start(false);
+	}
+}
+
+bool
+warm_wants_heavy(const char *code, size_t len)
+{
+	if (warm_settings.n_heavy == 0)
+		return false;
+	for (int i = 0; i < warm_settings.n_modules; i++) {
+		const char *m = warm_settings.modules[i];
+		size_t mlen = strcspn(m, "."); /* the top-level package is what code names */
+
+		if (warm_settings.light[i] || mlen == 0 || mlen > len)
+			continue;
+		for (size_t at = 0; at + mlen <= len; at++) {
+			const char *p = memchr(code + at, m[0], len - mlen - at + 1);
+			if (p == NULL)
+				break;
+			at = (size_t)(p - code);
+			if (memcmp(p, m, mlen) != 0)
+				continue;
+			bool before = at > 0 && (code[at - 1] == '_' || isalnum((unsigned char)code[at - 1]));
+			bool after = at + mlen < len && (code[at + mlen] == '_' ||
+			                                 isalnum((unsigned char)code[at + mlen]));
+			if (!before && !after)
+				return true;
+		}
+	}
+	return false;
+}
+
+bool
+warm_heavy_usable(const struct run_config *run)
+{
+	return heavy_sock >= 0 && !heavy_dead && warm_enter_fn != NULL &&
+	       (run->clone_flags & CLONE_NEWPID) && run->landlock_fd < 0 && run->workspace_fd < 0;
+}
+
+pid_t
+warm_heavy_clone(const struct run_config *run, const char *workdir, unsigned long long disk_bytes,
+                 const int fds[5], unsigned long long *as_base_bytes, int *pidfd, char *why,
+                 size_t why_len)
+{
+	static struct heavy_build b;
+	struct template_answer a = {0};
+	struct pollfd out = {.fd = heavy_sock, .events = POLLOUT};
+	int rp[2], all[6], n;
+
+	*as_base_bytes = 0;
+	*pidfd = -1;
+	if (!warm_heavy_usable(run)) {
+		snprintf(why, why_len, "no heavy template");
+		return -1;
+	}
+	if (strlen(workdir) >= sizeof(b.workdir)) {
+		snprintf(why, why_len, "the run's path is too long");
+		return -1;
+	}
+	memset(&b, 0, sizeof(b));
+	b.run = *run;
+	b.disk_bytes = disk_bytes;
+	memcpy(b.workdir, workdir, strlen(workdir) + 1);
+	/* the answer comes on a socket of this request's own: a late one cannot be taken for
+	 * the next, and the template's end closing means it is gone */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, rp) < 0) {
+		snprintf(why, why_len, "socketpair(): %s", strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < 5; i++)
+		all[i] = fds[i];
+	all[5] = rp[1];
+	if (poll(&out, 1, WARM_ANSWER_MS) != 1 ||
+	    send_with_fds(heavy_sock, &b, sizeof(b), all, 6) < 0) {
+		snprintf(why, why_len, "sending to the heavy template: %s",
+		         errno ? strerror(errno) : "it does not take requests");
+		close(rp[0]);
+		close(rp[1]);
+		goto dead;
+	}
+	close(rp[1]);
+	n = wait_readable(rp[0], WARM_ANSWER_MS) == 1
+	        ? recv_with_fds(rp[0], &a, sizeof(a), pidfd, 1)
+	        : -1;
+	close(rp[0]);
+	if (n != 1 || a.pid <= 0) {
+		if (n >= 1)
+			close(*pidfd);
+		*pidfd = -1;
+		snprintf(why, why_len, "the heavy template %s",
+		         n < 0 ? "did not answer" : "could not clone the run");
+		goto dead;
+	}
+	*as_base_bytes = a.as_bytes;
+	return (pid_t)a.pid;
+dead:
+	heavy_dead = true;
+	return -1;
 }

@@ -11,6 +11,8 @@
 #include <sys/types.h>
 
 #define WARM_DEFAULT_MODULES "numpy,pandas,scipy,sympy,sklearn"
+/* The light tier's modules: the preloaded modules among these (CODEBOX_WARM_LIGHT_MODULES) */
+#define WARM_DEFAULT_LIGHT_MODULES "numpy"
 #define WARM_MAX_MODULES 32
 /* The interpreter whose library (libpython3.11) is embedded: warm runs need --python to be it. */
 #define WARM_INTERPRETER "/usr/bin/python3.11"
@@ -19,6 +21,10 @@ struct warm_settings {
 	bool enabled;                       /* CODEBOX_WARM (default on) */
 	char modules[WARM_MAX_MODULES][64]; /* CODEBOX_WARM_MODULES, comma-separated */
 	int n_modules;
+	/* light[i]: modules[i] is in the light tier (the zygote, the workers and their templates
+	 * have it); the others are the heavy tier's, imported by the heavy template alone */
+	bool light[WARM_MAX_MODULES];
+	int n_heavy; /* modules not in the light tier; 0: one tier */
 	unsigned long max_runs;    /* CODEBOX_WARM_MAX_RUNS: a template's runs before replacement */
 	unsigned long max_seconds; /* CODEBOX_WARM_MAX_SECONDS: a template's (and zygote's) life */
 };
@@ -78,5 +84,26 @@ bool warm_template_expired(void);
 
 /* Worker: stops the template (at exit). */
 void warm_template_stop(void);
+
+/*
+ * Worker: whether code needs the heavy tier: it names one of the heavy tier's modules as a
+ * word (a guess from the text alone: a wrong one costs speed, never correctness, since a
+ * module the template lacks is imported as in a cold run). False when there is one tier.
+ */
+bool warm_wants_heavy(const char *code, size_t len);
+
+/* Worker: whether the heavy template is up for a run under run (namespace mode only). */
+bool warm_heavy_usable(const struct run_config *run);
+
+/*
+ * Worker: has the heavy template (shared by the workers, a child of the zygote) clone a run's
+ * init for workdir under run, with the child's ends of its pipes (stdout, stderr, error,
+ * control, report). The init is not this process's child: it is watched and killed through
+ * the pidfd returned in *pidfd, and reaped by the heavy template. Returns its pid, or -1
+ * with the reason in why; after a failure the heavy tier is not used by this worker again.
+ */
+pid_t warm_heavy_clone(const struct run_config *run, const char *workdir,
+                       unsigned long long disk_bytes, const int fds[5],
+                       unsigned long long *as_base_bytes, int *pidfd, char *why, size_t why_len);
 
 #endif

@@ -104,10 +104,15 @@ warm_remote() {
 	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the sanitizer runtime keeps a copy of the environment"
 	# the secret is looked for in two halves, so the program itself never holds it whole
 	local half=$((${#CODEBOX_TEST_SECRET} / 2))
-	execute "$(cat "$ROOT/tests/programs/memory-scan.py")" "$(jq -cn --arg a "${CODEBOX_TEST_SECRET:0:half}" --arg b "${CODEBOX_TEST_SECRET:half}" '{stdin: ($a + "\n" + $b)}')"
-	assert_equal "$(field .status)" succeeded
-	assert_equal "$(field '.stdout | fromjson | .found')" 0
-	(($(field '.stdout | fromjson | .scanned_mb') > 50))
+	local prefix min
+	# both tiers: the light one (numpy) and the heavy one (a program naming scipy)
+	for prefix in "" $'# scipy\n'; do
+		execute "$prefix$(cat "$ROOT/tests/programs/memory-scan.py")" "$(jq -cn --arg a "${CODEBOX_TEST_SECRET:0:half}" --arg b "${CODEBOX_TEST_SECRET:half}" '{stdin: ($a + "\n" + $b)}')"
+		assert_equal "$(field .status)" succeeded
+		assert_equal "$(field '.stdout | fromjson | .found')" 0
+		min=$([[ -n $prefix ]] && echo 150 || echo 30)
+		(($(field '.stdout | fromjson | .scanned_mb') > min))
+	done
 }
 
 @test "warm: a run is charged for the pages it writes, not for the template's" {
@@ -118,6 +123,115 @@ warm_remote() {
 	# and what it writes counts: past memoryBytes (1 GiB here) the run is stopped
 	execute 'b = bytearray(1536 * 1024 * 1024); print("allocated")' '{details: true}'
 	assert_equal "$(field .details.limitExceeded)" memory
+}
+
+# The heavy tier: with the default five preloaded, numpy is the light tier's (the zygote, the
+# workers and their templates have it) and pandas, scipy, sympy and sklearn the heavy
+# template's, a child of the zygote whose runs' inits are not their worker's children.
+
+# heavy_worker INIT: the worker holding INIT's pidfd
+heavy_worker() {
+	local w f
+	for w in $(worker_pids); do
+		for f in /proc/"$w"/fdinfo/*; do
+			grep -qx "Pid:[[:space:]]*$1" "$f" 2>/dev/null && echo "$w" && return 0
+		done
+	done
+	return 1
+}
+
+# run_init MARKER: the init of the run whose program carries MARKER
+run_init() {
+	ps -o ppid= -p "$(pgrep -f -- "$1" | head -1)" | tr -d ' '
+}
+
+# new_heavy OLD: a heavy template other than OLD is up
+new_heavy() {
+	local h
+	h=$(heavy_pids)
+	[[ -n $h && $h != "$1" ]]
+}
+
+@test "warm: a program that names a heavy module runs on the heavy template, others on the light one" {
+	execute 'import sys; print("sci" + "py" in sys.modules, "nu" + "mpy" in sys.modules)'
+	assert_equal "$(field .stdout)" "False True"
+	execute $'import sys\nimport scipy\nprint("sk" + "learn" in sys.modules, __name__)'
+	assert_equal "$(field .stdout)" "True __main__"
+	run -0 grep -c "heavy template ready: 4 modules imported" "$STACK_DIR/logs/pool.log"
+	[[ -n $(heavy_pids) ]]
+	# a wrong guess costs speed only: a module the template lacks is imported as cold
+	execute 'import importlib; m = importlib.import_module("sci" + "py.special"); print(m.gamma(5))'
+	assert_equal "$(field .stdout)" 24.0
+}
+
+@test "warm: a heavy run is stopped at its deadline with what it started, nothing left at the reply" {
+	local m="codebox-heavy-$RANDOM$RANDOM"
+	execute "import scipy, subprocess, sys, time
+subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)', '$m'])
+print('partial', flush=True)
+time.sleep(300)" '{timeoutSeconds: 1}'
+	assert_equal "$(field .status)" timed_out
+	assert_equal "$(field .stdout)" partial
+	marker_gone "$m"
+	wait_for "a healthy pool" 50 no_run_leftovers
+}
+
+@test "warm: a heavy run whose client hangs up is killed at once" {
+	local m="codebox-heavy-gone-$RANDOM$RANDOM" client
+	marker_body "$m" 'import time; time.sleep(60)  # scipy' >"$BATS_TEST_TMPDIR/req"
+	"$PY" "$BATS_TEST_DIRNAME/helpers/clients.py" hangup "${BASE##*:}" "@$BATS_TEST_TMPDIR/req" 60 3>&- &
+	client=$!
+	wait_for "the run to start" 100 pgrep -f -- "$m"
+	# its init is the heavy template's child (or the pool's, once the template that cloned it
+	# ended), not its worker's
+	local init parent
+	init=$(run_init "$m")
+	parent=$(ps -o ppid= -p "$init" | tr -d ' ')
+	[[ $parent == "$(heavy_pids)" || $parent == "$(pool_pid)" ]] || {
+		ps -o pid,ppid,comm,args -p "$parent,$init,$(heavy_pids)" >&2
+		return 1
+	}
+	kill "$client"
+	wait "$client" || true
+	wait_for "the abandoned run to die" 30 marker_gone "$m"
+	wait_for "a healthy pool" 50 no_run_leftovers
+}
+
+@test "warm: a worker killed during a heavy run takes the run with it" {
+	local m="codebox-heavy-crash-$RANDOM$RANDOM" worker
+	marker_body "$m" 'import time; time.sleep(60)  # scipy' >"$BATS_TEST_TMPDIR/req"
+	curl -s --max-time 30 -o /dev/null -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/req" \
+		"$BASE/execute" >"$BATS_TEST_TMPDIR/crash_code" 3>&- &
+	wait_for "the run to start" 100 pgrep -f -- "$m"
+	worker=$(heavy_worker "$(run_init "$m")")
+	[[ -n $worker ]]
+	kill -KILL "$worker"
+	wait
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/crash_code")" 502
+	wait_for "the run to die" 50 marker_gone "$m"
+	wait_for "a healthy pool" 100 no_run_leftovers
+}
+
+@test "warm: a killed heavy template is replaced: the run in flight is answered, none fails" {
+	local m="codebox-heavy-kept-$RANDOM$RANDOM" h i
+	execute 'import scipy; print("warm")'
+	h=$(heavy_pids)
+	[[ -n $h ]]
+	marker_body "$m" 'import time; time.sleep(2); print("survived")  # scipy' >"$BATS_TEST_TMPDIR/req"
+	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/kept" --data-binary @"$BATS_TEST_TMPDIR/req" \
+		"$BASE/execute" 3>&- &
+	wait_for "the run to start" 100 pgrep -f -- "$m"
+	kill -KILL "$h"
+	wait
+	assert_equal "$(jq -r .status "$BATS_TEST_TMPDIR/kept")" succeeded
+	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/kept")" survived
+	for i in $(seq 1 8); do
+		execute 'import scipy; print(6 * 7)'
+		assert_equal "$(field .stdout)" 42
+	done
+	wait_for "a new heavy template" 300 new_heavy "$h"
+	run -0 grep -c "the heavy template ended: forking the next one" "$STACK_DIR/logs/pool.log"
+	wait_for "a healthy pool" 100 no_run_leftovers
 }
 
 @test "warm: a template is renewed after CODEBOX_WARM_MAX_RUNS runs, and no request fails" {

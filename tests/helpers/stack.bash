@@ -48,10 +48,13 @@ stack_start() {
 	# warm stacks preload numpy alone unless the suite asks for the default five
 	# (STACK_FULL_PRELOAD=1: the warm and attacks suites): importing all five costs the
 	# zygote 3 to 6 s, paid by each of some 30 stacks in each pass; a run's warm path is the
-	# same whatever the template imported
+	# same whatever the template imported. numpy is then the heavy tier's (the light tier
+	# imports nothing), so that every suite's programs that name numpy take the heavy
+	# template's path (an init that is not the worker's child) and the others the light one
 	local preload=()
 	if [[ -z ${CODEBOX_WARM_MODULES+set} && ${STACK_FULL_PRELOAD:-} != 1 ]]; then
 		preload=(CODEBOX_WARM_MODULES=numpy)
+		[[ -n ${CODEBOX_WARM_LIGHT_MODULES+set} ]] || preload+=(CODEBOX_WARM_LIGHT_MODULES=)
 	fi
 	env "${preload[@]}" \
 		"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" --rundir "$STACK_DIR" \
@@ -227,12 +230,35 @@ pool_pid() {
 	fi
 }
 
-# worker_pids: the workers of this stack (the pool's children but its warm zygote).
+# worker_pids: the workers of this stack (the pool's children but its warm zygote, and the
+# inits a heavy template that ended left to the pool, a child subreaper).
 worker_pids() {
-	local p
+	local p comm
 	for p in $(pgrep -P "$(pool_pid)"); do
-		[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-zygote ]] || echo "$p"
+		comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+		[[ $comm == codebox-zygote || $comm == codebox-init ]] || echo "$p"
 	done
+}
+
+# heavy_pids: the zygote's heavy template (none with one tier).
+heavy_pids() {
+	local z p
+	for z in $(zygote_pid); do
+		for p in $(pgrep -P "$z"); do
+			[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-heavy ]] && echo "$p"
+		done
+	done
+	return 0
+}
+
+# idle_init PID: PID is a sandbox built ahead: an init whose one child, the program prepared
+# for the next request, has no child of its own.
+idle_init() {
+	local waiting
+	[[ $(cat "/proc/$1/comm" 2>/dev/null) == codebox-init ]] || return 1
+	waiting=$(pgrep -P "$1" || true)
+	[[ -n $waiting && $(wc -w <<<"$waiting") -eq 1 &&
+		$(cat "/proc/$waiting/comm" 2>/dev/null) == python3 && -z $(pgrep -P "$waiting") ]]
 }
 
 # zygote_pid: the warm zygote of this stack (none when runs are cold).
@@ -309,6 +335,24 @@ no_run_leftovers() {
 			fi
 		done
 	done
+	# the heavy template's inits (and those it left to the pool when it ended): sandboxes
+	# built ahead, at most one per worker
+	local inits=0 h
+	for h in $(heavy_pids) "$pool"; do
+		for child in $(pgrep -P "$h"); do
+			[[ $(cat "/proc/$child/comm" 2>/dev/null) == codebox-init ]] || continue
+			if ! idle_init "$child"; then
+				echo "a heavy init is not an idle sandbox: $child" >&2
+				ps -o pid,ppid,comm,args --ppid "$child" -p "$child" >&2
+				return 1
+			fi
+			inits=$((inits + 1))
+		done
+	done
+	if ((inits > workers)); then
+		echo "more heavy sandboxes ($inits) than workers ($workers)" >&2
+		return 1
+	fi
 }
 
 # marker_body MARKER PYCODE: a request body whose program becomes `python3 -c PYCODE MARKER`,
