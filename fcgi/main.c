@@ -694,10 +694,10 @@ warm_decide(struct pool_config *pc, const char *python)
 	}
 	if (pc->warm.enabled)
 		log_msg(LOG_INFO,
-		        "warm interpreters: on (%d preloaded modules, %s first; a template serves "
-		        "at most %lu runs or %lu s)",
+		        "warm interpreters: on (%d preloaded modules, %s first, %d of them in the "
+		        "heavy tier; a template serves at most %lu runs or %lu s)",
 		        pc->warm.n_modules, pc->warm.n_modules ? pc->warm.modules[0] : "none",
-		        pc->warm.max_runs, pc->warm.max_seconds);
+		        pc->warm.n_heavy, pc->warm.max_runs, pc->warm.max_seconds);
 	else
 		log_msg(LOG_INFO, "warm interpreters: off (CODEBOX_WARM=0); every run starts one");
 }

@@ -78,6 +78,24 @@
  * reading itself, main.py, stdin, the rlimits, the program itself and the teardown. Any failure of
  * the warm path before the program runs (no template, a dead one, an error in the entry) is a cold
  * run with one log line, never a failed request.
+ *
+ * Two tiers. Copying an interpreter (and tearing the copy down) costs in proportion to its
+ * mappings, and the five modules have 1,360 where numpy alone has 197, so the zygote imports
+ * only the light tier's modules and the workers and their templates are copies of that:
+ *
+ *   zygote ─fork─▶ heavy template (imports the heavy tier's modules; serves every worker)
+ *   heavy template ─clone(the run's namespaces, CLONE_PIDFD)─▶ init, its own child
+ *
+ * A program whose text names a heavy module (warm_wants_heavy(); the tier is one of the
+ * box's caps, run_caps.heavy, so the next box is built for the last request's tier) gets a
+ * box from the heavy template. Its init cannot be the worker's child (CLONE_PARENT makes a
+ * sibling of the caller, and the heavy template is not the worker's child), so the box is
+ * foreign: the worker gets init's pidfd with the clone's answer, writes the maps and moves it
+ * into the cgroup as for any box (neither needs a child), watches the pidfd for init's end and
+ * kills init through it (pidfd_send_signal; init's end takes the whole pid namespace with it),
+ * but never waits for it: the heavy template ignores SIGCHLD, so the kernel reaps it. Namespace
+ * mode needs no wait status of init: its report carries the program's. Direct mode (no pid
+ * namespace) has one tier.
  */
 #include "run.h"
 
@@ -330,9 +348,10 @@ box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage
 				return;
 			}
 			if (r == 0) {
-				log_msg(LOG_ERROR,
-				        "a run's init (pid %d) is still alive after the kill deadline",
-				        (int)box->pid);
+				log_msg(
+				    LOG_ERROR,
+				    "a run's init (pid %d) is still alive after the kill deadline",
+				    (int)box->pid);
 				return;
 			}
 			if (errno != EINTR)
@@ -754,7 +773,8 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	w->client_fd = spec->watch_client ? spec->client_fd : -1;
 	w->t0 = proc_now_ms();
 	/* the tier is a build-time cap too: the next box is built for the last request's */
-	caps.heavy = cfg->warm && cfg->workspace_fd < 0 && warm_wants_heavy(spec->code, spec->code_len);
+	caps.heavy =
+	    cfg->warm && cfg->workspace_fd < 0 && warm_wants_heavy(spec->code, spec->code_len);
 	s->last = caps;
 	s->last_known = true;
 	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||

@@ -88,8 +88,8 @@ struct run_box {
 	struct cgroup_run cg;
 	pid_t pid;
 	int pidfd, out_r, err_r, fail_r, ctl_w, rep_r;
-	struct run_caps caps;             /* what it was built with */
-	bool warm;                        /* cloned from the worker's warm template */
+	struct run_caps caps; /* what it was built with */
+	bool warm;            /* cloned from the worker's warm template */
 	/* init is the heavy template's child, not the worker's: watched and killed through its
 	 * pidfd, never waited for (the kernel reaps it; its report says how the program ended) */
 	bool foreign;

@@ -23,6 +23,13 @@
  *                               instead of execve(): reseed, environment, signals, argv, then
  *                               main.py, as `python3 -I -u main.py` runs it.
  *
+ *   heavy template              with two tiers, the zygote imports only the light tier's
+ *                               modules, and before its heap is collapsed forks the heavy
+ *                               template, which imports the others and clones, for every
+ *                               worker, the init of each run that names them: its own child
+ *                               (the kernel reaps it), the worker holding its pidfd (the end
+ *                               of this file says why).
+ *
  * Lifetimes: the zygote seeds string hashing once; it is replaced after max_seconds, and a
  * template after max_runs or max_seconds (the worker ends after its reply and the supervisor
  * clones a new one from the current zygote). A template that dies makes its worker run cold
@@ -41,9 +48,9 @@
 #include "proc.h"
 #include "run.h"
 #include "sandbox.h"
+#include "tier.h"
 #include "util.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -603,7 +610,8 @@ zygote_main(int sock)
 			        "zygote ready: %d modules imported in %lld ms (%d of them by the "
 			        "heavy template%s)",
 			        warm_settings.n_modules, proc_now_ms() - t0, warm_settings.n_heavy,
-			        warm_settings.n_heavy > 0 && heavy_sock < 0 ? ", which failed" : "");
+			        warm_settings.n_heavy > 0 && heavy_sock < 0 ? ", which failed"
+			                                                    : "");
 		}
 	}
 	if (util_write_all(sock, &ready, sizeof(ready)) < 0 || !ready.ok)
@@ -1396,28 +1404,9 @@ heavy_check(void)
 bool
 warm_wants_heavy(const char *code, size_t len)
 {
-	if (warm_settings.n_heavy == 0)
-		return false;
-	for (int i = 0; i < warm_settings.n_modules; i++) {
-		const char *m = warm_settings.modules[i];
-		size_t mlen = strcspn(m, "."); /* the top-level package is what code names */
-
-		if (warm_settings.light[i] || mlen == 0 || mlen > len)
-			continue;
-		for (size_t at = 0; at + mlen <= len; at++) {
-			const char *p = memchr(code + at, m[0], len - mlen - at + 1);
-			if (p == NULL)
-				break;
-			at = (size_t)(p - code);
-			if (memcmp(p, m, mlen) != 0)
-				continue;
-			bool before = at > 0 && (code[at - 1] == '_' || isalnum((unsigned char)code[at - 1]));
-			bool after = at + mlen < len && (code[at + mlen] == '_' ||
-			                                 isalnum((unsigned char)code[at + mlen]));
-			if (!before && !after)
-				return true;
-		}
-	}
+	for (int i = 0; warm_settings.n_heavy > 0 && i < warm_settings.n_modules; i++)
+		if (!warm_settings.light[i] && tier_code_names(code, len, warm_settings.modules[i]))
+			return true;
 	return false;
 }
 

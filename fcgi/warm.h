@@ -24,7 +24,7 @@ struct warm_settings {
 	/* light[i]: modules[i] is in the light tier (the zygote, the workers and their templates
 	 * have it); the others are the heavy tier's, imported by the heavy template alone */
 	bool light[WARM_MAX_MODULES];
-	int n_heavy; /* modules not in the light tier; 0: one tier */
+	int n_heavy;               /* modules not in the light tier; 0: one tier */
 	unsigned long max_runs;    /* CODEBOX_WARM_MAX_RUNS: a template's runs before replacement */
 	unsigned long max_seconds; /* CODEBOX_WARM_MAX_SECONDS: a template's (and zygote's) life */
 };
