@@ -142,7 +142,9 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("held", flush=True); 
 		>"$dir/holder.out" 3>&- &
 	holder=$!
 	wait_for "the port to be held" 100 grep -q held "$dir/holder.out"
-	run "$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$(free_port)" --rundir "$dir/run" \
+	local preload
+	read -ra preload <<<"$(preload_env)"
+	run env "${preload[@]}" "$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$(free_port)" --rundir "$dir/run" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --run-uid-base "$(uid_base_for "$port")" --quiet
 	kill "$holder" 2>/dev/null || true
 	wait "$holder" 2>/dev/null || true

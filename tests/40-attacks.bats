@@ -162,7 +162,17 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 	run -0 jq -e '.stdout | fromjson | to_entries |
 		map(select(.key | (startswith("/tmp/") or startswith("/dev/shm/")) | not)) |
 		all(.value != "written")' <<<"$reply"
-	run find / -xdev -name "$m" -not -path '/proc/*' 2>/dev/null
+	# on the host: none of the paths it tried (its directory's parent is its worker's), and
+	# nowhere in the directories anyone may write
+	local host_other
+	host_other=$(find "$(stack_runs)" -maxdepth 1 -name 'w*' | head -1)
+	for p in "/tmp/$m" "/etc/$m" "/usr/$m" "/$m" "/dev/shm/$m" "/var/tmp/$m" "$host_other/$m"; do
+		[[ ! -e $p ]] || {
+			echo "$p exists on the host" >&2
+			return 1
+		}
+	done
+	run find /tmp /var/tmp /dev/shm "$(stack_runs)" -name "$m" 2>/dev/null
 	assert_output ""
 	healthy_and_clean
 }

@@ -204,7 +204,9 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 	mkdir "$dir/runs"
 	chown -R 65534:65534 "$dir"
 	chmod 0711 "$dir"
-	setpriv --reuid 65534 --regid 65534 --clear-groups \
+	local preload
+	read -ra preload <<<"$(preload_env)"
+	env "${preload[@]}" setpriv --reuid 65534 --regid 65534 --clear-groups \
 		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
 		--workers 2 2>"$dir/pool.log" 3>&- &
 	pid=$!
@@ -223,7 +225,9 @@ sys.stdout.write("listening\n"); sys.stdout.flush(); time.sleep(30)' >"$BATS_TES
 # pool on its emptyDir; waits for its socket or its exit. Sets $pid; the log is DIR/pool.log.
 pool_on_runs_dir() {
 	local dir=$1
-	setpriv --reuid 65534 --regid 65534 --clear-groups \
+	local preload
+	read -ra preload <<<"$(preload_env)"
+	env "${preload[@]}" setpriv --reuid 65534 --regid 65534 --clear-groups \
 		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/sock/s.sock" \
 		--runs-dir "$dir/runs" --workers 2 2>"$dir/pool.log" 3>&- &
 	pid=$!

@@ -69,7 +69,9 @@ own_stack_start() {
 	local port
 	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	port=$(free_port)
-	"$PY" -c 'import os, signal, sys
+	local preload
+	read -ra preload <<<"$(preload_env)"
+	env "${preload[@]}" "$PY" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setpgid(0, 0)
 os.execv(sys.argv[1], sys.argv[1:])' "$ROOT/scripts/codebox-run.sh" --port "$port" \
@@ -453,9 +455,10 @@ print(round(time.monotonic() - t))' "$(port)"
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/killed.1.code") $(cat "$BATS_TEST_TMPDIR/killed.2.code")" "200 200"
 	# the next start on the same directory: a stale socket, and the dead pool's cgroups, swept
 	assert [ -S "$STACK_DIR/fcgi.sock" ]
-	local dir=$STACK_DIR port
+	local dir=$STACK_DIR port preload
 	port=$(free_port)
-	"$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$dir" \
+	read -ra preload <<<"$(preload_env)"
+	env "${preload[@]}" "$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$dir" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet --conf-dir "$ADMISSION_CONF" \
 		--run-uid-base "$(uid_base_for "$port")" >"$BATS_TEST_TMPDIR/run2.out" 2>&1 3>&- &
 	STACK_PID=$!

@@ -24,6 +24,16 @@ free_port() {
 	codebox_free_port
 }
 
+# preload_env: the CODEBOX_WARM_* settings a test stack starts with (see stack_start), as
+# NAME=VALUE words for env
+preload_env() {
+	if [[ -z ${CODEBOX_WARM_MODULES+set} && ${STACK_FULL_PRELOAD:-} != 1 ]]; then
+		echo -n "CODEBOX_WARM_MODULES=numpy"
+		[[ -n ${CODEBOX_WARM_LIGHT_MODULES+set} ]] || echo -n " CODEBOX_WARM_LIGHT_MODULES="
+	fi
+	echo
+}
+
 # stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
 # answers 200 (bounded: 120 s, and only while the stack is alive).
 stack_start() {
@@ -51,11 +61,8 @@ stack_start() {
 	# same whatever the template imported. numpy is then the heavy tier's (the light tier
 	# imports nothing), so that every suite's programs that name numpy take the heavy
 	# template's path (an init that is not the worker's child) and the others the light one
-	local preload=()
-	if [[ -z ${CODEBOX_WARM_MODULES+set} && ${STACK_FULL_PRELOAD:-} != 1 ]]; then
-		preload=(CODEBOX_WARM_MODULES=numpy)
-		[[ -n ${CODEBOX_WARM_LIGHT_MODULES+set} ]] || preload+=(CODEBOX_WARM_LIGHT_MODULES=)
-	fi
+	local preload
+	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" \
 		"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" --rundir "$STACK_DIR" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
@@ -292,11 +299,30 @@ marker_gone() {
 # idle init (warm: and its program, prepared and waiting for the request), and that init
 # (named codebox-init; without a pid namespace, the box not yet exec'd, still named
 # codebox-pool) without other children; and, warm, its template (named codebox-warm)
-# without children.
+# without children. The heavy template's inits (and those it left to the pool when it
+# ended) are such sandboxes too, at most one per worker. One snapshot of the process table.
 no_run_leftovers() {
-	local pool worker child workers
+	local pool workers=0 p pp c
+	local -A comm=() kids=()
 	pool=$(pool_pid)
-	workers=$(worker_pids | wc -l)
+	while read -r p pp c; do
+		comm[$p]=$c
+		kids[$pp]+=" $p"
+	done < <(ps -e -o pid=,ppid=,comm=)
+	local worker_list=() zygotes=() heavies=()
+	for p in ${kids[$pool]:-}; do
+		case ${comm[$p]:-} in
+		codebox-zygote) zygotes+=("$p") ;;
+		codebox-init) ;;
+		*) worker_list+=("$p") ;;
+		esac
+	done
+	workers=${#worker_list[@]}
+	for p in "${zygotes[@]}"; do
+		for c in ${kids[$p]:-}; do
+			[[ ${comm[$c]:-} == codebox-heavy ]] && heavies+=("$c")
+		done
+	done
 	if [[ -n $(find "$(stack_runs)" -mindepth 3 -path '*/w*/run-*/*' -print -quit) ]]; then
 		echo "a run directory is not empty:" >&2
 		find "$(stack_runs)" -mindepth 3 -path '*/w*/run-*/*' >&2
@@ -318,30 +344,31 @@ no_run_leftovers() {
 		fi
 	done < <(find /sys/fs/cgroup/memory /sys/fs/cgroup/pids /sys/fs/cgroup/unified -maxdepth 6 -type d \
 		-path "*/codebox-$pool/w*-run-*" 2>/dev/null)
-	for worker in $(worker_pids); do
-		for child in $(pgrep -P "$worker"); do
-			local comm waiting
-			comm=$(cat "/proc/$child/comm" 2>/dev/null || true)
-			# warm: the box's program, prepared, waits for the request (no child of its own)
-			waiting=$(pgrep -P "$child" || true)
-			if [[ $comm == codebox-init && -n $waiting && $(wc -w <<<"$waiting") -eq 1 &&
-				$(cat "/proc/$waiting/comm" 2>/dev/null) == python3 && -z $(pgrep -P "$waiting") ]]; then
-				waiting=""
-			fi
-			if [[ ($comm != codebox-init && $comm != codebox-warm && $comm != codebox-pool) || -n $waiting ]]; then
+	# idle PID: an init whose one child, the program prepared for the next request, has none
+	_nrl_idle() {
+		local w
+		w=$(wc -w <<<"${kids[$1]:-}")
+		((w == 1)) || return 1
+		w=${kids[$1]// /}
+		[[ ${comm[$w]:-} == python3 && -z ${kids[$w]:-} ]]
+	}
+	local worker child
+	for worker in "${worker_list[@]}"; do
+		for child in ${kids[$worker]:-}; do
+			c=${comm[$child]:-}
+			[[ $c == codebox-init ]] && _nrl_idle "$child" && continue
+			if [[ ($c != codebox-init && $c != codebox-warm && $c != codebox-pool) || -n ${kids[$child]:-} ]]; then
 				echo "worker $worker has a child that is not an idle sandbox: $child" >&2
 				ps -o pid,ppid,comm,args -p "$child" >&2
 				return 1
 			fi
 		done
 	done
-	# the heavy template's inits (and those it left to the pool when it ended): sandboxes
-	# built ahead, at most one per worker
 	local inits=0 h
-	for h in $(heavy_pids) "$pool"; do
-		for child in $(pgrep -P "$h"); do
-			[[ $(cat "/proc/$child/comm" 2>/dev/null) == codebox-init ]] || continue
-			if ! idle_init "$child"; then
+	for h in "${heavies[@]}" "$pool"; do
+		for child in ${kids[$h]:-}; do
+			[[ ${comm[$child]:-} == codebox-init ]] || continue
+			if ! _nrl_idle "$child"; then
 				echo "a heavy init is not an idle sandbox: $child" >&2
 				ps -o pid,ppid,comm,args --ppid "$child" -p "$child" >&2
 				return 1
