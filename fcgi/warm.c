@@ -1236,6 +1236,15 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != zygote)
 		_exit(0);
+	{
+		/* nothing of the zygote's: the supervisor's socket (which must see EOF the moment
+		 * the zygote dies), the pool's listen socket, the workers' end of ours */
+		int lo = sock < ready_fd ? sock : ready_fd, hi = sock < ready_fd ? ready_fd : sock;
+		(void)syscall(SYS_close_range, 3u, (unsigned)lo - 1, 0u);
+		if (hi > lo + 1)
+			(void)syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0u);
+		(void)syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0u);
+	}
 	(void)prctl(PR_SET_NAME, "codebox-heavy");
 	/* inits are reaped by the kernel: nothing here waits for them */
 	sigaction(SIGCHLD, &ign, NULL);
