@@ -680,9 +680,18 @@ records_setup(struct pool_config *pc, const char *busy_log)
 
 /* Warm interpreters stay on only where the embedded libpython is the cold runs' interpreter. */
 static void
-warm_decide(struct pool_config *pc, const char *python)
+warm_decide(struct pool_config *pc, const char *python, const struct isolation *iso)
 {
 	char real[4096];
+
+	/* the heavy template serves only runs with init (a pid namespace) whose init builds the
+	 * Landlock ruleset (a mount namespace, if Landlock is on): else one tier, all preloaded */
+	if (pc->warm.n_heavy > 0 &&
+	    (!iso->on[ISO_PIDNS] || (iso->on[ISO_LANDLOCK] && !iso->on[ISO_MOUNTNS]))) {
+		log_msg(LOG_INFO, "warm interpreters: one tier (the heavy template needs a pid "
+		                  "namespace, and a mount namespace with Landlock)");
+		warm_settings_one_tier(&pc->warm);
+	}
 
 	if (pc->warm.enabled &&
 	    (realpath(python, real) == NULL || strcmp(real, WARM_INTERPRETER) != 0)) {
@@ -756,7 +765,7 @@ main(int argc, char **argv)
 
 	agent_setup(&pc, &iso, o.agent_bytes);
 	records_setup(&pc, o.busy_log);
-	warm_decide(&pc, o.python);
+	warm_decide(&pc, o.python, &iso);
 	pc.worker.listen_fd = listen_unix(o.socket_path, o.user, o.group);
 	pc.socket_path = o.socket_path;
 	rc = pool_run(&pc);

@@ -140,6 +140,8 @@ run_kill_grace_seconds(void)
 	 * reply. Direct mode needs less (a sweep, the drain, a sweep). */
 	int ms = RUN_STOP_MS + RUN_KILL_MS + RUN_DRAIN_MS + RUN_KILL_MS;
 
+	ms += WARM_HEAVY_ANSWER_MS; /* a heavy box built on the request's path (warm.c) */
+
 	return (ms + 999) / 1000 + 1;
 }
 
@@ -578,13 +580,35 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 
 		box->pid = warm_heavy_clone(cfg, box->wd.path, caps->disk_bytes, fds,
 		                            &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
-		if (box->pid > 0)
+		if (box->pid > 0) {
 			box->warm = box->foreign = true;
-		else
+		} else {
 			log_msg(LOG_WARN,
 			        "the heavy template failed (%s); this worker's runs use its own "
 			        "template from now on",
 			        wwhy);
+			/* it may still clone onto the pipes it was sent: the fallback gets new ones
+			 * (an init on the old ones reads EOF from the control pipe and ends) */
+			for (int i = 0; i < 2; i++) {
+				close_fd(&out_p[i]);
+				close_fd(&err_p[i]);
+				close_fd(&fail_p[i]);
+				close_fd(&ctl_p[i]);
+				close_fd(&rep_p[i]);
+			}
+			if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
+			    pipe2(fail_p, O_CLOEXEC) < 0 || pipe2(ctl_p, O_CLOEXEC) < 0 ||
+			    pipe2(rep_p, O_CLOEXEC) < 0) {
+				set_fault(fault, RUN_FAULT_OTHER, why, why_len,
+				          "could not create the run's pipes");
+				goto fail;
+			}
+			child.sb.stdout_fd = out_p[1];
+			child.sb.stderr_fd = err_p[1];
+			child.sb.error_fd = fail_p[1];
+			child.sb.ctl_fd = ctl_p[0];
+			child.sb.report_fd = rep_p[1];
+		}
 	}
 	if (box->pid < 0 && cfg->warm && cfg->workspace_fd < 0 && warm_template_usable()) {
 		/* the worker's template clones the child, as this process's child (CLONE_PARENT) */
@@ -632,6 +656,13 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 	if (!box->foreign) /* the heavy template sent its own, taken at the clone */
 		box->pidfd = (int)syscall(SYS_pidfd_open, box->pid, 0); /* close-on-exec */
 
+	/* a foreign init is reaped by the kernel the moment it dies: its pid is only its own
+	 * while the pidfd says it lives (it waits for 'G', so it cannot die on its own now) */
+	if (box->foreign && syscall(SYS_pidfd_send_signal, box->pidfd, 0, NULL, 0) < 0) {
+		set_fault(fault, RUN_FAULT_OTHER, why, why_len,
+		          "the heavy template's init died before its start");
+		goto fail;
+	}
 	if (cfg->userns && write_id_maps(cfg, box->pid) < 0) {
 		set_fault(fault, RUN_FAULT_UID_MAP, why, why_len,
 		          "writing the run's uid and gid maps failed");

@@ -216,9 +216,19 @@ wait_readable(int fd, long long ms)
 	}
 }
 
+static int send_with_fds_flags(int sock, const void *buf, size_t len, const int *fds, int n,
+                               int flags);
+
 /* Sends buf with up to n fds (those < 0 are left out). */
 static int
 send_with_fds(int sock, const void *buf, size_t len, const int *fds, int n)
+{
+	return send_with_fds_flags(sock, buf, len, fds, n, 0);
+}
+
+/* The same, with sendmsg() flags added to MSG_NOSIGNAL (MSG_DONTWAIT: EAGAIN when full). */
+static int
+send_with_fds_flags(int sock, const void *buf, size_t len, const int *fds, int n, int flags)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
 	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
@@ -240,7 +250,7 @@ send_with_fds(int sock, const void *buf, size_t len, const int *fds, int n)
 		memcpy(CMSG_DATA(c), kept, sizeof(int) * (size_t)k);
 	}
 	for (;;) {
-		ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL);
+		ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
 		if (w == (ssize_t)len)
 			return 0;
 		if (w < 0 && errno == EINTR)
@@ -571,7 +581,7 @@ static int heavy_serve_fd = -1; /* zygote: the template's end, kept for the next
 static pid_t heavy_pid = -1;    /* zygote: the heavy template */
 static int heavy_pidfd = -1;    /* zygote: its pidfd, readable when it ends */
 static bool heavy_dead; /* worker: the heavy tier failed once; the worker renews after its reply */
-static void heavy_start(bool wait_ready);
+static void heavy_start(bool wait_ready, long long wait_ms);
 static void heavy_check(void);
 
 static noreturn void
@@ -603,7 +613,8 @@ zygote_main(int sock)
 		} else {
 			/* the heavy tier's template forks from here: light modules only */
 			if (warm_settings.n_heavy > 0)
-				heavy_start(true);
+				heavy_start(true,
+				            WARM_ZYGOTE_READY_MS - (proc_now_ms() - t0) - 5000);
 			zygote_collapse();
 			ready.ok = 1;
 			log_msg(LOG_INFO,
@@ -1246,8 +1257,6 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 		(void)syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0u);
 	}
 	(void)prctl(PR_SET_NAME, "codebox-heavy");
-	/* inits are reaped by the kernel: nothing here waits for them */
-	sigaction(SIGCHLD, &ign, NULL);
 	if (zygote_import(false, ready.why, sizeof(ready.why)) == 0) {
 		int threads = count_threads();
 		if (threads != 1) {
@@ -1266,6 +1275,8 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 		_exit(1);
 	log_msg(LOG_INFO, "heavy template ready: %d modules imported in %lld ms",
 	        warm_settings.n_heavy, proc_now_ms() - t0);
+	/* inits are reaped by the kernel: nothing here waits for them */
+	sigaction(SIGCHLD, &ign, NULL);
 	template_read_mm();
 	t0 = proc_now_ms();
 	for (;;) {
@@ -1284,9 +1295,20 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 		if (n < 0)
 			continue;
 		b.workdir[sizeof(b.workdir) - 1] = '\0';
-		if (n != 6 || b.workdir[0] != '/' || b.run.clone_flags == 0 ||
-		    !(b.run.clone_flags & CLONE_NEWPID) || b.run.python != zygote_python ||
-		    b.run.landlock_fd >= 0 || b.run.workspace_fd >= 0) {
+		if (n == 6) {
+			/* a worker that gave up on this request (its end of the reply socket is
+			 * closed) has reused its pipes: no init may be cloned onto them */
+			struct pollfd hup = {.fd = fds[5], .events = 0};
+			if (poll(&hup, 1, 0) == 1 && (hup.revents & (POLLHUP | POLLERR))) {
+				log_msg(LOG_WARN, "a request its worker gave up on is skipped");
+				n = -1;
+			}
+		}
+		if (n < 0) {
+			a.pid = -ECANCELED;
+		} else if (n != 6 || b.workdir[0] != '/' || b.run.clone_flags == 0 ||
+		           !(b.run.clone_flags & CLONE_NEWPID) || b.run.python != zygote_python ||
+		           b.run.landlock_fd >= 0 || b.run.workspace_fd >= 0) {
 			a.pid = -EPROTO;
 		} else {
 			/* nothing of the worker's own: its fds and buffers are not ours */
@@ -1312,8 +1334,10 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 		for (int i = 0; i < 5; i++)
 			if (fds[i] >= 0)
 				close(fds[i]);
-		if (n >= 6) {
-			(void)send_with_fds(fds[5], &a, sizeof(a), &pidfd, 1);
+		if (fds[5] >= 0) {
+			if (send_with_fds(fds[5], &a, sizeof(a), &pidfd, 1) < 0 && pidfd >= 0)
+				/* nobody will watch this init: it must not wait for a 'G' */
+				(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 			close(fds[5]);
 		}
 		if (pidfd >= 0)
@@ -1323,7 +1347,7 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 
 /* Zygote: forks the heavy template; at start-up waits (bounded) until it is ready. */
 static void
-heavy_start(bool wait_ready)
+heavy_start(bool wait_ready, long long wait_ms)
 {
 	struct zygote_ready ready = {0};
 	int rp[2];
@@ -1362,7 +1386,9 @@ heavy_start(bool wait_ready)
 		close(rp[0]);
 		return;
 	}
-	if (wait_readable(rp[0], WARM_ZYGOTE_READY_MS) != 1 ||
+	/* within what is left of the supervisor's wait for the zygote: a slow heavy import
+	 * must not make the light tier late too */
+	if (wait_readable(rp[0], wait_ms) != 1 ||
 	    read(rp[0], &ready, sizeof(ready)) != (ssize_t)sizeof(ready) || !ready.ok) {
 		ready.why[sizeof(ready.why) - 1] = '\0';
 		log_msg(LOG_ERROR,
@@ -1386,9 +1412,11 @@ heavy_start(bool wait_ready)
 static void
 heavy_check(void)
 {
+	static bool ended_normally;
 	int st;
 
 	if (heavy_pid > 0 && waitpid(heavy_pid, &st, WNOHANG) == heavy_pid) {
+		ended_normally = WIFEXITED(st) && WEXITSTATUS(st) == 0;
 		heavy_pid = -1;
 		if (heavy_pidfd >= 0)
 			close(heavy_pidfd);
@@ -1404,9 +1432,10 @@ heavy_check(void)
 			return;
 		}
 	}
-	if (heavy_pid < 0 && heavy_serve_fd >= 0 && proc_now_ms() - heavy_started_ms >= 1000) {
+	if (heavy_pid < 0 && heavy_serve_fd >= 0 &&
+	    (ended_normally || proc_now_ms() - heavy_started_ms >= 1000)) {
 		log_msg(LOG_INFO, "the heavy template ended: forking the next one");
-		heavy_start(false);
+		heavy_start(false, 0);
 	}
 }
 
@@ -1417,6 +1446,14 @@ warm_wants_heavy(const char *code, size_t len)
 		if (!warm_settings.light[i] && tier_code_names(code, len, warm_settings.modules[i]))
 			return true;
 	return false;
+}
+
+void
+warm_settings_one_tier(struct warm_settings *s)
+{
+	for (int i = 0; i < s->n_modules; i++)
+		s->light[i] = true;
+	s->n_heavy = 0;
 }
 
 bool
@@ -1433,8 +1470,8 @@ warm_heavy_clone(const struct run_config *run, const char *workdir, unsigned lon
 {
 	static struct heavy_build b;
 	struct template_answer a = {0};
-	struct pollfd out = {.fd = heavy_sock, .events = POLLOUT};
-	int rp[2], all[6], n;
+	long long deadline = proc_now_ms() + WARM_HEAVY_ANSWER_MS;
+	int rp[2], all[6], n, sent = -1;
 
 	*as_base_bytes = 0;
 	*pidfd = -1;
@@ -1459,18 +1496,28 @@ warm_heavy_clone(const struct run_config *run, const char *workdir, unsigned lon
 	for (int i = 0; i < 5; i++)
 		all[i] = fds[i];
 	all[5] = rp[1];
-	if (poll(&out, 1, WARM_ANSWER_MS) != 1 ||
-	    send_with_fds(heavy_sock, &b, sizeof(b), all, 6) < 0) {
+	/* the socket is shared by every worker: never block in sendmsg(), one deadline for all */
+	while ((sent = send_with_fds_flags(heavy_sock, &b, sizeof(b), all, 6, MSG_DONTWAIT)) < 0 &&
+	       (errno == EAGAIN || errno == EINTR) && proc_now_ms() < deadline) {
+		struct pollfd out = {.fd = heavy_sock, .events = POLLOUT};
+		long long left = deadline - proc_now_ms();
+		(void)poll(&out, 1, left > 0 ? (int)left : 0);
+	}
+	if (sent < 0) {
 		snprintf(why, why_len, "sending to the heavy template: %s",
-		         errno ? strerror(errno) : "it does not take requests");
+		         errno == EAGAIN ? "it takes no requests" : strerror(errno));
 		close(rp[0]);
 		close(rp[1]);
 		goto dead;
 	}
 	close(rp[1]);
-	n = wait_readable(rp[0], WARM_ANSWER_MS) == 1
-	        ? recv_with_fds(rp[0], &a, sizeof(a), pidfd, 1)
-	        : -1;
+	{
+		long long left = deadline - proc_now_ms();
+		n = wait_readable(rp[0], left > 0 ? left : 0) == 1
+		        ? recv_with_fds(rp[0], &a, sizeof(a), pidfd, 1)
+		        : -1;
+	}
+	/* closing our end tells a heavy template that has not taken the request yet to skip it */
 	close(rp[0]);
 	if (n != 1 || a.pid <= 0) {
 		if (n >= 1)

@@ -13,6 +13,9 @@
 #define WARM_DEFAULT_MODULES "numpy,pandas,scipy,sympy,sklearn"
 /* The light tier's modules: the preloaded modules among these (CODEBOX_WARM_LIGHT_MODULES) */
 #define WARM_DEFAULT_LIGHT_MODULES "numpy"
+/* How long a worker waits for the heavy template's clone, all told (then the run uses the
+ * worker's own template): a bound on what a sandbox built on the request's path may add */
+#define WARM_HEAVY_ANSWER_MS 2000
 #define WARM_MAX_MODULES 32
 /* The interpreter whose library (libpython3.11) is embedded: warm runs need --python to be it. */
 #define WARM_INTERPRETER "/usr/bin/python3.11"
@@ -94,6 +97,10 @@ bool warm_wants_heavy(const char *code, size_t len);
 
 /* Worker: whether the heavy template is up for a run under run (namespace mode only). */
 bool warm_heavy_usable(const struct run_config *run);
+
+/* Supervisor, once the isolation in force is known: one tier when the heavy template could
+ * never serve (no pid namespace, or Landlock without a mount namespace). */
+void warm_settings_one_tier(struct warm_settings *s);
 
 /*
  * Worker: has the heavy template (shared by the workers, a child of the zygote) clone a run's

@@ -212,6 +212,25 @@ time.sleep(300)" '{timeoutSeconds: 1}'
 	wait_for "a healthy pool" 100 no_run_leftovers
 }
 
+@test "warm: a heavy template that stops answering costs a fallback, never a stray init" {
+	local h i
+	h=$(heavy_pids)
+	[[ -n $h ]]
+	kill -STOP "$h"
+	# each worker without a heavy box gives up on it within 2 s and uses its own template
+	for i in 1 2 3; do
+		execute 'import scipy.special; print(int(scipy.special.gamma(4)))'
+		assert_equal "$(field .stdout)" 6
+	done
+	kill -CONT "$h"
+	run -0 grep -c "the heavy template failed (the heavy template did not answer)" "$STACK_DIR/logs/pool.log"
+	# the requests it finds queued were given up: it clones no init onto their pipes
+	wait_for "the queued requests skipped" 100 grep -q "a request its worker gave up on is skipped" "$STACK_DIR/logs/pool.log"
+	wait_for "a healthy pool" 100 no_run_leftovers
+	execute 'import scipy; print(6 * 7)'
+	assert_equal "$(field .stdout)" 42
+}
+
 @test "warm: a killed heavy template is replaced: the run in flight is answered, none fails" {
 	local m="codebox-heavy-kept-$RANDOM$RANDOM" h i
 	execute 'import scipy; print("warm")'
