@@ -140,8 +140,6 @@ run_kill_grace_seconds(void)
 	 * reply. Direct mode needs less (a sweep, the drain, a sweep). */
 	int ms = RUN_STOP_MS + RUN_KILL_MS + RUN_DRAIN_MS + RUN_KILL_MS;
 
-	ms += WARM_HEAVY_ANSWER_MS; /* a heavy box built on the request's path (warm.c) */
-
 	return (ms + 999) / 1000 + 1;
 }
 

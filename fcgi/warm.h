@@ -14,7 +14,8 @@
 /* The light tier's modules: the preloaded modules among these (CODEBOX_WARM_LIGHT_MODULES) */
 #define WARM_DEFAULT_LIGHT_MODULES "numpy"
 /* How long a worker waits for the heavy template's clone, all told (then the run uses the
- * worker's own template): a bound on what a sandbox built on the request's path may add */
+ * worker's own template): a bound on what a sandbox built on the request's path may add
+ * (like the light template's answer, it is not counted in the kill grace) */
 #define WARM_HEAVY_ANSWER_MS 2000
 #define WARM_MAX_MODULES 32
 /* The interpreter whose library (libpython3.11) is embedded: warm runs need --python to be it. */
