@@ -517,6 +517,25 @@ run_clone_as(const struct run_config *cfg, int flags, int *pidfd)
 	return pid;
 }
 
+/* A box's pipes, as pairs: stdout, stderr, error, control, and (namespace mode) report. */
+static int
+box_pipes_open(int p[5][2], bool ns_mode)
+{
+	for (int i = 0; i < (ns_mode ? 5 : 4); i++)
+		if (pipe2(p[i], O_CLOEXEC) < 0)
+			return -1;
+	return 0;
+}
+
+static void
+box_pipes_close(int p[5][2])
+{
+	for (int i = 0; i < 5; i++) {
+		close_fd(&p[i][0]);
+		close_fd(&p[i][1]);
+	}
+}
+
 /*
  * Builds a sandbox for a run with caps: its directory, cgroup and pipes, and its child (cold:
  * cloned here; warm: by the worker's template), which waits for 'G' and then for the
@@ -527,8 +546,8 @@ static int
 box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
           struct run_outcome *fault, char *why, size_t why_len)
 {
-	int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, fail_p[2] = {-1, -1};
-	int ctl_p[2] = {-1, -1}, rep_p[2] = {-1, -1};
+	int p[5][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
+	int *out_p = p[0], *err_p = p[1], *fail_p = p[2], *ctl_p = p[3], *rep_p = p[4];
 	bool ns_mode = cfg->clone_flags != 0;
 	char cg_name[80];
 	static struct run_child child; /* large; the worker is single-threaded */
@@ -556,9 +575,7 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 			goto fail;
 		}
 	}
-	if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
-	    pipe2(fail_p, O_CLOEXEC) < 0 || pipe2(ctl_p, O_CLOEXEC) < 0 ||
-	    (ns_mode && pipe2(rep_p, O_CLOEXEC) < 0)) {
+	if (box_pipes_open(p, ns_mode) < 0) {
 		set_fault(fault, RUN_FAULT_OTHER, why, why_len, "could not create the run's pipes");
 		goto fail;
 	}
@@ -587,16 +604,8 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 			        wwhy);
 			/* it may still clone onto the pipes it was sent: the fallback gets new ones
 			 * (an init on the old ones reads EOF from the control pipe and ends) */
-			for (int i = 0; i < 2; i++) {
-				close_fd(&out_p[i]);
-				close_fd(&err_p[i]);
-				close_fd(&fail_p[i]);
-				close_fd(&ctl_p[i]);
-				close_fd(&rep_p[i]);
-			}
-			if (pipe2(out_p, O_CLOEXEC) < 0 || pipe2(err_p, O_CLOEXEC) < 0 ||
-			    pipe2(fail_p, O_CLOEXEC) < 0 || pipe2(ctl_p, O_CLOEXEC) < 0 ||
-			    pipe2(rep_p, O_CLOEXEC) < 0) {
+			box_pipes_close(p);
+			if (box_pipes_open(p, ns_mode) < 0) {
 				set_fault(fault, RUN_FAULT_OTHER, why, why_len,
 				          "could not create the run's pipes");
 				goto fail;
@@ -677,13 +686,7 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 	}
 	return 0;
 fail:
-	for (int i = 0; i < 2; i++) {
-		close_fd(&out_p[i]);
-		close_fd(&err_p[i]);
-		close_fd(&fail_p[i]);
-		close_fd(&ctl_p[i]);
-		close_fd(&rep_p[i]);
-	}
+	box_pipes_close(p);
 	box_discard(cfg, box);
 	return -1;
 }

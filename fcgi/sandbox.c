@@ -300,24 +300,6 @@ sandbox_stdio(const struct sandbox_spec *s)
 
 /* Closes every fd from 3 up except those in keep (n of them, -1 entries ignored). */
 static int
-sandbox_close_fds(const int *keep, int n)
-{
-	unsigned from = 3;
-
-	for (;;) {
-		unsigned next = ~0u; /* the smallest kept fd >= from */
-		for (int i = 0; i < n; i++)
-			if (keep[i] >= 0 && (unsigned)keep[i] >= from && (unsigned)keep[i] < next)
-				next = (unsigned)keep[i];
-		if (next == ~0u)
-			return (int)syscall(SYS_close_range, from, ~0u, 0u);
-		if (next > from && syscall(SYS_close_range, from, next - 1, 0u) < 0)
-			return -1;
-		from = next + 1;
-	}
-}
-
-static int
 sandbox_ids(const struct sandbox_spec *s)
 {
 	if (!s->set_ids)
@@ -397,7 +379,7 @@ sandbox_program(const struct sandbox_spec *s)
 	{
 		/* the error pipe reports later failures; the Landlock ruleset is applied below */
 		int keep[] = {s->error_fd, s->landlock_fd};
-		if (sandbox_close_fds(keep, 2) < 0)
+		if (util_close_fds_except(keep, 2) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
 	/* the working directory is inherited: the caller entered it (and wrote main.py there) */
@@ -446,7 +428,7 @@ sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 		sandbox_fail(s, SANDBOX_STDIO, 0);
 	{
 		int keep[] = {s->error_fd, s->landlock_fd, s->ctl_fd, handoff_fd};
-		if (sandbox_close_fds(keep, 4) < 0)
+		if (util_close_fds_except(keep, 4) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
 	if (sandbox_parent_death(s) < 0)
@@ -607,7 +589,7 @@ sandbox_init(const struct sandbox_spec *spec)
 		 */
 		int keep[] = {s->stdin_fd, s->stdout_fd, s->stderr_fd,   s->error_fd,
 		              s->ctl_fd,   s->report_fd, s->landlock_fd, s->workspace_fd};
-		if (sandbox_close_fds(keep, 8) < 0)
+		if (util_close_fds_except(keep, 8) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
 	sandbox_retitle();

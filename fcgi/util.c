@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int
@@ -67,4 +68,22 @@ util_fault_string(const struct fault *f, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%s", f->what);
 	return buf;
+}
+
+int
+util_close_fds_except(const int *keep, int n)
+{
+	unsigned from = 3;
+
+	for (;;) {
+		unsigned next = ~0u; /* the smallest kept fd >= from */
+		for (int i = 0; i < n; i++)
+			if (keep[i] >= 0 && (unsigned)keep[i] >= from && (unsigned)keep[i] < next)
+				next = (unsigned)keep[i];
+		if (next == ~0u)
+			return (int)syscall(SYS_close_range, from, ~0u, 0u);
+		if (next > from && syscall(SYS_close_range, from, next - 1, 0u) < 0)
+			return -1;
+		from = next + 1;
+	}
 }

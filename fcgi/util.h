@@ -10,6 +10,9 @@
  * Async-signal-safe (the sandbox's children use it between fork and execve). */
 int util_write_all(int fd, const void *buf, size_t n);
 
+/* Closes every fd from 3 up but the n in keep (those < 0 are ignored); async-signal-safe. */
+int util_close_fds_except(const int *keep, int n);
+
 /* Writes text into the existing file dir/file (a cgroup or /proc control file) in one
  * write, as the kernel wants. Returns 0, or -1 with errno set. */
 int util_write_file(const char *dir, const char *file, const char *text);

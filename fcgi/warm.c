@@ -1025,10 +1025,47 @@ warm_enter(const struct sandbox_spec *s)
 	_exit(code);
 }
 
+/*
+ * A template's clone of a run's first process for workdir, with the child's ends of its pipes
+ * (stdout, stderr, error, control, report; the last unused in direct mode), into a. The
+ * worker's template clones with CLONE_PARENT (pidfd NULL: the child is the worker's); the
+ * heavy template (pidfd given) clones its own child, an init without a parent-death signal,
+ * and gets its pidfd. Either way the child takes the same sandbox.c steps.
+ */
+static void
+template_clone(const struct run_config *run, const char *workdir, unsigned long long disk_bytes,
+               const int fds[5], int *pidfd, struct template_answer *a)
+{
+	static struct run_child child;
+	bool ns_mode = run->clone_flags != 0;
+	pid_t pid;
+
+	run_child_prepare(run, workdir, disk_bytes, &child);
+	child.sb.stdout_fd = fds[0];
+	child.sb.stderr_fd = fds[1];
+	child.sb.error_fd = fds[2];
+	child.sb.ctl_fd = fds[3];
+	child.sb.report_fd = ns_mode ? fds[4] : -1;
+	child.sb.enter = warm_enter;
+	/* with init, the program is forked and prepared before the request */
+	child.sb.prepare = ns_mode ? warm_prepare : NULL;
+	child.sb.orphan_init = pidfd != NULL;
+	/* direct mode: the program's parent is the worker (CLONE_PARENT) */
+	if (!ns_mode)
+		child.sb.parent_pid = getppid();
+	pid = run_clone_as(run, (pidfd != NULL ? 0 : CLONE_PARENT) | run->clone_flags, pidfd);
+	if (pid == 0) {
+		if (ns_mode)
+			sandbox_init(&child.sb);
+		sandbox_run_program(&child.sb);
+	}
+	a->pid = pid < 0 ? -errno : pid;
+	a->as_bytes = address_space_bytes();
+}
+
 static noreturn void
 template_main(const struct run_config *run, int sock)
 {
-	static struct run_child child;
 	bool ns_mode = run->clone_flags != 0;
 
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1036,17 +1073,8 @@ template_main(const struct run_config *run, int sock)
 		_exit(0);
 	{
 		/* nothing of the worker: its listen socket, epoll, FastCGI connection */
-		int keep_lo =
-		    sock < run->landlock_fd || run->landlock_fd < 0 ? sock : run->landlock_fd;
-		int keep_hi = keep_lo == sock ? run->landlock_fd : sock;
-		(void)syscall(SYS_close_range, 3u, (unsigned)keep_lo - 1, 0u);
-		if (keep_hi > keep_lo) {
-			(void)syscall(SYS_close_range, (unsigned)keep_lo + 1, (unsigned)keep_hi - 1,
-			              0u);
-			(void)syscall(SYS_close_range, (unsigned)keep_hi + 1, ~0u, 0u);
-		} else {
-			(void)syscall(SYS_close_range, (unsigned)keep_lo + 1, ~0u, 0u);
-		}
+		int keep[] = {sock, run->landlock_fd};
+		(void)util_close_fds_except(keep, 2);
 	}
 	template_read_mm();
 	{
@@ -1058,7 +1086,6 @@ template_main(const struct run_config *run, int sock)
 		struct template_answer a = {0};
 		int fds[5] = {-1, -1, -1, -1, -1};
 		int n = recv_with_fds(sock, &b, sizeof(b), fds, 5);
-		pid_t pid;
 
 		if (n < 0)
 			_exit(0); /* the worker is gone or stops us */
@@ -1066,26 +1093,7 @@ template_main(const struct run_config *run, int sock)
 		if (n != (ns_mode ? 5 : 4) || b.workdir[0] != '/') {
 			a.pid = -EPROTO;
 		} else {
-			run_child_prepare(run, b.workdir, b.disk_bytes, &child);
-			child.sb.stdout_fd = fds[0];
-			child.sb.stderr_fd = fds[1];
-			child.sb.error_fd = fds[2];
-			child.sb.ctl_fd = fds[3];
-			child.sb.report_fd = ns_mode ? fds[4] : -1;
-			child.sb.enter = warm_enter;
-			/* with init, the program is forked and prepared before the request */
-			child.sb.prepare = ns_mode ? warm_prepare : NULL;
-			/* direct mode: the program's parent is the worker (CLONE_PARENT) */
-			if (!ns_mode)
-				child.sb.parent_pid = getppid();
-			pid = run_clone_as(run, CLONE_PARENT | run->clone_flags, NULL);
-			if (pid == 0) {
-				if (ns_mode)
-					sandbox_init(&child.sb);
-				sandbox_run_program(&child.sb);
-			}
-			a.pid = pid < 0 ? -errno : pid;
-			a.as_bytes = address_space_bytes();
+			template_clone(run, b.workdir, b.disk_bytes, fds, NULL, &a);
 		}
 		for (int i = 0; i < 5; i++)
 			if (fds[i] >= 0)
@@ -1237,7 +1245,6 @@ static long long heavy_started_ms;
 static noreturn void
 heavy_main(int sock, int ready_fd, pid_t zygote)
 {
-	static struct run_child child;
 	struct zygote_ready ready = {0};
 	struct sigaction ign = {.sa_handler = SIG_IGN};
 	unsigned long runs = 0;
@@ -1250,11 +1257,8 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 	{
 		/* nothing of the zygote's: the supervisor's socket (which must see EOF the moment
 		 * the zygote dies), the pool's listen socket, the workers' end of ours */
-		int lo = sock < ready_fd ? sock : ready_fd, hi = sock < ready_fd ? ready_fd : sock;
-		(void)syscall(SYS_close_range, 3u, (unsigned)lo - 1, 0u);
-		if (hi > lo + 1)
-			(void)syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0u);
-		(void)syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0u);
+		int keep[] = {sock, ready_fd};
+		(void)util_close_fds_except(keep, 2);
 	}
 	(void)prctl(PR_SET_NAME, "codebox-heavy");
 	if (zygote_import(false, ready.why, sizeof(ready.why)) == 0) {
@@ -1284,7 +1288,6 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 		struct template_answer a = {0};
 		int fds[6] = {-1, -1, -1, -1, -1, -1};
 		int n, pidfd = -1;
-		pid_t pid;
 
 		if (runs >= warm_settings.max_runs ||
 		    proc_now_ms() - t0 >= (long long)warm_settings.max_seconds * 1000)
@@ -1315,20 +1318,7 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 			b.run.work_parent = NULL;
 			b.run.work_parent_fd = -1;
 			b.run.cgroup = NULL;
-			run_child_prepare(&b.run, b.workdir, b.disk_bytes, &child);
-			child.sb.stdout_fd = fds[0];
-			child.sb.stderr_fd = fds[1];
-			child.sb.error_fd = fds[2];
-			child.sb.ctl_fd = fds[3];
-			child.sb.report_fd = fds[4];
-			child.sb.enter = warm_enter;
-			child.sb.prepare = warm_prepare;
-			child.sb.orphan_init = true;
-			pid = run_clone_as(&b.run, b.run.clone_flags, &pidfd);
-			if (pid == 0)
-				sandbox_init(&child.sb);
-			a.pid = pid < 0 ? -errno : pid;
-			a.as_bytes = address_space_bytes();
+			template_clone(&b.run, b.workdir, b.disk_bytes, fds, &pidfd, &a);
 			runs++;
 		}
 		for (int i = 0; i < 5; i++)

@@ -258,16 +258,6 @@ heavy_pids() {
 	return 0
 }
 
-# idle_init PID: PID is a sandbox built ahead: an init whose one child, the program prepared
-# for the next request, has no child of its own.
-idle_init() {
-	local waiting
-	[[ $(cat "/proc/$1/comm" 2>/dev/null) == codebox-init ]] || return 1
-	waiting=$(pgrep -P "$1" || true)
-	[[ -n $waiting && $(wc -w <<<"$waiting") -eq 1 &&
-		$(cat "/proc/$waiting/comm" 2>/dev/null) == python3 && -z $(pgrep -P "$waiting") ]]
-}
-
 # zygote_pid: the warm zygote of this stack (none when runs are cold).
 zygote_pid() {
 	local p
