@@ -49,6 +49,11 @@
  *   run_collect()  kill what is left, read the report (or result.json), the cgroup's events,
  *                  classify (outcome_classify(), pure and unit-tested), tear the box down
  *
+ * A box built ahead can also die after the request was sent (a kill is asynchronous, and the
+ * pipe holds the request). When init ended without a word and the control pipe still holds
+ * part of the request, nothing of the program ran: the first box is torn down and the three
+ * phases run once more on a box built for the request (run_never_began()).
+ *
  * What is kept between runs (the box built ahead, the last caps, the spent cgroup) is a
  * struct run_slot that its caller owns, never a file static.
  *
@@ -118,6 +123,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -785,6 +791,7 @@ struct run_watch {
 	bool stop_sent; /* namespace mode: init was told to stop ('S') */
 	bool reported;  /* namespace mode: init's whole report is in, and it is exiting */
 	int client_fd;  /* the request's connection, watched for a hang-up; -1: not watched */
+	bool ahead;     /* the box was built ahead of the request */
 	long long t0, deadline, drain_deadline, stop_deadline;
 };
 
@@ -818,6 +825,7 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	}
 	/* built ahead: the namespaces and mounts cost nothing now */
 	bool ahead = box_fits(&s->box, &caps);
+	w->ahead = ahead;
 	if (!ahead) {
 		box_discard(cfg, &s->box);
 		if (box_build(cfg, &caps, &s->box, out, why, why_len) < 0)
@@ -1113,6 +1121,23 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	return rc;
 }
 
+/*
+ * Whether init died before it had read the whole request, so that nothing of the program can
+ * have run: namespace mode, init gone without a word, no output, and bytes of the request still
+ * in the control pipe (init reads it all before it starts the program). A box built ahead can
+ * die between the send and the read: the kill is asynchronous, and the pipe takes the request.
+ */
+static bool
+run_never_began(const struct run_watch *w, const struct run_outcome *out)
+{
+	int queued = 0;
+
+	if (!w->box->ns_mode || !w->main_reaped || w->timed_out || out->abandoned ||
+	    w->setup_failed || w->rb.len > 0 || out->out.len > 0 || out->err.len > 0)
+		return false;
+	return ioctl(w->box->ctl_w, FIONREAD, &queued) == 0 && queued > 0;
+}
+
 int
 run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
             struct run_outcome *out, char *why, size_t why_len)
@@ -1126,5 +1151,18 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		rc = run_watch(&w, out, why, why_len);
 	else if (w.box == NULL)
 		return -1;
+	if (rc == 0 && w.ahead && run_never_began(&w, out)) {
+		/* once: the second box is built for this request, so it cannot have waited */
+		log_msg(LOG_WARN, "the sandbox built ahead died before it read the program; "
+		                  "running it in a new one");
+		box_teardown(cfg, w.box, &w.main_reaped, &w.main_status, &w.ru, &s->spent);
+		free(w.rb.buf);
+		run_outcome_free(out);
+		rc = run_start(cfg, spec, s, &w, out, why, why_len);
+		if (rc == 0)
+			rc = run_watch(&w, out, why, why_len);
+		else if (w.box == NULL)
+			return -1;
+	}
 	return run_collect(cfg, spec, s, &w, rc, out, why, why_len);
 }

@@ -126,25 +126,99 @@ two_in_flight() {
 	wait_for "readiness" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' '$BASE/readyz') == 200 ]]"
 }
 
+# idle_inits: each worker's sandbox built ahead (its idle init, a child of the worker).
+idle_inits() {
+	local w child
+	for w in $(worker_pids); do
+		for child in $(pgrep -P "$w"); do
+			[[ $(cat "/proc/$child/comm" 2>/dev/null) == codebox-init ]] && echo "$child"
+		done
+	done
+	return 0
+}
+
+# two_idle_inits: both execution slots' workers hold a sandbox built ahead.
+two_idle_inits() {
+	[[ $(idle_inits | wc -l) -eq 2 ]]
+}
+
+# ended PID...: each PID is gone or a zombie (its files closed, its namespace's processes dead).
+ended() {
+	local p st
+	for p in "$@"; do
+		st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1) || continue
+		[[ -z $st || $st == Z ]] || return 1
+	done
+}
+
+# handed_to_stopped INIT...: the worker of one of the stopped INITs waits in poll() (system
+# call 7; an idle worker waits in epoll_pwait): it has sent the request, unread in the pipe.
+handed_to_stopped() {
+	local i w
+	for i in "$@"; do
+		w=$(sed 's/.*) //' "/proc/$i/stat" 2>/dev/null | cut -d' ' -f2) || continue
+		[[ -n $w && $(cut -d' ' -f1 "/proc/$w/syscall" 2>/dev/null) == 7 ]] && return 0
+	done
+	return 1
+}
+
 @test "pool: a sandbox built ahead that died while waiting is replaced, and the run succeeds" {
-	local w child killed=0 i
+	local inits i
 	for i in 1 2 3; do
 		post '{"code":"print(1)"}'
 	done
-	# every worker that served has built its next sandbox: kill those idle inits
-	for w in $(worker_pids); do
-		for child in $(pgrep -P "$w"); do
-			[[ $(cat "/proc/$child/comm") == codebox-init ]] || continue
-			kill -KILL "$child" && killed=$((killed + 1))
-		done
-	done
-	((killed > 0))
+	# every worker that served has built its next sandbox: kill those idle inits, and wait
+	# for them to be gone (a kill is asynchronous; one in progress is the next test's case)
+	inits=$(idle_inits)
+	[[ -n $inits ]]
+	# shellcheck disable=SC2086
+	kill -KILL $inits
+	# shellcheck disable=SC2086
+	wait_for "the killed sandboxes to end" 100 ended $inits
 	for i in $(seq 1 8); do
 		post '{"code":"print(6 * 7)"}'
 		assert_equal "$code" 200
 		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
 	done
 	run -0 grep -c "the sandbox built ahead is gone" "$STACK_DIR/logs/pool.log"
+}
+
+@test "pool: a sandbox built ahead that dies after the request was sent runs it in a new one" {
+	local inits boxes i
+	# two runs at once: both execution slots' workers build their next sandbox
+	for i in 1 2; do
+		curl -s --max-time 30 -o /dev/null --data-binary \
+			'{"code":"import time; time.sleep(0.3)"}' "$BASE/execute" 3>&- &
+	done
+	wait
+	wait_for "both sandboxes built ahead" 100 two_idle_inits
+	# stopped (warm: with the program prepared ahead, which reads the request itself), a
+	# sandbox takes no request; its pipe does, and the worker waits for the report
+	inits=$(idle_inits)
+	boxes="$inits $(for i in $inits; do pgrep -P "$i" || true; done)"
+	# shellcheck disable=SC2086
+	kill -STOP $boxes
+	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/late" -w '%{http_code}' \
+		--data-binary '{"code":"print(6 * 7)"}' "$BASE/execute" >"$BATS_TEST_TMPDIR/late_code" 3>&- &
+	# shellcheck disable=SC2086
+	wait_for "the request to reach a stopped sandbox" 100 handed_to_stopped $inits
+	# shellcheck disable=SC2086
+	kill -KILL $inits
+	wait
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/late_code")" 200
+	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/late")" 42
+	assert_equal "$(jq -r .exitCode "$BATS_TEST_TMPDIR/late")" 0
+	run -0 grep -c "the sandbox built ahead died before it read the program" "$STACK_DIR/logs/pool.log"
+	assert_output 1
+	# the other slot's sandbox died while it waited: it is replaced on its request
+	# shellcheck disable=SC2086
+	wait_for "the killed sandboxes to end" 100 ended $inits
+	for i in 1 2 3 4; do
+		post '{"code":"print(6 * 7)"}'
+		assert_equal "$code" 200
+		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	done
+	no_run_leftovers
 }
 
 @test "pool: SIGTERM drains: the run in flight is answered, then everything stops" {
