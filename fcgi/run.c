@@ -88,7 +88,9 @@
  * mappings, and the five modules have 1,360 where numpy alone has 197, so the zygote imports
  * only the light tier's modules and the workers and their templates are copies of that:
  *
- *   zygote ─fork─▶ heavy template (imports the heavy tier's modules; serves every worker)
+ *   zygote ─fork─▶ heavy template (imports the heavy tier's modules; serves every worker;
+ *                  when its life is up it serves on until its successor, forked then, is
+ *                  ready: warm.c's succession)
  *   heavy template ─clone(the run's namespaces, CLONE_PIDFD)─▶ init, its own child
  *
  * A program whose text names a heavy module (warm_wants_heavy(); the tier is one of the

@@ -264,7 +264,7 @@ send_with_fds_flags(int sock, const void *buf, size_t len, const int *fds, int n
 /* Receives one message of exactly len bytes with up to max fds (close-on-exec). Returns the
  * number of fds, 0 with errno 0 at EOF... -1 on error or EOF (errno EPIPE). */
 static int
-recv_with_fds(int sock, void *buf, size_t len, int *fds, int max)
+recv_with_fds_flags(int sock, void *buf, size_t len, int *fds, int max, int flags)
 {
 	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
 	struct iovec iov = {.iov_base = buf, .iov_len = len};
@@ -274,7 +274,7 @@ recv_with_fds(int sock, void *buf, size_t len, int *fds, int max)
 	int n = 0;
 
 	do
-		r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+		r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
 	while (r < 0 && errno == EINTR);
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); r >= 0 && c; c = CMSG_NXTHDR(&msg, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -295,6 +295,12 @@ recv_with_fds(int sock, void *buf, size_t len, int *fds, int max)
 		return -1;
 	}
 	return n;
+}
+
+static int
+recv_with_fds(int sock, void *buf, size_t len, int *fds, int max)
+{
+	return recv_with_fds_flags(sock, buf, len, fds, max, 0);
 }
 
 static int
@@ -575,14 +581,27 @@ struct zygote_ready {
 	char why[240];
 };
 
-/* The heavy tier (the end of this file): its template, the zygote's child. */
+/*
+ * The heavy tier (the end of this file): its template, the zygote's child; while it retires,
+ * its successor, and once the successor serves, the retired one until it has ended.
+ */
+struct heavy_proc {
+	pid_t pid;     /* -1: none */
+	int pidfd;     /* readable when it ends */
+	int note_fd;   /* its notices: the ready report, then 'R' when its life is up */
+	int retire_fd; /* closed by the zygote: the template ends between two requests */
+	long long started_ms;
+	bool retiring; /* it said 'R': a successor is forked, and it serves until that is ready */
+};
+#define HEAVY_NONE ((struct heavy_proc){.pid = -1, .pidfd = -1, .note_fd = -1, .retire_fd = -1})
 static int heavy_sock = -1;     /* zygote and workers: where the workers send requests */
-static int heavy_serve_fd = -1; /* zygote: the template's end, kept for the next template */
-static pid_t heavy_pid = -1;    /* zygote: the heavy template */
-static int heavy_pidfd = -1;    /* zygote: its pidfd, readable when it ends */
+static int heavy_serve_fd = -1; /* zygote: the templates' end, kept for the next template */
+static struct heavy_proc heavy_cur = HEAVY_NONE, heavy_next = HEAVY_NONE, heavy_old = HEAVY_NONE;
 static bool heavy_dead; /* worker: the heavy tier failed once; the worker renews after its reply */
-static void heavy_start(bool wait_ready, long long wait_ms);
+static void heavy_start(long long wait_ms);
 static void heavy_check(void);
+static void heavy_poll_fds(struct pollfd *pfd, int *n);
+static void heavy_forget(void);
 
 static noreturn void
 zygote_main(int sock)
@@ -613,8 +632,7 @@ zygote_main(int sock)
 		} else {
 			/* the heavy tier's template forks from here: light modules only */
 			if (warm_settings.n_heavy > 0)
-				heavy_start(true,
-				            WARM_ZYGOTE_READY_MS - (proc_now_ms() - t0) - 5000);
+				heavy_start(WARM_ZYGOTE_READY_MS - (proc_now_ms() - t0) - 5000);
 			zygote_collapse();
 			ready.ok = 1;
 			log_msg(LOG_INFO,
@@ -633,10 +651,12 @@ zygote_main(int sock)
 		pid_t pid;
 
 		if (heavy_serve_fd >= 0) {
-			/* a heavy template that ended (its runs or its age) is replaced */
-			struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN},
-			                        {.fd = heavy_pidfd, .events = POLLIN}};
-			int w = poll(pfd, heavy_pidfd >= 0 ? 2 : 1, 1000);
+			/* a heavy template whose life is up is succeeded, one that ended replaced
+			 */
+			struct pollfd pfd[8] = {{.fd = sock, .events = POLLIN}};
+			int n = 1, w;
+			heavy_poll_fds(pfd, &n);
+			w = poll(pfd, (nfds_t)n, 1000);
 			heavy_check();
 			if (w <= 0 || !pfd[0].revents)
 				continue;
@@ -651,12 +671,7 @@ zygote_main(int sock)
 		if (pid == 0) {
 			struct sigaction dfl_chld = {.sa_handler = SIG_DFL};
 			close(sock);
-			if (heavy_serve_fd >= 0)
-				close(heavy_serve_fd);
-			if (heavy_pidfd >= 0)
-				close(heavy_pidfd);
-			heavy_serve_fd = heavy_pidfd = -1;
-			heavy_pid = -1;
+			heavy_forget();
 			sigaction(SIGCHLD, &dfl_chld, NULL);
 			(void)prctl(PR_SET_NAME, "codebox-pool");
 			log_set_component("pool");
@@ -1228,8 +1243,15 @@ warm_template_expired(void)
  * own child, reaped by the kernel (SIGCHLD ignored), and the worker is handed a pidfd, which
  * is all namespace mode needs (init's report carries the program's status; the pidfd says
  * when init is gone, and kills it). init then keeps no parent-death signal: the worker's death
- * reaches it as the control pipe's end, and the heavy template's (replaced after
- * CODEBOX_WARM_MAX_RUNS runs or CODEBOX_WARM_MAX_SECONDS) must not end its runs.
+ * reaches it as the control pipe's end, and the heavy template's must not end its runs.
+ *
+ * Succession. After CODEBOX_WARM_MAX_RUNS runs or CODEBOX_WARM_MAX_SECONDS the heavy template
+ * says 'R' on its notice pipe and goes on serving; the zygote forks its successor, and both
+ * read the one socket (without blocking: whoever is first takes a request) until the
+ * successor's ready report arrives; the zygote then closes the old one's retirement pipe, and
+ * it ends between two requests. Renewal thus costs no run a fallback, and its cost is the
+ * successor's imports, off every request's path. heavy_check() keeps the three (serving,
+ * successor, retired and ending) and says what happens when one of them dies.
  */
 struct heavy_build {
 	/* the worker's, by value: its pointers (the interpreter's path, /etc, the seccomp
@@ -1240,15 +1262,14 @@ struct heavy_build {
 	char workdir[4096];
 };
 
-static long long heavy_started_ms;
-
 static noreturn void
-heavy_main(int sock, int ready_fd, pid_t zygote)
+heavy_main(int sock, int note_fd, int retire_fd, pid_t zygote)
 {
 	struct zygote_ready ready = {0};
 	struct sigaction ign = {.sa_handler = SIG_IGN};
 	unsigned long runs = 0;
 	long long t0 = proc_now_ms();
+	bool retiring = false;
 
 	log_set_component("heavy");
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -1256,9 +1277,10 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 		_exit(0);
 	{
 		/* nothing of the zygote's: the supervisor's socket (which must see EOF the moment
-		 * the zygote dies), the pool's listen socket, the workers' end of ours */
-		int keep[] = {sock, ready_fd};
-		(void)util_close_fds_except(keep, 2);
+		 * the zygote dies), the pool's listen socket, the workers' end of ours, the other
+		 * heavy templates' pipes */
+		int keep[] = {sock, note_fd, retire_fd};
+		(void)util_close_fds_except(keep, 3);
 	}
 	(void)prctl(PR_SET_NAME, "codebox-heavy");
 	if (zygote_import(false, ready.why, sizeof(ready.why)) == 0) {
@@ -1273,9 +1295,7 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 	}
 	/* SIGPIPE is ignored (the interpreter's start-up): a zygote that stopped waiting is
 	 * only an error here */
-	(void)util_write_all(ready_fd, &ready, sizeof(ready));
-	close(ready_fd);
-	if (!ready.ok)
+	if (util_write_all(note_fd, &ready, sizeof(ready)) < 0 || !ready.ok)
 		_exit(1);
 	log_msg(LOG_INFO, "heavy template ready: %d modules imported in %lld ms",
 	        warm_settings.n_heavy, proc_now_ms() - t0);
@@ -1288,11 +1308,28 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 		struct template_answer a = {0};
 		int fds[6] = {-1, -1, -1, -1, -1, -1};
 		int n, pidfd = -1;
+		long long life_ms =
+		    (long long)warm_settings.max_seconds * 1000 - (proc_now_ms() - t0);
+		struct pollfd pfd[2] = {{.fd = sock, .events = POLLIN},
+		                        {.fd = retire_fd, .events = POLLIN}};
 
-		if (runs >= warm_settings.max_runs ||
-		    proc_now_ms() - t0 >= (long long)warm_settings.max_seconds * 1000)
-			_exit(0); /* the zygote forks the next one; queued requests wait for it */
-		n = recv_with_fds(sock, &b, sizeof(b), fds, 6);
+		if (!retiring && (runs >= warm_settings.max_runs || life_ms <= 0)) {
+			/* the zygote forks the successor; this one serves until that one does */
+			retiring = true;
+			if (write(note_fd, "R", 1) != 1)
+				_exit(0);
+		}
+		if (poll(pfd, 2, retiring ? -1 : (int)(life_ms < 1000 ? life_ms : 1000) + 1) < 0 &&
+		    errno != EINTR)
+			_exit(1);
+		if (pfd[1].revents)
+			_exit(0); /* retired (or the zygote is gone), between two requests */
+		if (!pfd[0].revents)
+			continue;
+		/* the successor reads the same socket: whoever is first takes a request */
+		n = recv_with_fds_flags(sock, &b, sizeof(b), fds, 6, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
 		if (n < 0 && errno == EPIPE)
 			_exit(0);
 		if (n < 0)
@@ -1335,97 +1372,235 @@ heavy_main(int sock, int ready_fd, pid_t zygote)
 	}
 }
 
-/* Zygote: forks the heavy template; at start-up waits (bounded) until it is ready. */
 static void
-heavy_start(bool wait_ready, long long wait_ms)
+heavy_close_fd(int *fd)
 {
-	struct zygote_ready ready = {0};
-	int rp[2];
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* Closes a heavy template's pipes in the zygote (its pidfd, its notices, its retirement). */
+static void
+heavy_proc_close(struct heavy_proc *h)
+{
+	if (h->pidfd >= 0)
+		close(h->pidfd);
+	if (h->note_fd >= 0)
+		close(h->note_fd);
+	if (h->retire_fd >= 0)
+		close(h->retire_fd);
+	*h = HEAVY_NONE;
+}
+
+/* A fork of the zygote, not the zygote: none of the heavy templates' fds stays open. */
+static void
+heavy_forget(void)
+{
+	heavy_proc_close(&heavy_cur);
+	heavy_proc_close(&heavy_next);
+	heavy_proc_close(&heavy_old);
+	if (heavy_serve_fd >= 0)
+		close(heavy_serve_fd);
+	heavy_serve_fd = -1;
+}
+
+/* Zygote: kills and reaps a heavy template (it ends at once: SIGKILL). */
+static void
+heavy_proc_kill(struct heavy_proc *h)
+{
+	if (h->pid > 0) {
+		proc_kill(h->pid, SIGKILL, "a heavy template");
+		while (waitpid(h->pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	heavy_proc_close(h);
+}
+
+/* Zygote: forks a heavy template into h, serving heavy_serve_fd. Returns 0, or -1 (logged). */
+static int
+heavy_fork(struct heavy_proc *h)
+{
+	int np[2], rp[2];
 	pid_t pid, self = getpid();
 
-	if (heavy_serve_fd < 0) {
-		int sv[2];
-		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-			log_msg(LOG_ERROR, "socketpair() for the heavy template failed: %s",
-			        strerror(errno));
-			return;
-		}
-		heavy_sock = sv[0];
-		heavy_serve_fd = sv[1];
+	if (pipe2(np, O_CLOEXEC) < 0) {
+		log_msg(LOG_ERROR, "pipe2() for the heavy template failed: %s", strerror(errno));
+		return -1;
 	}
 	if (pipe2(rp, O_CLOEXEC) < 0) {
 		log_msg(LOG_ERROR, "pipe2() for the heavy template failed: %s", strerror(errno));
-		return;
+		close(np[0]);
+		close(np[1]);
+		return -1;
 	}
-	heavy_started_ms = proc_now_ms();
 	pid = fork();
-	if (pid == 0) {
-		close(rp[0]);
-		close(heavy_sock);
-		heavy_main(heavy_serve_fd, rp[1], self);
-	}
-	close(rp[1]);
+	if (pid == 0)
+		heavy_main(heavy_serve_fd, np[1], rp[0], self);
+	close(np[1]);
+	close(rp[0]);
 	if (pid < 0) {
 		log_msg(LOG_ERROR, "fork() of the heavy template failed: %s", strerror(errno));
-		close(rp[0]);
+		close(np[0]);
+		close(rp[1]);
+		return -1;
+	}
+	*h = (struct heavy_proc){.pid = pid,
+	                         .pidfd = (int)syscall(SYS_pidfd_open, pid, 0),
+	                         .note_fd = np[0],
+	                         .retire_fd = rp[1],
+	                         .started_ms = proc_now_ms()};
+	return 0;
+}
+
+/* Zygote: the heavy tier is off (logged by the caller): runs import its modules themselves. */
+static void
+heavy_off(void)
+{
+	heavy_proc_kill(&heavy_next);
+	heavy_proc_kill(&heavy_cur);
+	heavy_proc_kill(&heavy_old); /* nothing would reap it */
+	/* workers sending now get EPIPE, and new workers have no heavy tier */
+	if (heavy_sock >= 0)
+		close(heavy_sock);
+	if (heavy_serve_fd >= 0)
+		close(heavy_serve_fd);
+	heavy_sock = heavy_serve_fd = -1;
+}
+
+/* Zygote: forks the first heavy template and waits (bounded) until it is ready. */
+static void
+heavy_start(long long wait_ms)
+{
+	struct zygote_ready ready = {0};
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		log_msg(LOG_ERROR, "socketpair() for the heavy template failed: %s",
+		        strerror(errno));
 		return;
 	}
-	heavy_pid = pid;
-	heavy_pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (!wait_ready) {
-		close(rp[0]);
+	heavy_sock = sv[0];
+	heavy_serve_fd = sv[1];
+	if (heavy_fork(&heavy_cur) < 0) {
+		heavy_off();
 		return;
 	}
 	/* within what is left of the supervisor's wait for the zygote: a slow heavy import
 	 * must not make the light tier late too */
-	if (wait_readable(rp[0], wait_ms) != 1 ||
-	    read(rp[0], &ready, sizeof(ready)) != (ssize_t)sizeof(ready) || !ready.ok) {
+	if (wait_readable(heavy_cur.note_fd, wait_ms) != 1 ||
+	    read(heavy_cur.note_fd, &ready, sizeof(ready)) != (ssize_t)sizeof(ready) || !ready.ok) {
 		ready.why[sizeof(ready.why) - 1] = '\0';
 		log_msg(LOG_ERROR,
 		        "the heavy template failed (%s): runs that need its modules import them",
 		        ready.why[0] ? ready.why : "it did not start in time");
-		proc_kill(pid, SIGKILL, "the heavy template");
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		heavy_pid = -1;
-		if (heavy_pidfd >= 0)
-			close(heavy_pidfd);
-		heavy_pidfd = -1;
-		close(heavy_sock);
-		close(heavy_serve_fd);
-		heavy_sock = heavy_serve_fd = -1;
+		heavy_off();
 	}
-	close(rp[0]);
 }
 
-/* Zygote: reaps a heavy template that ended and forks the next (at most one a second). */
+/*
+ * Zygote, after every poll: reaps heavy templates that ended; when the serving one's life is
+ * up (its 'R'), forks its successor, which both read requests from until the successor is
+ * ready, then retires it; replaces one that crashed (at most once a second) or ended. A
+ * successor that fails to import turns the tier off; one that is not ready within
+ * WARM_ZYGOTE_READY_MS is killed, and the serving one retires without a successor.
+ */
 static void
 heavy_check(void)
 {
-	static bool ended_normally;
+	static long long last_fork_ms;
+	static bool replace_now;
+	long long now = proc_now_ms();
 	int st;
 
-	if (heavy_pid > 0 && waitpid(heavy_pid, &st, WNOHANG) == heavy_pid) {
-		ended_normally = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-		heavy_pid = -1;
-		if (heavy_pidfd >= 0)
-			close(heavy_pidfd);
-		heavy_pidfd = -1;
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 1) {
-			/* it could not import its modules: the tier is off (workers sending to it
-			 * now get EPIPE, and new workers have no heavy tier) */
-			log_msg(LOG_ERROR, "the heavy template failed to start: its modules are "
-			                   "imported by the runs that need them");
-			close(heavy_serve_fd);
-			close(heavy_sock);
-			heavy_serve_fd = heavy_sock = -1;
+	if (heavy_old.pid > 0 && waitpid(heavy_old.pid, &st, WNOHANG) == heavy_old.pid)
+		heavy_proc_close(&heavy_old);
+	if (heavy_cur.pid > 0 && waitpid(heavy_cur.pid, &st, WNOHANG) == heavy_cur.pid) {
+		/* it ended without being retired: it crashed, or its successor never came */
+		replace_now = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		log_msg(replace_now ? LOG_INFO : LOG_WARN, "the heavy template ended (%s)",
+		        replace_now ? "its life is up" : "it crashed");
+		heavy_proc_close(&heavy_cur);
+	}
+	if (heavy_cur.note_fd >= 0 && !heavy_cur.retiring) {
+		char c;
+		struct pollfd p = {.fd = heavy_cur.note_fd, .events = POLLIN};
+		if (poll(&p, 1, 0) == 1) {
+			if (read(heavy_cur.note_fd, &c, 1) == 1 && c == 'R')
+				heavy_cur.retiring = true;
+			else
+				heavy_close_fd(
+				    &heavy_cur.note_fd); /* it is ending: its pidfd says when */
+		}
+	}
+	if (heavy_next.pid > 0) {
+		struct zygote_ready ready = {0};
+		struct pollfd p = {.fd = heavy_next.note_fd, .events = POLLIN};
+
+		if (poll(&p, 1, 0) == 1) {
+			ssize_t r = read(heavy_next.note_fd, &ready, sizeof(ready));
+			if (r != (ssize_t)sizeof(ready)) {
+				/* it died before it was ready (killed, or it crashed): another one
+				 * is forked, at most once a second */
+				log_msg(LOG_WARN,
+				        "the next heavy template ended before it was ready");
+				heavy_proc_kill(&heavy_next);
+				return;
+			}
+			if (!ready.ok) {
+				ready.why[sizeof(ready.why) - 1] = '\0';
+				log_msg(LOG_ERROR,
+				        "the next heavy template failed (%s): runs that need its "
+				        "modules import them",
+				        ready.why);
+				heavy_off();
+				return;
+			}
+			/* it serves: the one it succeeds ends between two requests */
+			if (heavy_cur.pid > 0) {
+				heavy_close_fd(&heavy_cur.retire_fd);
+				if (heavy_old.pid > 0)
+					heavy_proc_kill(&heavy_old);
+				heavy_old = heavy_cur;
+			}
+			heavy_cur = heavy_next;
+			heavy_next = HEAVY_NONE;
+		} else if (now - heavy_next.started_ms >= WARM_ZYGOTE_READY_MS) {
+			log_msg(LOG_ERROR,
+			        "the next heavy template was not ready within %d s: "
+			        "killed; the serving one retires",
+			        WARM_ZYGOTE_READY_MS / 1000);
+			heavy_proc_kill(&heavy_next);
+			if (heavy_cur.pid > 0)
+				heavy_close_fd(&heavy_cur.retire_fd);
+			replace_now = true;
 			return;
 		}
 	}
-	if (heavy_pid < 0 && heavy_serve_fd >= 0 &&
-	    (ended_normally || proc_now_ms() - heavy_started_ms >= 1000)) {
-		log_msg(LOG_INFO, "the heavy template ended: forking the next one");
-		heavy_start(false, 0);
+	if (heavy_next.pid < 0 && heavy_serve_fd >= 0 &&
+	    ((heavy_cur.pid > 0 && heavy_cur.retiring && heavy_cur.retire_fd >= 0 &&
+	      now - last_fork_ms >= 1000) ||
+	     (heavy_cur.pid < 0 && (replace_now || now - last_fork_ms >= 1000)))) {
+		log_msg(LOG_INFO, "forking the next heavy template (%s)",
+		        heavy_cur.pid > 0 ? "the serving one's life is up" : "none serves");
+		last_fork_ms = now;
+		replace_now = false;
+		(void)heavy_fork(&heavy_next);
+	}
+}
+
+/* Zygote: what heavy_check() waits for (pidfds and notices), appended to pfd (room for 6). */
+static void
+heavy_poll_fds(struct pollfd *pfd, int *n)
+{
+	const struct heavy_proc *all[] = {&heavy_cur, &heavy_next, &heavy_old};
+
+	for (int i = 0; i < 3; i++) {
+		if (all[i]->pidfd >= 0)
+			pfd[(*n)++] = (struct pollfd){.fd = all[i]->pidfd, .events = POLLIN};
+		if (all[i]->note_fd >= 0 && all[i] != &heavy_old &&
+		    !(all[i] == &heavy_cur && heavy_cur.retiring))
+			pfd[(*n)++] = (struct pollfd){.fd = all[i]->note_fd, .events = POLLIN};
 	}
 }
 

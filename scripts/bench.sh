@@ -8,14 +8,15 @@
 #     median/p95 of print(1), the café program (numpy) and the five-module program
 #     throughput of print(1) and of the café program with wrk at 4 and 20 connections
 #     the whole stack's PSS (nginx, supervisor, zygote, workers, templates) after warm-up
-#   --layers: print(1) with the isolation layers added one group at a time (cold, CODEBOX_DISABLE)
+#   --layers: print(1) with the isolation layers added one group at a time (cold, CODEBOX_DISABLE),
+#     and warm print(1) throughput per layer group (wrk, 20 connections, rounds interleaved)
 set -euo pipefail
 
 usage() {
 	echo "usage: $0 [--runs N] [--seconds S] [--pool BIN] [--layers]"
 	echo "  --runs N     sequential requests per latency measurement (default 100)"
 	echo "  --seconds S  duration of each throughput measurement (default 10)"
-	echo "  --layers     also measure the cost of each isolation layer (cold mode)"
+	echo "  --layers     also measure the cost of each isolation layer (cold latency, warm throughput)"
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -238,4 +239,28 @@ for variant in "none:$all" "seccomp:userns,pidns,netns,mountns,ipcns,utsns,landl
 	paired variant.ms '{"code":"print(1)"}'
 	stack_stop
 	printf "%-52s %s\n" "$name" "$(stats variant.ms)"
+done
+
+# Warm throughput per layer group: the CPU each group costs per run, which latency hides (the
+# sandboxes are built ahead of the request). Three rounds, the variants interleaved in each,
+# so that drift in the machine's speed falls on all of them; the median round is reported.
+echo "# warm print(1) throughput per layer group (wrk, 20 connections, ${seconds} s, median of 3 rounds)"
+printf "%-52s %8s %s\n" "layers on" "req/s" "(rounds)"
+groups=("every layer:" "user and pid namespaces only (init):netns,mountns,ipcns,utsns,seccomp,landlock,cgroup,$r2"
+	"+ net, mount, ipc and uts namespaces:seccomp,landlock,cgroup,$r2"
+	"+ seccomp, Landlock, cgroup (round 1 complete):$r2")
+declare -A rounds
+for _ in 1 2 3; do
+	for variant in "${groups[@]}"; do
+		stack_start "t$RANDOM" "${variant#*:}" 1
+		for ((i = 0; i < 30; i++)); do
+			curl -s -o /dev/null --max-time 60 --data-binary "$print1" "$base/execute"
+		done
+		rounds[$variant]+=" $(wrk_rps "$print1" 20 | cut -d' ' -f1)"
+		stack_stop
+	done
+done
+for variant in "${groups[@]}"; do
+	printf "%-52s %8s (%s)\n" "${variant%%:*}" \
+		"$(tr ' ' '\n' <<<"${rounds[$variant]}" | grep . | sort -n | sed -n 2p)" "${rounds[$variant]# }"
 done

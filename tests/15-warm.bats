@@ -148,8 +148,10 @@ run_init() {
 # new_heavy OLD: a heavy template other than OLD is up
 new_heavy() {
 	local h
-	h=$(heavy_pids)
-	[[ -n $h && $h != "$1" ]]
+	for h in $(heavy_pids); do
+		grep -qx "$h" <<<"$1" || return 0
+	done
+	return 1
 }
 
 @test "warm: a program that names a heavy module runs on the heavy template, others on the light one" {
@@ -189,7 +191,7 @@ time.sleep(300)" '{timeoutSeconds: 1}'
 	parent=$(ps -o ppid= -p "$init" | tr -d ' ')
 	# (or, when the heavy template was busy renewing past the 2 s bound, the worker's own
 	# template's: that fallback is logged)
-	[[ $parent == "$(heavy_pids)" || $parent == "$(pool_pid)" ]] ||
+	[[ $(cat "/proc/$parent/comm") == codebox-heavy || $parent == "$(pool_pid)" ]] ||
 		grep -q "the heavy template failed" "$STACK_DIR/logs/pool.log" || {
 		ps -o pid,ppid,comm,args -p "$parent,$init,$(heavy_pids)" >&2
 		return 1
@@ -219,13 +221,15 @@ time.sleep(300)" '{timeoutSeconds: 1}'
 	local h i
 	h=$(heavy_pids)
 	[[ -n $h ]]
-	kill -STOP "$h"
+	# shellcheck disable=SC2086
+	kill -STOP $h
 	# each worker without a heavy box gives up on it within 2 s and uses its own template
 	for i in 1 2 3; do
 		execute 'import scipy.special; print(int(scipy.special.gamma(4)))'
 		assert_equal "$(field .stdout)" 6
 	done
-	kill -CONT "$h"
+	# shellcheck disable=SC2086
+	kill -CONT $h
 	run -0 grep -c "the heavy template failed (the heavy template did not answer)" "$STACK_DIR/logs/pool.log"
 	# the requests it finds queued were given up: it clones no init onto their pipes
 	wait_for "the queued requests skipped" 100 grep -q "a request its worker gave up on is skipped" "$STACK_DIR/logs/pool.log"
@@ -243,7 +247,8 @@ time.sleep(300)" '{timeoutSeconds: 1}'
 	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/kept" --data-binary @"$BATS_TEST_TMPDIR/req" \
 		"$BASE/execute" 3>&- &
 	wait_for "the run to start" 100 pgrep -f -- "$m"
-	kill -KILL "$h"
+	# shellcheck disable=SC2086
+	kill -KILL $h
 	wait
 	assert_equal "$(jq -r .status "$BATS_TEST_TMPDIR/kept")" succeeded
 	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/kept")" survived
@@ -252,7 +257,78 @@ time.sleep(300)" '{timeoutSeconds: 1}'
 		assert_equal "$(field .stdout)" 42
 	done
 	wait_for "a new heavy template" 300 new_heavy "$h"
-	run -0 grep -c "the heavy template ended: forking the next one" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "the heavy template ended (it crashed)" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "forking the next heavy template (none serves)" "$STACK_DIR/logs/pool.log"
+	wait_for "a healthy pool" 100 no_run_leftovers
+}
+
+one_heavy() {
+	[[ $(heavy_pids | wc -l) -eq 1 ]]
+}
+
+fallbacks() {
+	grep -c "the heavy template failed" "$STACK_DIR/logs/pool.log" || true
+}
+
+@test "warm: a heavy template whose life is up serves until its successor is ready: no run falls back" {
+	local before h0 i
+	execute 'import scipy; print("warm")'
+	wait_for "one heavy template, serving" 300 one_heavy
+	h0=$(heavy_pids)
+	before=$(fallbacks)
+	# CODEBOX_WARM_MAX_RUNS=3: its life is up within these, and it serves them all while its
+	# successor imports the modules
+	for i in $(seq 1 6); do
+		execute 'import scipy; print(6 * 7)'
+		assert_equal "$(field .stdout)" 42
+	done
+	run -0 grep -c "forking the next heavy template (the serving one's life is up)" "$STACK_DIR/logs/pool.log"
+	wait_for "its successor to serve" 300 new_heavy "$h0"
+	# the retired one ends between two requests
+	wait_for "the retired one to end" 100 bash -c "! kill -0 $h0 2>/dev/null"
+	for i in 1 2; do
+		execute 'import scipy; print(6 * 7)'
+		assert_equal "$(field .stdout)" 42
+	done
+	assert_equal "$(fallbacks)" "$before"
+	wait_for "a healthy pool" 100 no_run_leftovers
+}
+
+two_heavy() {
+	[[ $(heavy_pids | wc -l) -eq 2 ]]
+}
+
+# heavy_ends: how many heavy templates the zygote saw end unretired, or die before they were ready
+heavy_ends() {
+	grep -cE "the next heavy template ended before it was ready|the heavy template ended \(it crashed\)" \
+		"$STACK_DIR/logs/pool.log" || true
+}
+
+more_heavy_ends() {
+	(($(heavy_ends) > $1))
+}
+
+@test "warm: a successor killed while it imports is forked again, and the tier stays on" {
+	local h1 h2 i ends
+	wait_for "one heavy template, serving" 300 one_heavy
+	h1=$(heavy_pids)
+	for i in 1 2 3 4; do
+		execute 'import scipy; print(6 * 7)'
+		assert_equal "$(field .stdout)" 42
+	done
+	wait_for "a successor" 100 two_heavy
+	h2=$(heavy_pids | grep -vx "$h1")
+	ends=$(heavy_ends)
+	kill -KILL "$h2"
+	# (were it ready already, it was the serving one: then that one crashed)
+	wait_for "the kill seen" 100 more_heavy_ends "$ends"
+	wait_for "another successor to serve" 300 new_heavy "$h1"$'\n'"$h2"
+	for i in 1 2; do
+		execute 'import scipy; print(6 * 7)'
+		assert_equal "$(field .stdout)" 42
+	done
+	run grep -c "runs that need its modules import them" "$STACK_DIR/logs/pool.log"
+	assert_output 0
 	wait_for "a healthy pool" 100 no_run_leftovers
 }
 

@@ -247,7 +247,8 @@ worker_pids() {
 	done
 }
 
-# heavy_pids: the zygote's heavy template (none with one tier).
+# heavy_pids: the zygote's heavy templates, one a line (none with one tier): the serving one, and
+# while it retires its successor, or once that serves the retired one, ending.
 heavy_pids() {
 	local z p
 	for z in $(zygote_pid); do
