@@ -762,23 +762,34 @@ warm_zygote_spawn(int index)
 	if (zygote_sock < 0 &&
 	    warm_zygote_start(&warm_settings, zygote_python, zygote_fn, zygote_ctx) < 0)
 		return -1;
-	w = util_write_all(zygote_sock, &index, sizeof(index));
-	if (w < 0 && errno == EPIPE) {
-		/* it died since the last worker: a new one */
-		log_msg(LOG_WARN, "the zygote is gone: starting a new one");
-		warm_zygote_stop();
-		if (warm_zygote_start(&warm_settings, zygote_python, zygote_fn, zygote_ctx) < 0)
-			return -1;
+	for (int attempt = 0;; attempt++) {
+		ssize_t r = -1;
+
+		errno = 0;
 		w = util_write_all(zygote_sock, &index, sizeof(index));
+		if (w == 0 && wait_readable(zygote_sock, WARM_ANSWER_MS) == 1)
+			r = read(zygote_sock, &pid, sizeof(pid));
+		if (r == (ssize_t)sizeof(pid) && pid > 0)
+			return pid;
+		/* it died since the last worker (EPIPE), or while it was asked: the kill of a
+		 * zygote takes time, and its socket takes the request meanwhile (EOF, or
+		 * ECONNRESET when it died with the request unread) */
+		if (attempt == 0 &&
+		    ((w < 0 && errno == EPIPE) || r == 0 || (r < 0 && errno == ECONNRESET))) {
+			log_msg(LOG_WARN, "the zygote is gone: starting a new one");
+			warm_zygote_stop();
+			if (warm_zygote_start(&warm_settings, zygote_python, zygote_fn,
+			                      zygote_ctx) < 0)
+				return -1;
+			pid = -1;
+			continue;
+		}
+		break;
 	}
-	if (w < 0 || wait_readable(zygote_sock, WARM_ANSWER_MS) != 1 ||
-	    read(zygote_sock, &pid, sizeof(pid)) != (ssize_t)sizeof(pid) || pid <= 0) {
-		log_msg(LOG_ERROR, "the zygote could not start worker %d (%s); it is cold", index,
-		        pid < 0 && pid != -1 ? strerror(-pid) : "the zygote is gone");
-		warm_zygote_stop();
-		return -1;
-	}
-	return pid;
+	log_msg(LOG_ERROR, "the zygote could not start worker %d (%s); it is cold", index,
+	        pid < 0 && pid != -1 ? strerror(-pid) : "the zygote is gone");
+	warm_zygote_stop();
+	return -1;
 }
 
 /* ---- the template ---- */

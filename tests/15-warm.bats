@@ -373,13 +373,65 @@ more_heavy_ends() {
 	wait_for "a new zygote" 300 bash -c "grep -q 'the zygote is gone: starting a new one' '$STACK_DIR/logs/pool.log'"
 	new=$(zygote_pid)
 	[[ -n $new && $new != "$z" ]]
-	# the new zygote imports first (seconds under the sanitizers), and a worker the pool
-	# started meanwhile may be cold until it renews
+	# the new zygote imports first (seconds under the sanitizers)
+	wait_for "the new zygote to be ready" 1200 zygote_settled
 	wait_for "a warm pool again" 600 pool_says_warm
 }
 
 pool_says_warm() {
 	[[ $(curl -s "$BASE/isolation" | jq -r .details.interpreter) == warm ]]
+}
+
+# zygote_settled: every zygote the pool started is ready (none is importing)
+zygote_settled() {
+	(($(grep -c "zygote ready" "$STACK_DIR/logs/pool.log") > $(grep -c "the zygote is gone: starting a new one" "$STACK_DIR/logs/pool.log")))
+}
+
+# log_count PATTERN: how many lines of the pool's log match PATTERN (grep -E)
+log_count() {
+	grep -cE "$1" "$STACK_DIR/logs/pool.log" || true
+}
+
+more_lines() { # PATTERN BEFORE
+	(($(log_count "$1") > $2))
+}
+
+pool_asks_zygote() {
+	[[ $(cut -d' ' -f1 "/proc/$(pool_pid)/syscall" 2>/dev/null) == 7 ]]
+}
+
+# old_worker: a worker that has lived 2 s or more (the pool respawns it at once when it dies)
+old_worker() {
+	ps -o pid=,etimes= -p "$(worker_pids | paste -sd,)" | awk '$2 >= 2 { print $1; exit }'
+}
+
+have_old_worker() {
+	[[ -n $(old_worker) ]]
+}
+
+@test "warm: a zygote killed while the pool asks it for a worker is replaced, and that worker is warm" {
+	local z w i readies colds
+	wait_for "no zygote importing" 1200 zygote_settled
+	z=$(zygote_pid)
+	[[ -n $z ]]
+	readies=$(log_count "zygote ready")
+	colds=$(log_count "could not start worker .*; it is cold")
+	wait_for "a worker older than 2 s" 100 have_old_worker
+	w=$(old_worker)
+	# stopped, the zygote takes the pool's request (its socket does) and never answers
+	kill -STOP "$z"
+	kill -KILL "$w"
+	# the pool waits in poll() (system call 7; idle, it waits in rt_sigsuspend) for the answer
+	wait_for "the pool to ask the zygote" 100 pool_asks_zygote
+	kill -KILL "$z"
+	wait_for "a new zygote" 600 more_lines "zygote ready" "$readies"
+	assert_equal "$(log_count "could not start worker .*; it is cold")" "$colds"
+	for i in 1 2 3; do
+		post '{"code":"print(6 * 7)"}'
+		assert_equal "$code" 200
+		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	done
+	wait_for "a warm pool" 600 pool_says_warm
 }
 
 @test "warm: the preloaded modules are configurable, and bad settings refuse the start" {
