@@ -696,34 +696,49 @@ warm_zygote_start(const struct warm_settings *s, const char *python, warm_worker
 	zygote_fn = fn;
 	zygote_ctx = ctx;
 	zygote_python = python;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-		log_msg(LOG_ERROR, "socketpair() failed while starting the zygote: %s",
-		        strerror(errno));
-		return -1;
-	}
-	pid = fork();
-	if (pid < 0) {
-		log_msg(LOG_ERROR, "fork() failed while starting the zygote: %s", strerror(errno));
-		close(sv[0]);
+	for (int attempt = 0;; attempt++) {
+		ssize_t r = -1;
+		int err = 0;
+
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+			log_msg(LOG_ERROR, "socketpair() failed while starting the zygote: %s",
+			        strerror(errno));
+			return -1;
+		}
+		pid = fork();
+		if (pid < 0) {
+			log_msg(LOG_ERROR, "fork() failed while starting the zygote: %s",
+			        strerror(errno));
+			close(sv[0]);
+			close(sv[1]);
+			return -1;
+		}
+		if (pid == 0) {
+			close(sv[0]);
+			zygote_main(sv[1]);
+		}
 		close(sv[1]);
-		return -1;
-	}
-	if (pid == 0) {
-		close(sv[0]);
-		zygote_main(sv[1]);
-	}
-	close(sv[1]);
-	memset(&ready, 0, sizeof(ready));
-	if (wait_readable(sv[0], WARM_ZYGOTE_READY_MS) != 1 ||
-	    read(sv[0], &ready, sizeof(ready)) != (ssize_t)sizeof(ready) || !ready.ok) {
-		ready.why[sizeof(ready.why) - 1] = '\0';
-		log_msg(LOG_ERROR, "warm interpreters are unavailable, runs are cold: %s",
-		        ready.why[0] ? ready.why : "the zygote did not start in time");
-		zygote_failed = true;
+		memset(&ready, 0, sizeof(ready));
+		if (wait_readable(sv[0], WARM_ZYGOTE_READY_MS) == 1) {
+			r = read(sv[0], &ready, sizeof(ready));
+			err = r < 0 ? errno : 0;
+		}
+		if (r == (ssize_t)sizeof(ready) && ready.ok)
+			break;
 		proc_kill(pid, SIGKILL, "the zygote");
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		close(sv[0]);
+		if (attempt == 0 && (r == 0 || err == ECONNRESET)) {
+			/* it was killed before it was ready (the OOM killer, an operator): that
+			 * says nothing of the modules, so one more try */
+			log_msg(LOG_WARN, "the zygote died while it imported: starting another");
+			continue;
+		}
+		ready.why[sizeof(ready.why) - 1] = '\0';
+		log_msg(LOG_ERROR, "warm interpreters are unavailable, runs are cold: %s",
+		        ready.why[0] ? ready.why : "the zygote did not start in time");
+		zygote_failed = true;
 		return -1;
 	}
 	zygote_sock = sv[0];

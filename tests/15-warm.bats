@@ -434,6 +434,36 @@ have_old_worker() {
 	wait_for "a warm pool" 600 pool_says_warm
 }
 
+# importing_zygote OLD: a zygote that is not OLD and has not said it is ready
+importing_zygote() {
+	local z
+	z=$(zygote_pid)
+	[[ -n $z && $z != "$1" ]] && ! more_lines "zygote ready" "$2"
+}
+
+@test "warm: a zygote killed while it imports is started again, and the pool stays warm" {
+	local z w z2 readies
+	wait_for "no zygote importing" 1200 zygote_settled
+	z=$(zygote_pid)
+	readies=$(log_count "zygote ready")
+	kill -KILL "$z"
+	# the next worker the pool starts needs a zygote: it starts one, which imports first
+	wait_for "a worker older than 2 s" 100 have_old_worker
+	w=$(old_worker)
+	kill -KILL "$w"
+	wait_for "a new zygote importing" 100 importing_zygote "$z" "$readies"
+	z2=$(zygote_pid)
+	kill -KILL "$z2"
+	wait_for "another zygote, ready" 1200 more_lines "zygote ready" "$readies"
+	run -0 grep -c "the zygote died while it imported: starting another" "$STACK_DIR/logs/pool.log"
+	run grep -c "warm interpreters are unavailable" "$STACK_DIR/logs/pool.log"
+	assert_output 0
+	post '{"code":"print(6 * 7)"}'
+	assert_equal "$code" 200
+	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	wait_for "a warm pool" 600 pool_says_warm
+}
+
 @test "warm: the preloaded modules are configurable, and bad settings refuse the start" {
 	local dir
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
