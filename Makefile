@@ -13,7 +13,7 @@ CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE -DCODEBOX_VERSION='"$(VER
 
 LDFLAGS  += -pie -Wl,-z,relro,-z,now
 LDLIBS    = -lfcgi -ljansson -lseccomp -lm $(shell pkg-config --libs python-3.11-embed)
-# libpython for the warm interpreters (warm.c); its headers are not held to our warnings
+# libpython for the warm interpreters (interp.c); its headers are not held to our warnings
 PYCFLAGS  = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags python-3.11-embed))
 
 BUILD    ?= build
@@ -41,10 +41,10 @@ UNIT_DEPS_request = request limits
 UNIT_DEPS_limits  = limits
 UNIT_DEPS_reply   = reply jsonw capture result outcome isolation utf8
 UNIT_DEPS_jsonw   = jsonw
-UNIT_DEPS_workdir = workdir log jsonw util
+UNIT_DEPS_workdir = workdir log jsonw util proc
 UNIT_DEPS_isolation = isolation
-UNIT_DEPS_multipart = multipart workspace util
-UNIT_DEPS_slots   = slots
+UNIT_DEPS_multipart = multipart workspace util proc log jsonw
+UNIT_DEPS_slots   = slots util proc log jsonw
 UNIT_DEPS_landlock = landlock log jsonw
 UNIT_DEPS_seccomp = seccomp log jsonw isolation
 UNIT_DEPS_outcome = outcome capture utf8
@@ -83,7 +83,7 @@ $(NGX_MOD): nginx/module/ngx_http_codebox_module.c nginx/module/config scripts/b
 $(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/warm.o: fcgi/warm.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
+$(BUILD)/interp.o: fcgi/interp.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) $(PYCFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%.o: fcgi/tests/%.c $(wildcard fcgi/*.h) fcgi/tests/tap.h | $(BUILD)/.dir

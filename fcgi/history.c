@@ -19,6 +19,7 @@
 #include "capture.h"
 #include "jsonw.h"
 #include "log.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -115,16 +116,13 @@ history_setup(struct history_config *hc, char *why, size_t why_len)
 		hc->dir_fd = -1;
 		return -1;
 	}
-	/* a copy: the warm zygote zeroes the environment's strings, and workers are its clones */
+	/* a copy: the environment's strings are not ours to keep */
 	hc->dir = strdup(dir);
 	if (hc->dir == NULL) {
 		snprintf(why, why_len, "out of memory");
 		return -1;
 	}
-	history_totals = mmap(NULL, sizeof(*history_totals), PROT_READ | PROT_WRITE,
-	                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (history_totals == MAP_FAILED)
-		history_totals = NULL; /* every flush scans then */
+	history_totals = util_map_shared(sizeof(*history_totals)); /* NULL: every flush scans */
 	history_prune(hc); /* what an earlier pool left, within the bounds and counted */
 	return 0;
 }

@@ -21,6 +21,8 @@
 #include "seccomp.h"
 #include "workspace.h"
 #include "warm.h"
+#include "warmproto.h"
+#include "zygote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -684,13 +686,12 @@ warm_decide(struct pool_config *pc, const char *python, const struct isolation *
 {
 	char real[4096];
 
-	/* the heavy template serves only runs with init (a pid namespace) whose init builds the
-	 * Landlock ruleset (a mount namespace, if Landlock is on): else one tier, all preloaded */
-	if (pc->warm.n_heavy > 0 &&
-	    (!iso->on[ISO_PIDNS] || (iso->on[ISO_LANDLOCK] && !iso->on[ISO_MOUNTNS]))) {
-		log_msg(LOG_INFO, "warm interpreters: one tier (the heavy template needs a pid "
-		                  "namespace, and a mount namespace with Landlock)");
-		warm_settings_one_tier(&pc->warm);
+	/* a template's clone is init of a pid namespace: the worker ends the whole run by
+	 * killing it through its pidfd, which needs no parenthood. Without one, runs are cold */
+	if (pc->warm.enabled && !iso->on[ISO_PIDNS]) {
+		log_msg(LOG_WARN, "warm interpreters: off, runs are cold: a warm run's init is a "
+		                  "template's child, and needs a pid namespace");
+		pc->warm.enabled = pc->worker.warm_enabled = false;
 	}
 
 	if (pc->warm.enabled &&
@@ -727,6 +728,12 @@ main(int argc, char **argv)
 	int rc;
 
 	main_exec_from_memfd(argv);
+	if (argc == 2 && strcmp(argv[1], WARM_ZYGOTE_ARG) == 0) {
+		/* the warm interpreters' root, exec'd by the supervisor (warm.c): a program image
+		 * of its own, that has seen nothing of the pool's but what it is sent */
+		sandbox_set_title_area(argv[0], (size_t)(argv[1] + strlen(argv[1]) - argv[0]));
+		zygote_main();
+	}
 	log_set_component("pool");
 	/* the argument area, contiguous from argv[0] to the end of the last argument */
 	sandbox_set_title_area(argv[0],
@@ -752,7 +759,11 @@ main(int argc, char **argv)
 	pc.worker.run.drop_privileges = pc.drop_privileges;
 	pc.worker.run.run_uid = pc.run_uid_base + (uid_t)pc.workers; /* the probe's own uid */
 	pc.worker.run.run_gid = (gid_t)pc.worker.run.run_uid;
-	pc.worker.run.etc_dir = etc;
+	/* a directory fd: the runs' /etc is copied from it, and its path (in the runtime
+	 * directory) is given to no process that becomes part of a run */
+	pc.worker.run.etc_fd = open(etc, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (pc.worker.run.etc_fd < 0)
+		die("open(%s) failed: %s", etc, strerror(errno));
 	pc.worker.probe = &probe;
 	pc.worker.iso = &iso;
 	probe_confirm(&pc, &iso, &filter, &cg, required, &probe);

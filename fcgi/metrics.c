@@ -14,6 +14,8 @@
  */
 #include "metrics.h"
 
+#include "util.h"
+
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,10 +52,9 @@ static struct metrics_shared *metrics_mem;
 int
 metrics_init(void)
 {
-	void *p = mmap(NULL, sizeof(struct metrics_shared), PROT_READ | PROT_WRITE,
-	               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	void *p = util_map_shared(sizeof(struct metrics_shared));
 
-	if (p == MAP_FAILED)
+	if (p == NULL)
 		return -1;
 	metrics_mem = p;
 	return 0;

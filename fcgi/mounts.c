@@ -205,25 +205,25 @@ build_dev(const char *root)
 	return 0;
 }
 
-/* Copies the sandbox's few /etc files from etc_dir into root/etc (bounded, no allocation). */
+/* Copies the sandbox's few /etc files from the directory etc_fd into root/etc (bounded, no
+ * allocation). */
 static int
-copy_etc(const char *root, const char *etc_dir)
+copy_etc(const char *root, int etc_fd)
 {
 	static const char *const names[] = {"passwd", "group", "hostname", "ld.so.cache",
 	                                    "localtime"};
-	char src[NEWROOT_MAX], dst[NEWROOT_MAX], buf[16384];
+	char dst[NEWROOT_MAX], buf[16384];
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		long total = 0;
 		ssize_t n;
 		int in, out;
 
-		if (snprintf(src, sizeof(src), "%s/%s", etc_dir, names[i]) >= (int)sizeof(src) ||
-		    snprintf(dst, sizeof(dst), "%s/etc/%s", root, names[i]) >= (int)sizeof(dst)) {
+		if (snprintf(dst, sizeof(dst), "%s/etc/%s", root, names[i]) >= (int)sizeof(dst)) {
 			errno = ENAMETOOLONG;
 			return -1;
 		}
-		in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		in = openat(etc_fd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (in < 0) {
 			if (errno == ENOENT)
 				continue; /* no localtime on this host */
@@ -339,7 +339,7 @@ mounts_build(const struct mounts_spec *m, enum mounts_step *failed_step)
 			return -1;
 
 	*failed_step = MOUNTS_ETC;
-	if (mkdirs(root, "/etc") < 0 || copy_etc(root, m->etc_dir) < 0)
+	if (mkdirs(root, "/etc") < 0 || copy_etc(root, m->etc_fd) < 0)
 		return -1;
 	/* Debian's alternatives (libblas.so.3 and friends) are symlinks through /etc */
 	if (access("/etc/alternatives", F_OK) == 0 &&

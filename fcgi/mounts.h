@@ -12,7 +12,8 @@
 struct mounts_spec {
 	const char *workdir;       /* absolute path of the run's directory (exists on the host) */
 	const char *inner_workdir; /* where the run sees it: /sandbox/<name> (SANDBOX_INNER_DIR) */
-	const char *etc_dir;       /* the sandbox's /etc, prepared by the supervisor: copied */
+	int etc_fd;                /* the sandbox's /etc (O_PATH), prepared by the supervisor:
+	                            * its files are copied (no path: the host's runtime dir) */
 	const char *python;        /* the interpreter; bound in when it is not under /usr */
 	unsigned long long disk_bytes;
 	uid_t owner_uid; /* owner of the working tmpfs, as seen inside */

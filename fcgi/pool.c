@@ -11,6 +11,10 @@
  * fork. When it reaps a worker that died holding a slot (killed mid-run), it gives the slot
  * back before the replacement starts, so a crash never shrinks capacity.
  *
+ * Warm interpreters: the supervisor execs the zygote (warm.c) before the first worker and
+ * keeps it: its ready report and death come through ppoll() and SIGCHLD like everything else,
+ * and a successor is started when its life is up, without ever waiting for one to import.
+ *
  * Shutdown: SIGTERM or SIGINT first removes the socket's path, so nothing new can connect
  * (nginx answers its own JSON 502), then is forwarded to every worker; idle ones answer what
  * is left in the socket's backlog with 503 and exit, busy ones after answering their run.
@@ -28,6 +32,7 @@
 #include "warm.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +65,7 @@ struct pool_slot {
 /* the supervisor: a worker whose parent is not this pid was orphaned before it started */
 static pid_t pool_supervisor_pid;
 
-/* The new worker's side: in a fork of the supervisor, or in a clone of the warm zygote. */
+/* The new worker's side, in a fork of the supervisor. */
 static noreturn void
 pool_worker_child(void *ctx, int index)
 {
@@ -70,6 +75,7 @@ pool_worker_child(void *ctx, int index)
 
 	sigaction(SIGCHLD, &dfl, NULL);
 	sigaction(SIGALRM, &dfl, NULL);
+	warm_worker_init();
 	/* the worker dies with the pool rather than serving on alone */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	/* the pool died before the signal was armed (not "the parent is pid 1": in a container
@@ -86,12 +92,8 @@ pool_worker_child(void *ctx, int index)
 static pid_t
 pool_spawn(struct pool_config *pc, struct pool_slot *slot, int index)
 {
-	/* warm: a clone of the zygote (still this process's child); else, or if that fails, a
-	 * cold worker */
-	pid_t pid = pc->warm.enabled ? warm_zygote_spawn(index) : -1;
+	pid_t pid = fork();
 
-	if (pid < 0)
-		pid = fork();
 	if (pid < 0) {
 		log_msg(LOG_ERROR, "fork() failed while starting worker %d: %s", index,
 		        strerror(errno));
@@ -108,10 +110,7 @@ pool_spawn(struct pool_config *pc, struct pool_slot *slot, int index)
 static void
 pool_log_exit(int index, pid_t pid, int status, bool stopping)
 {
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !stopping)
-		log_msg(LOG_INFO, "worker %d (pid %d) ended to renew its warm template", index,
-		        (int)pid);
-	else if (WIFEXITED(status))
+	if (WIFEXITED(status))
 		log_msg(stopping && WEXITSTATUS(status) == 0 ? LOG_INFO : LOG_ERROR,
 		        "worker %d (pid %d) exited with status %d", index, (int)pid,
 		        WEXITSTATUS(status));
@@ -145,9 +144,10 @@ pool_run(struct pool_config *pc)
 		free(slots);
 		return -1;
 	}
-	/* before the handlers: the zygote is a plain copy of the supervisor at this point */
-	if (pc->warm.enabled &&
-	    warm_zygote_start(&pc->warm, pc->worker.run.python, pool_worker_child, pc) == 0)
+	/* before the handlers and the workers: the zygote is exec'd, and workers are forked with
+	 * their end of its tiers' sockets */
+	if (pc->warm.enabled && warm_pool_start(&pc->warm, pc->worker.run.python,
+	                                        pc->worker.run.seccomp, pc->worker.run.etc_fd) == 0)
 		log_msg(LOG_INFO, "warm interpreters: the zygote is ready");
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGCHLD, &sa, NULL);
@@ -182,7 +182,7 @@ pool_run(struct pool_config *pc)
 				        strerror(errno));
 			log_msg(LOG_INFO, "shutting down: draining %d workers (at most %d s)",
 			        alive, pc->drain_seconds);
-			warm_zygote_stop();
+			warm_pool_stop();
 			for (int i = 0; i < pc->workers; i++)
 				if (slots[i].pid > 0)
 					proc_kill(slots[i].pid, SIGTERM, "a worker");
@@ -195,6 +195,8 @@ pool_run(struct pool_config *pc)
 
 			pool_got_chld = 0;
 			while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+				if (warm_pool_reaped(pid, status))
+					continue;
 				for (int i = 0; i < pc->workers; i++) {
 					if (slots[i].pid != pid)
 						continue;
@@ -241,8 +243,20 @@ pool_run(struct pool_config *pc)
 			break;
 		if (stopping)
 			pool_got_term = 0; /* seen; a further one counts as the second */
-		if (!pool_got_chld && !pool_got_alrm && !pool_got_term)
-			sigsuspend(&waitmask);
+		if (!stopping)
+			warm_pool_check();
+		if (!pool_got_chld && !pool_got_alrm && !pool_got_term) {
+			/* ppoll() takes the signals as sigsuspend() would, and hears the zygotes;
+			 * a second at most, for the zygote's age */
+			struct pollfd pfd[2];
+			struct timespec tick = {1, 0};
+			int n = 0;
+
+			if (!stopping)
+				warm_pool_poll_fds(pfd, &n);
+			(void)ppoll(pfd, (nfds_t)n, pc->warm.enabled && !stopping ? &tick : NULL,
+			            &waitmask);
+		}
 	}
 	/* runs orphaned by killed workers were reparented here: leave nothing behind */
 	bool unused = false;

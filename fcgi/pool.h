@@ -14,7 +14,7 @@ struct pool_config {
 	uid_t run_uid_base;          /* worker i runs programs as run_uid_base + i */
 	const char *socket_path;     /* removed when stopping starts, so nothing new connects */
 	struct worker_config worker; /* template; index and run uid are set per worker */
-	struct warm_settings warm;   /* warm interpreters (warm.c) */
+	struct warm_settings warm;   /* warm interpreters (warm.c; the zygote: zygote.c) */
 };
 
 /*

@@ -26,15 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A child that is not part of any run (the worker's warm template); 0: none. */
-static pid_t proc_spared;
-
-void
-proc_spare(pid_t pid)
-{
-	proc_spared = pid;
-}
-
 long long
 proc_now_ms(void)
 {
@@ -104,8 +95,6 @@ proc_reap(pid_t main_pid, bool *main_reaped, int *main_status, struct rusage *ma
 		int status;
 		pid_t p = wait4(-1, &status, WNOHANG | __WALL, &ru);
 		if (p > 0) {
-			if (p == proc_spared)
-				proc_spared = 0; /* its pid may be reused: spare it no longer */
 			if (p == main_pid && !*main_reaped) {
 				*main_reaped = true;
 				*main_status = status;
@@ -143,14 +132,6 @@ proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *main_
 				warned = true;
 			}
 			n = 0;
-		} else {
-			int left = 0;
-			for (int i = 0; i < n; i++)
-				if (pids[i] != proc_spared)
-					pids[left++] = pids[i];
-			if (left == 0 && n > 0)
-				return 0; /* only the spared child is left */
-			n = left;
 		}
 		for (int i = 0; i < n; i++)
 			proc_kill(pids[i], SIGKILL, "a process left by a run");

@@ -24,11 +24,4 @@ int proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *m
 /* Milliseconds on CLOCK_MONOTONIC. */
 long long proc_now_ms(void);
 
-/*
- * Exempts pid, a child of this process that belongs to no run (the worker's warm template),
- * from proc_kill_all_children(), which then returns once only it is left. 0: nobody.
- * Reaping pid ends the exemption (its number may be reused).
- */
-void proc_spare(pid_t pid);
-
 #endif

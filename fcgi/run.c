@@ -62,47 +62,55 @@
  * run is then killed at once, whatever it was doing, and marked abandoned: nobody waits for
  * its reply, and its execution slot must not stay taken.
  *
- * Warm mode (CODEBOX_WARM=1, warm.c). Starting an interpreter and importing numpy costs more
- * than everything else of a run, so the pool keeps interpreters that have done it once:
+ * Warm mode (CODEBOX_WARM=1). Starting an interpreter and importing numpy costs more than
+ * everything else of a run, so the pool keeps interpreters that have done it once. The rule:
+ * exec, don't fork, across a trust boundary. Two kinds of process, never mixed:
  *
- *   supervisor ─fork─▶ zygote (libpython embedded, the preloaded modules imported, the GC
- *                      frozen, its heap on huge pages; it never runs a program)
- *   zygote ─clone(CLONE_PARENT)─▶ worker: the supervisor's child, sharing the zygote's pages
- *   worker ─fork─▶ template, before its first request (so it holds nothing of any request)
- *   template ─clone(CLONE_PARENT | the run's namespaces)─▶ init, or the program in direct mode
+ *   guards       nginx, the supervisor and its workers: they read what clients send (HTTP,
+ *                FastCGI, JSON, multipart, result.json). The workers are forks of the
+ *                supervisor and share its layout and its pages (admission, metrics, the audit
+ *                trail's totals): they are one trust domain.
+ *   interpreters the zygote, its templates and every run: they hold interpreters for untrusted
+ *                code and never parse a client's input.
  *
- * CLONE_PARENT makes the run's first process the worker's own child, so everything above is
- * unchanged: the worker writes the uid maps, moves it into the cgroup, sends 'G' and the
- * request, polls its pidfd, reaps it and kills what is left (the sweep spares the template).
- * The child takes the same sandbox.c steps in the same order, from the same run_child_prepare()
- * spec; only the program's last step differs: instead of execve() it reseeds the random state,
- * sets the environment, argv and signals as the interpreter's start-up would, and runs main.py
- * in the template's interpreter (warm.c's warm_enter()). The template's clone is built ahead
- * like any sandbox, and with a pid namespace init forks the program and the program takes
- * its steps and prepares the interpreter ahead too (sandbox.c), so a request pays for
- * reading itself, main.py, stdin, the rlimits, the program itself and the teardown. Any failure of
- * the warm path before the program runs (no template, a dead one, an error in the entry) is a cold
- * run with one log line, never a failed request.
+ *   supervisor ─fork+execve(--warm-zygote)─▶ zygote (zygote.c: a program image of its own,
+ *                     with its own AT_RANDOM, stack canary and layout; it embeds libpython,
+ *                     imports the light tier's modules, freezes the GC)
+ *   zygote ─fork─▶ light template (its interpreter as it is), heavy template (imports the
+ *                     heavy tier's modules first)                               (template.c)
+ *   worker ─tier socket─▶ template ─clone(the run's namespaces, CLONE_PIDFD)─▶ init
+ *   init ─fork─▶ program: prepares the interpreter (interp.c) and waits for the request
  *
- * Two tiers. Copying an interpreter (and tearing the copy down) costs in proportion to its
- * mappings, and the five modules have 1,360 where numpy alone has 197, so the zygote imports
- * only the light tier's modules and the workers and their templates are copies of that:
+ * The guards and the interpreters talk over SOCK_SEQPACKET sockets in fixed-size messages
+ * (warmproto.h) and share no memory: a run may share its layout with the zygote and its
+ * templates, which never parse client input, never with a guard. The zygote is given only what
+ * runs need (no path of the pool's: the sandbox's /etc comes as a directory fd), init wipes the
+ * one host path of the request (its directory, the new root's mount point) once mounted, and a
+ * cold run's first process unmaps the pool's shared pages (util_unmap_shared()), so no run, warm
+ * or cold, maps a page or holds a string of the pool's.
  *
- *   zygote ─fork─▶ heavy template (imports the heavy tier's modules; serves every worker;
- *                  when its life is up it serves on until its successor, forked then, is
- *                  ready: warm.c's succession)
- *   heavy template ─clone(the run's namespaces, CLONE_PIDFD)─▶ init, its own child
+ * A worker's box is built by a template of the tier the last request needed (a program whose
+ * text names a heavy module, warm_wants_heavy(), is heavy; the tier is one of the box's caps,
+ * run_caps.heavy). Its init is the template's child, not the worker's: the worker gets init's
+ * pidfd with the clone's answer, writes the uid maps and moves it into the cgroup as for any
+ * box (neither needs a child), watches the pidfd for init's end and kills init through it
+ * (pidfd_send_signal; init's end takes the whole pid namespace with it), but never waits for
+ * it: templates ignore SIGCHLD, so the kernel reaps it (the box is foreign). Namespace mode needs
+ * no wait status of init: its report carries the program's. So warm runs need a pid namespace;
+ * without one, runs are cold. The child takes the same sandbox.c steps in the same order, from
+ * the same run_child_prepare() spec; only the program's last step differs: instead of execve()
+ * it reseeds every random generator of the preloaded modules, sets the environment, argv and
+ * signals as the interpreter's start-up would, and runs main.py in the template's interpreter
+ * (interp_enter()). Any failure of the warm path before the program runs (no zygote serving, a
+ * template that does not answer within WARM_ANSWER_MS, a dead one) is a cold run with one log
+ * line, never a failed request; a heavy program the heavy tier cannot take gets the light one.
  *
- * A program whose text names a heavy module (warm_wants_heavy(); the tier is one of the
- * box's caps, run_caps.heavy, so the next box is built for the last request's tier) gets a
- * box from the heavy template. Its init cannot be the worker's child (CLONE_PARENT makes a
- * sibling of the caller, and the heavy template is not the worker's child), so the box is
- * foreign: the worker gets init's pidfd with the clone's answer, writes the maps and moves it
- * into the cgroup as for any box (neither needs a child), watches the pidfd for init's end and
- * kills init through it (pidfd_send_signal; init's end takes the whole pid namespace with it),
- * but never waits for it: the heavy template ignores SIGCHLD, so the kernel reaps it. Namespace
- * mode needs no wait status of init: its report carries the program's. Direct mode (no pid
- * namespace) has one tier.
+ * Renewal: a template is succeeded after CODEBOX_WARM_MAX_RUNS runs or
+ * CODEBOX_WARM_MAX_SECONDS (its successor forked by the zygote; the old one serves until the
+ * successor is ready), and the zygote after CODEBOX_WARM_MAX_SECONDS (its successor started by
+ * the supervisor, which never waits for it: the old zygote's templates serve until the new
+ * one is ready, and are then retired). Both tiers' sockets outlive every zygote, so a worker
+ * never learns which one serves it.
  */
 #include "run.h"
 
@@ -445,7 +453,7 @@ run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned lo
 	c->ms = (struct mounts_spec){
 	    .workdir = workdir,
 	    .inner_workdir = c->inner,
-	    .etc_dir = cfg->etc_dir,
+	    .etc_fd = cfg->etc_fd,
 	    .python = cfg->python,
 	    .disk_bytes = disk_bytes,
 	    .owner_uid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
@@ -546,7 +554,7 @@ box_pipes_close(int p[5][2])
 
 /*
  * Builds a sandbox for a run with caps: its directory, cgroup and pipes, and its child (cold:
- * cloned here; warm: by the worker's template), which waits for 'G' and then for the
+ * cloned here; warm: by a template of the zygote's), which waits for 'G' and then for the
  * request. Returns 0, or -1 with nothing left of it, the reason in why and, in fault (may be
  * NULL), which layer failed.
  */
@@ -595,21 +603,25 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 	child.sb.ctl_fd = ctl_p[0];
 	child.sb.report_fd = rep_p[1];
 
-	/* warm: Python programs only (an agent's command is a shell's) */
-	if (cfg->warm && caps->heavy && warm_heavy_usable(cfg)) {
-		/* the heavy template clones the child as its own; the worker gets a pidfd */
-		int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
-		char wwhy[256];
+	/* warm: Python programs only (an agent's command is a shell's), with init */
+	if (cfg->warm && ns_mode && cfg->workspace_fd < 0) {
+		/* a template clones init as its own child; the worker gets a pidfd. A heavy
+		 * program the heavy tier cannot take now gets the light one (it imports the
+		 * rest), and the light one's failure means a cold run */
+		for (int heavy = caps->heavy; box->pid < 0 && heavy >= 0; heavy--) {
+			int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
+			char wwhy[256];
 
-		box->pid = warm_heavy_clone(cfg, box->wd.path, caps->disk_bytes, fds,
-		                            &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
-		if (box->pid > 0) {
-			box->warm = box->foreign = true;
-		} else {
-			log_msg(LOG_WARN,
-			        "the heavy template failed (%s); this worker's runs use its own "
-			        "template from now on",
-			        wwhy);
+			box->pid =
+			    warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,
+			                   &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
+			if (box->pid > 0) {
+				box->warm = box->foreign = true;
+				break;
+			}
+			log_msg(LOG_WARN, "the %s template failed (%s); this run is %s",
+			        heavy ? "heavy" : "light", wwhy,
+			        heavy ? "on the light one" : "cold");
 			/* it may still clone onto the pipes it was sent: the fallback gets new ones
 			 * (an init on the old ones reads EOF from the control pipe and ends) */
 			box_pipes_close(p);
@@ -624,18 +636,6 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 			child.sb.ctl_fd = ctl_p[0];
 			child.sb.report_fd = rep_p[1];
 		}
-	}
-	if (box->pid < 0 && cfg->warm && cfg->workspace_fd < 0 && warm_template_usable()) {
-		/* the worker's template clones the child, as this process's child (CLONE_PARENT) */
-		int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
-		char wwhy[256];
-
-		box->pid = warm_template_clone(box->wd.path, caps->disk_bytes, fds,
-		                               &box->as_base_bytes, wwhy, sizeof(wwhy));
-		if (box->pid > 0)
-			box->warm = true;
-		else
-			log_msg(LOG_WARN, "the warm template failed (%s); this run is cold", wwhy);
 	}
 	if (box->pid < 0 && ns_mode)
 		box->pid = run_clone_as(cfg, cfg->clone_flags, NULL);
@@ -668,14 +668,14 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 	(void)fcntl(box->fail_r, F_SETFL, O_NONBLOCK);
 	if (box->rep_r >= 0)
 		(void)fcntl(box->rep_r, F_SETFL, O_NONBLOCK);
-	if (!box->foreign) /* the heavy template sent its own, taken at the clone */
+	if (!box->foreign) /* a template sent its own, taken at the clone */
 		box->pidfd = (int)syscall(SYS_pidfd_open, box->pid, 0); /* close-on-exec */
 
 	/* a foreign init is reaped by the kernel the moment it dies: its pid is only its own
 	 * while the pidfd says it lives (it waits for 'G', so it cannot die on its own now) */
 	if (box->foreign && syscall(SYS_pidfd_send_signal, box->pidfd, 0, NULL, 0) < 0) {
 		set_fault(fault, RUN_FAULT_OTHER, why, why_len,
-		          "the heavy template's init died before its start");
+		          "a template's init died before its start");
 		goto fail;
 	}
 	if (cfg->userns && write_id_maps(cfg, box->pid) < 0) {

@@ -24,15 +24,15 @@ struct run_config {
 	uid_t run_uid;
 	gid_t run_gid;
 
-	int clone_flags;     /* namespaces of a run; 0 = direct mode (fork, no init) */
-	bool userns;         /* CLONE_NEWUSER is in clone_flags */
-	bool mount_proc;     /* a private /proc in the mount namespace */
-	bool cgroupns;       /* init enters a cgroup namespace rooted at the run's group */
-	bool mask_proc;      /* the OCI masked and read-only /proc paths */
-	bool high_pids;      /* the program's pids start near the namespace's pid_max */
-	int landlock_abi;    /* with a mount namespace: init builds the run's own ruleset */
-	const char *etc_dir; /* the sandbox's /etc */
-	int landlock_fd;     /* -1: none */
+	int clone_flags;  /* namespaces of a run; 0 = direct mode (fork, no init) */
+	bool userns;      /* CLONE_NEWUSER is in clone_flags */
+	bool mount_proc;  /* a private /proc in the mount namespace */
+	bool cgroupns;    /* init enters a cgroup namespace rooted at the run's group */
+	bool mask_proc;   /* the OCI masked and read-only /proc paths */
+	bool high_pids;   /* the program's pids start near the namespace's pid_max */
+	int landlock_abi; /* with a mount namespace: init builds the run's own ruleset */
+	int etc_fd;       /* the sandbox's /etc (O_PATH) */
+	int landlock_fd;  /* -1: none */
 	const struct seccomp_filter *seccomp; /* NULL: none */
 	const struct cgroup_ctx *cgroup;      /* NULL: caps by rlimits */
 	bool nproc_rlimit; /* RLIMIT_NPROC counts this run alone (own uid or own userns) */
@@ -40,7 +40,7 @@ struct run_config {
 	 * instead of python3 main.py; needs a mount namespace */
 	int workspace_fd;
 	int worker_index;
-	bool warm; /* a warm template (warm.c) clones the run's child */
+	bool warm; /* namespace mode: a warm template (warm.c) clones the run's init */
 };
 
 /* The caps a run's sandbox is built with: its cgroup (or rlimits) and its directory's size. */
@@ -89,9 +89,9 @@ struct run_box {
 	pid_t pid;
 	int pidfd, out_r, err_r, fail_r, ctl_w, rep_r;
 	struct run_caps caps; /* what it was built with */
-	bool warm;            /* cloned from the worker's warm template */
-	/* init is the heavy template's child, not the worker's: watched and killed through its
-	 * pidfd, never waited for (the kernel reaps it; its report says how the program ended) */
+	bool warm;            /* cloned from a warm template */
+	/* init is a template's child, not the worker's: watched and killed through its pidfd,
+	 * never waited for (the kernel reaps it; its report says how the program ended) */
 	bool foreign;
 	unsigned long long as_base_bytes; /* warm: the template's address space (RLIMIT_AS) */
 	bool oom_stopped; /* the worker stopped the run at its first OOM (run_execute) */

@@ -27,7 +27,7 @@
  *   landlock      read-only system, read-write run directory, no TCP, scoped signals
  *   seccomp       last, so that the steps above may use what it denies
  *   execve        with the environment the worker built; nothing inherited. In warm mode
- *                 (warm.c) the process is a copy of a template interpreter instead, and
+ *                 (interp.c) the process is a copy of a template interpreter instead, and
  *                 spec->enter takes over here: the same steps, in the same order, are in
  *                 force before any of the run's code executes.
  *
@@ -477,6 +477,8 @@ sandbox_run_program(const struct sandbox_spec *spec)
 	char *code, *input;
 	size_t code_len, input_len;
 
+	/* no page of the pool's admission, metrics or audit trail in a run */
+	util_unmap_shared();
 	if (sandbox_wait_go(&s) < 0)
 		sandbox_fail(&s, SANDBOX_WAIT, 0);
 	if (sandbox_read_request(s.ctl_fd, &s, &code, &code_len, &input, &input_len) < 0)
@@ -559,6 +561,19 @@ sandbox_on_chld(int sig)
 	(void)sig;
 }
 
+/*
+ * Zeroes the stack below the caller's frame, where the mount steps left the host paths they
+ * built: a program forked from init copies it. noinline, so that the array is below.
+ */
+static __attribute__((noinline)) void
+sandbox_scrub_stack(void)
+{
+	char below[128 * 1024];
+
+	explicit_bzero(below, sizeof(below));
+	__asm__ volatile("" : : "r"(below) : "memory");
+}
+
 noreturn void
 sandbox_init(const struct sandbox_spec *spec)
 {
@@ -573,6 +588,9 @@ sandbox_init(const struct sandbox_spec *spec)
 	pid_t prog;
 	int st, dirfd;
 
+	/* no page of the pool's admission, metrics or audit trail in a run (a cold init is a
+	 * copy of its worker) */
+	util_unmap_shared();
 	/* SIGCHLD is taken only inside ppoll(), so no exit is missed */
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
@@ -587,9 +605,10 @@ sandbox_init(const struct sandbox_spec *spec)
 	{
 		/* nothing of the worker (its FastCGI connection, the listen socket) stays in init
 		 */
-		int keep[] = {s->stdin_fd, s->stdout_fd, s->stderr_fd,   s->error_fd,
-		              s->ctl_fd,   s->report_fd, s->landlock_fd, s->workspace_fd};
-		if (util_close_fds_except(keep, 8) < 0)
+		int keep[] = {s->stdin_fd,    s->stdout_fd,    s->stderr_fd,
+		              s->error_fd,    s->ctl_fd,       s->report_fd,
+		              s->landlock_fd, s->workspace_fd, s->mounts ? s->mounts->etc_fd : -1};
+		if (util_close_fds_except(keep, 9) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
 	sandbox_retitle();
@@ -615,6 +634,13 @@ sandbox_init(const struct sandbox_spec *spec)
 		sandbox_fail(s, SANDBOX_IDS, 0);
 	if (s->mounts != NULL && mounts_build(s->mounts, &mstep) < 0)
 		sandbox_fail(s, SANDBOX_MOUNTS, (int)mstep);
+	if (s->mounts != NULL) {
+		close(s->mounts->etc_fd);
+		/* the host's path of the run's directory was only the new root's mount point:
+		 * nothing the program copies of init (warm: its memory) may still hold it */
+		explicit_bzero((char *)s->mounts->workdir, strlen(s->mounts->workdir));
+		sandbox_scrub_stack();
+	}
 	if (s->high_pids && sandbox_high_pids() < 0)
 		sandbox_fail(s, SANDBOX_PIDS, 0);
 	if (s->mask_proc && mounts_mask(&mstep) < 0)

@@ -129,7 +129,7 @@ struct sandbox_spec {
 	bool high_pids;         /* set ns_last_pid near the namespace's pid_max */
 	bool mask_proc;         /* mounts_mask() */
 	bool ids_before_mounts; /* inside a user namespace */
-	/* init is not the worker's child (the heavy template's, warm.c): no parent-death
+	/* init is not the worker's child (a warm template's, template.c): no parent-death
 	 * signal, since its parent may end first; the worker's death is the control pipe's end */
 	bool orphan_init;
 	/* an agent run: the request's code is a shell command, run as /bin/sh -c in /app */
@@ -138,7 +138,7 @@ struct sandbox_spec {
 	size_t max_result_bytes; /* from the request */
 
 	/*
-	 * Warm mode (warm.c): called by the program in place of execve(), once every step above
+	 * Warm mode (interp.c): called by the program in place of execve(), once every step above
 	 * is in force. It returns only when it could not take over before any of the run's
 	 * code executed; the program then execs the interpreter as in cold mode.
 	 */

@@ -17,6 +17,8 @@
  */
 #include "slots.h"
 
+#include "util.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -42,8 +44,8 @@ slots_create(int capacity, int workers)
 		return NULL;
 	}
 	bytes = sizeof(*s) + (size_t)workers * sizeof(atomic_int);
-	s = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (s == MAP_FAILED)
+	s = util_map_shared(bytes);
+	if (s == NULL)
 		return NULL;
 	s->capacity = capacity;
 	s->workers = workers;
@@ -54,7 +56,7 @@ slots_create(int capacity, int workers)
 	    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) != 0 ||
 	    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) != 0 ||
 	    pthread_mutex_init(&s->lock, &attr) != 0) {
-		munmap(s, bytes);
+		util_unmap_shared_one(s);
 		errno = EINVAL;
 		return NULL;
 	}
@@ -68,7 +70,7 @@ slots_destroy(struct slots *s)
 	if (s == NULL)
 		return;
 	pthread_mutex_destroy(&s->lock);
-	munmap(s, s->map_bytes);
+	util_unmap_shared_one(s);
 }
 
 static void

@@ -3,11 +3,16 @@
  */
 #include "util.h"
 
+#include "proc.h"
+
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -86,4 +91,145 @@ util_close_fds_except(const int *keep, int n)
 			return -1;
 		from = next + 1;
 	}
+}
+
+/* The pool's shared mappings: few, made at start-up by the supervisor. */
+#define UTIL_MAX_SHARED 8
+static struct {
+	void *p;
+	size_t len;
+} util_shared[UTIL_MAX_SHARED];
+
+void *
+util_map_shared(size_t len)
+{
+	int i;
+	void *p;
+
+	for (i = 0; i < UTIL_MAX_SHARED && util_shared[i].p != NULL; i++)
+		;
+	if (i == UTIL_MAX_SHARED) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	util_shared[i].p = p;
+	util_shared[i].len = len;
+	return p;
+}
+
+void
+util_unmap_shared_one(void *p)
+{
+	for (int i = 0; p != NULL && i < UTIL_MAX_SHARED; i++)
+		if (util_shared[i].p == p) {
+			munmap(p, util_shared[i].len);
+			util_shared[i].p = NULL;
+		}
+}
+
+void
+util_unmap_shared(void)
+{
+	for (int i = 0; i < UTIL_MAX_SHARED; i++)
+		if (util_shared[i].p != NULL)
+			(void)syscall(SYS_munmap, util_shared[i].p, util_shared[i].len);
+}
+
+int
+util_wait_readable(int fd, long long ms)
+{
+	long long deadline = proc_now_ms() + ms;
+
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		long long left = deadline - proc_now_ms();
+		int r;
+
+		if (left < 0)
+			left = 0;
+		r = poll(&pfd, 1, (int)left);
+		if (r > 0)
+			return 1;
+		if (r == 0)
+			return 0;
+		if (errno != EINTR)
+			return -1;
+	}
+}
+
+int
+util_send_fds(int sock, const void *buf, size_t len, const int *fds, int n, int flags)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	int kept[8], k = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (k == 8) {
+			errno = EINVAL;
+			return -1;
+		}
+		kept[k++] = fds[i];
+	}
+	if (k > 0) {
+		struct cmsghdr *c;
+		memset(cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)k);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)k);
+		memcpy(CMSG_DATA(c), kept, sizeof(int) * (size_t)k);
+	}
+	for (;;) {
+		ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
+		if (w == (ssize_t)len)
+			return 0;
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w >= 0)
+			errno = EMSGSIZE;
+		return -1;
+	}
+}
+
+int
+util_recv_fds(int sock, void *buf, size_t len, int *fds, int max, int flags)
+{
+	char cbuf[CMSG_SPACE(sizeof(int) * 8)];
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct msghdr msg = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	ssize_t r;
+	int n = 0;
+
+	do
+		r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | flags);
+	while (r < 0 && errno == EINTR);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); r >= 0 && c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int got = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		int *p = (int *)CMSG_DATA(c);
+		for (int i = 0; i < got; i++) {
+			if (n < max)
+				fds[n++] = p[i];
+			else
+				close(p[i]);
+		}
+	}
+	if (r != (ssize_t)len || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+		for (int i = 0; i < n; i++)
+			close(fds[i]);
+		errno = r == 0 ? EPIPE : r < 0 ? errno : EPROTO;
+		return -1;
+	}
+	return n;
 }

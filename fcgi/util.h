@@ -4,6 +4,7 @@
 #ifndef CODEBOX_UTIL_H
 #define CODEBOX_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* write(2) until all n bytes are out, retrying on EINTR. Returns 0, or -1 with errno set.
@@ -33,5 +34,38 @@ void util_fault(struct fault *f, int err, const char *fmt, ...)
 
 /* "what: strerror(err)" (or just what) into buf. Returns buf. */
 const char *util_fault_string(const struct fault *f, char *buf, size_t len);
+
+/*
+ * Memory shared by the pool's own processes (the supervisor and its workers): admission,
+ * metrics, the audit trail's totals. A MAP_SHARED anonymous mapping of len bytes (zeroed),
+ * recorded so that util_unmap_shared() can take every one of them out of a process that
+ * becomes part of a run. Returns NULL with errno set.
+ */
+void *util_map_shared(size_t len);
+
+/* Forgets (and unmaps) one mapping util_map_shared() made. */
+void util_unmap_shared_one(void *p);
+
+/* Unmaps every mapping util_map_shared() made, in this process only: a run's first process
+ * calls it before anything else, so no page of the pool's is mapped in any run.
+ * Async-signal-safe. */
+void util_unmap_shared(void);
+
+/* Waits until fd is readable, at most ms. Returns 1, 0 on timeout, -1 on error. */
+int util_wait_readable(int fd, long long ms);
+
+/*
+ * Sends one message of len bytes with the fds among fds[0..n) that are >= 0 (at most 8) as
+ * SCM_RIGHTS; flags are added to MSG_NOSIGNAL (MSG_DONTWAIT: EAGAIN when full). Returns 0,
+ * or -1 with errno set.
+ */
+int util_send_fds(int sock, const void *buf, size_t len, const int *fds, int n, int flags);
+
+/*
+ * Receives one message of exactly len bytes with up to max fds (close-on-exec; more are
+ * closed). Returns the number of fds, or -1 with errno set (EPIPE at EOF, EPROTO for a
+ * message of another size), with no fd left open.
+ */
+int util_recv_fds(int sock, void *buf, size_t len, int *fds, int max, int flags);
 
 #endif

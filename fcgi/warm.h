@@ -1,22 +1,22 @@
 /*
- * warm.h - warm interpreters: runs forked from a template that has imported the preloaded
- * modules once, with every sandbox step still taken in C before any of the run's code.
+ * warm.h - warm interpreters, as the pool's own processes see them: the supervisor starts and
+ * renews the zygote (a program image of its own: zygote.c), and a worker has a template of the
+ * zygote's clone the init of its next run (template.c). Every sandbox step is still taken in C
+ * before any of the run's code.
  */
 #ifndef CODEBOX_WARM_H
 #define CODEBOX_WARM_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdnoreturn.h>
 #include <sys/types.h>
 
 #define WARM_DEFAULT_MODULES "numpy,pandas,scipy,sympy,sklearn"
 /* The light tier's modules: the preloaded modules among these (CODEBOX_WARM_LIGHT_MODULES) */
 #define WARM_DEFAULT_LIGHT_MODULES "numpy"
-/* How long a worker waits for the heavy template's clone, all told (then the run uses the
- * worker's own template): a bound on what a sandbox built on the request's path may add
- * (like the light template's answer, it is not counted in the kill grace) */
-#define WARM_HEAVY_ANSWER_MS 2000
+/* How long a worker waits for a template's clone, all told (then the run is cold): a bound on
+ * what a sandbox built on the request's path may add (not counted in the kill grace) */
+#define WARM_ANSWER_MS 2000
 #define WARM_MAX_MODULES 32
 /* The interpreter whose library (libpython3.11) is embedded: warm runs need --python to be it. */
 #define WARM_INTERPRETER "/usr/bin/python3.11"
@@ -25,12 +25,12 @@ struct warm_settings {
 	bool enabled;                       /* CODEBOX_WARM (default on) */
 	char modules[WARM_MAX_MODULES][64]; /* CODEBOX_WARM_MODULES, comma-separated */
 	int n_modules;
-	/* light[i]: modules[i] is in the light tier (the zygote, the workers and their templates
-	 * have it); the others are the heavy tier's, imported by the heavy template alone */
+	/* light[i]: modules[i] is in the light tier (the zygote and its light template have
+	 * it); the others are the heavy tier's, imported by the heavy template alone */
 	bool light[WARM_MAX_MODULES];
 	int n_heavy;               /* modules not in the light tier; 0: one tier */
-	unsigned long max_runs;    /* CODEBOX_WARM_MAX_RUNS: a template's runs before replacement */
-	unsigned long max_seconds; /* CODEBOX_WARM_MAX_SECONDS: a template's (and zygote's) life */
+	unsigned long max_runs;    /* CODEBOX_WARM_MAX_RUNS: a template's runs before renewal */
+	unsigned long max_seconds; /* CODEBOX_WARM_MAX_SECONDS: a template's and zygote's life */
 };
 
 /*
@@ -39,55 +39,38 @@ struct warm_settings {
  */
 int warm_parse_settings(struct warm_settings *s, char *why, size_t why_len);
 
-/* Called in a worker cloned by the zygote: becomes that worker (must not return). */
-typedef void (*warm_worker_fn)(void *ctx, int index);
+struct seccomp_filter;
+struct pollfd;
 
 /*
- * Supervisor: forks the zygote, which scrubs the environment it inherited, embeds the
- * interpreter python, imports the preloaded modules and then clones workers on request.
- * Waits (bounded) until it is ready. Returns 0, or -1 (logged; the pool then forks cold
- * workers).
+ * Supervisor, before the first worker: makes the tiers' sockets and execs the zygote with s,
+ * the interpreter python, the runs' seccomp filter f (NULL: none) and the sandbox's /etc
+ * (etc_fd, kept open by the caller); waits (bounded) until it is ready. Returns 0, or -1
+ * (logged; runs are cold).
  */
-int warm_zygote_start(const struct warm_settings *s, const char *python, warm_worker_fn fn,
-                      void *ctx);
+int warm_pool_start(const struct warm_settings *s, const char *python,
+                    const struct seccomp_filter *f, int etc_fd);
+
+/* Supervisor: appends to pfd (room for 2) what warm_pool_check() needs to hear. */
+void warm_pool_poll_fds(struct pollfd *pfd, int *n);
 
 /*
- * Supervisor: asks the zygote for worker index, replacing the zygote first when it is older
- * than max_seconds or gone. Returns the worker's pid (a child of the caller), or -1 (logged
- * once per failure; the caller forks a cold worker).
+ * Supervisor, after every wake-up (at least once a second): a zygote's ready report, its
+ * successor when its life is up, a replacement for one that died. Never blocks.
  */
-pid_t warm_zygote_spawn(int index);
+void warm_pool_check(void);
 
-/* Supervisor: kills the zygote (at shutdown). */
-void warm_zygote_stop(void);
+/* Supervisor: pid was reaped with status; returns whether it was a zygote (logged). */
+bool warm_pool_reaped(pid_t pid, int status);
 
-/*
- * Worker, before its first request: forks this worker's template, a pristine copy of the
- * zygote's interpreter that, per run, clones the run's child as the worker's own child.
- * run is the worker's run configuration (struct run_config). Returns 0, or -1 when this
- * worker is cold (no interpreter, or the fork failed; logged).
- */
-struct run_config;
-int warm_template_start(const struct run_config *run);
+/* Supervisor: kills the zygotes (at shutdown); the caller reaps them. */
+void warm_pool_stop(void);
 
-/* Worker: whether a template is up for the next run. */
-bool warm_template_usable(void);
+/* Worker, first thing after its fork: closes the supervisor's ends of the zygote's sockets. */
+void warm_worker_init(void);
 
-/*
- * Worker: has the template clone a run's child for workdir with the child's ends of its
- * pipes (stdout, stderr, error, control, report; the last is -1 in direct mode). Returns the
- * child's pid (the caller's child), with the template's address-space size in *as_base_bytes,
- * or -1 with the reason in why; a template that failed is stopped and not used again.
- */
-pid_t warm_template_clone(const char *workdir, unsigned long long disk_bytes, const int fds[5],
-                          unsigned long long *as_base_bytes, char *why, size_t why_len);
-
-/* Worker: whether the template has served max_runs, lived max_seconds, or died (the worker
- * then ends after its reply, and the pool starts a fresh one from the zygote). */
-bool warm_template_expired(void);
-
-/* Worker: stops the template (at exit). */
-void warm_template_stop(void);
+/* Worker: whether a zygote serves warm runs now. */
+bool warm_serving(void);
 
 /*
  * Worker: whether code needs the heavy tier: it names one of the heavy tier's modules as a
@@ -96,22 +79,18 @@ void warm_template_stop(void);
  */
 bool warm_wants_heavy(const char *code, size_t len);
 
-/* Worker: whether the heavy template is up for a run under run (namespace mode only). */
-bool warm_heavy_usable(const struct run_config *run);
-
-/* Supervisor, once the isolation in force is known: one tier when the heavy template could
- * never serve (no pid namespace, or Landlock without a mount namespace). */
-void warm_settings_one_tier(struct warm_settings *s);
+struct run_config;
 
 /*
- * Worker: has the heavy template (shared by the workers, a child of the zygote) clone a run's
- * init for workdir under run, with the child's ends of its pipes (stdout, stderr, error,
- * control, report). The init is not this process's child: it is watched and killed through
- * the pidfd returned in *pidfd, and reaped by the heavy template. Returns its pid, or -1
- * with the reason in why; after a failure the heavy tier is not used by this worker again.
+ * Worker: has a template of the tier (heavy or light) clone a run's init for workdir under
+ * run, with the child's ends of its pipes (stdout, stderr, error, control, report). The init
+ * is not this process's child: it is watched and killed through the pidfd returned in *pidfd,
+ * and reaped by the kernel. Returns its pid, with the template's address-space size in
+ * *as_base_bytes, or -1 with the reason in why (the run is then cold; the tier is not asked
+ * again for a second).
  */
-pid_t warm_heavy_clone(const struct run_config *run, const char *workdir,
-                       unsigned long long disk_bytes, const int fds[5],
-                       unsigned long long *as_base_bytes, int *pidfd, char *why, size_t why_len);
+pid_t warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
+                     unsigned long long disk_bytes, const int fds[5],
+                     unsigned long long *as_base_bytes, int *pidfd, char *why, size_t why_len);
 
 #endif

@@ -315,7 +315,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 		worker_execute(wc, run, &slots->execute, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
-		char *doc = reply_isolation(wc->iso, &l, run->warm && warm_template_usable(), &len);
+		char *doc = reply_isolation(wc->iso, &l, run->warm && warm_serving(), &len);
 		if (doc == NULL) {
 			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
 		} else {
@@ -477,8 +477,8 @@ worker_main(const struct worker_config *wc)
 			log_msg(LOG_ERROR, "opening the agent workspace's lock failed: %s",
 			        strerror(errno));
 	}
-	/* before the first request: the template must be a copy of nothing but the zygote */
-	run.warm = wc->warm_enabled && warm_template_start(&run) == 0;
+	/* warm runs: a template of the zygote's clones init (namespace mode only) */
+	run.warm = wc->warm_enabled && run.clone_flags != 0;
 	if (run_init_reaper() < 0 || FCGX_Init() != 0 ||
 	    FCGX_InitRequest(&req, wc->listen_fd, FCGI_FAIL_ACCEPT_ON_INTR) != 0) {
 		log_msg(LOG_ERROR, "worker %d could not initialise FastCGI", wc->index);
@@ -516,12 +516,6 @@ worker_main(const struct worker_config *wc)
 		run_slot_finish(&run, &slots.execute);
 		run_slot_finish(&run, &slots.agent);
 		history_flush(&wc->history);
-		if (run.warm && warm_template_expired()) {
-			/* the pool starts a fresh worker, with a fresh template, from the zygote */
-			log_msg(LOG_INFO, "worker %d: its warm template is used up; renewing",
-			        wc->index);
-			break;
-		}
 		run_slot_build_ahead(&run, &slots.execute);
 	}
 	/* requests already in the socket's backlog get a clear answer, not a reset; the
@@ -534,7 +528,6 @@ worker_main(const struct worker_config *wc)
 	}
 	run_slot_close(&run, &slots.execute);
 	run_slot_close(&run, &slots.agent);
-	warm_template_stop();
 	log_msg(LOG_INFO, "worker %d stopping", wc->index);
 	_exit(0);
 }

@@ -99,19 +99,40 @@ warm_remote() {
 	done
 }
 
-@test "warm: nothing of the pool's environment is anywhere in a run's memory" {
-	# the sanitizers' runtime reads /proc/self/environ into a buffer of its own at start-up
-	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the sanitizer runtime keeps a copy of the environment"
-	# the secret is looked for in two halves, so the program itself never holds it whole
-	local half=$((${#CODEBOX_TEST_SECRET} / 2))
-	local prefix min
-	# both tiers: the light one (numpy) and the heavy one (a program naming scipy)
-	for prefix in "" $'# scipy\n'; do
-		execute "$prefix$(cat "$ROOT/tests/programs/memory-scan.py")" "$(jq -cn --arg a "${CODEBOX_TEST_SECRET:0:half}" --arg b "${CODEBOX_TEST_SECRET:half}" '{stdin: ($a + "\n" + $b)}')"
+@test "warm: nothing of the pool is anywhere in a run's memory: its environment, its paths" {
+	# the zygote is exec'd with the runs' environment alone, so even the sanitizers' copy of
+	# its environment holds nothing of the pool's; the needles: a secret in the pool's
+	# environment, and the stack's directory (the runtime dir, the socket, the runs and the
+	# audit trail are all below it)
+	local needle half prefix min
+	for needle in "$CODEBOX_TEST_SECRET" "$STACK_DIR"; do
+		# looked for in two halves, so the program itself never holds it whole
+		half=$((${#needle} / 2))
+		# both tiers: the light one (numpy) and the heavy one (a program naming scipy)
+		for prefix in "" $'# scipy\n'; do
+			execute "$prefix$(cat "$ROOT/tests/programs/memory-scan.py")" "$(jq -cn --arg a "${needle:0:half}" --arg b "${needle:half}" '{stdin: ($a + "\n" + $b)}')"
+			assert_equal "$(field .status)" succeeded
+			assert_equal "$(field '.stdout | fromjson | .found')" 0
+			min=$([[ -n $prefix ]] && echo 150 || echo 30)
+			(($(field '.stdout | fromjson | .scanned_mb') > min))
+		done
+	done
+}
+
+@test "warm: every generator the preloaded modules keep draws anew in each run, on both tiers" {
+	local prefix first second same
+	for prefix in "" $'import sympy, scipy, pandas, sklearn\n'; do
+		execute "$prefix$(cat "$ROOT/tests/programs/generators.py")"
 		assert_equal "$(field .status)" succeeded
-		assert_equal "$(field '.stdout | fromjson | .found')" 0
-		min=$([[ -n $prefix ]] && echo 150 || echo 30)
-		(($(field '.stdout | fromjson | .scanned_mb') > min))
+		first=$(field .stdout)
+		execute "$prefix$(cat "$ROOT/tests/programs/generators.py")"
+		second=$(field .stdout)
+		# the census found what the modules keep: random's, numpy's global state, and on
+		# the heavy tier sympy's
+		jq -e 'has("random._inst") and has("numpy.random.mtrand._rand") and has("multiprocessing.authkey")' <<<"$first"
+		[[ -z $prefix ]] || jq -e 'has("sympy.core.random.rng") and has("sympy.ntheory.qs.rgen")' <<<"$first"
+		same=$(jq -n --argjson a "$first" --argjson b "$second" '[$a | keys[] | select($a[.] != null and $a[.] == $b[.])]')
+		assert_equal "$same" "[]"
 	done
 }
 
@@ -131,13 +152,7 @@ warm_remote() {
 
 # heavy_worker INIT: the worker holding INIT's pidfd
 heavy_worker() {
-	local w f
-	for w in $(worker_pids); do
-		for f in /proc/"$w"/fdinfo/*; do
-			grep -qx "Pid:[[:space:]]*$1" "$f" 2>/dev/null && echo "$w" && return 0
-		done
-	done
-	return 1
+	init_worker "$1"
 }
 
 # run_init MARKER: the init of the run whose program carries MARKER
@@ -332,20 +347,19 @@ more_heavy_ends() {
 	wait_for "a healthy pool" 100 no_run_leftovers
 }
 
-@test "warm: a template is renewed after CODEBOX_WARM_MAX_RUNS runs, and no request fails" {
+@test "warm: the light template is renewed after CODEBOX_WARM_MAX_RUNS runs, and no request fails" {
 	local i
 	for i in $(seq 1 40); do
 		post '{"code":"print(6 * 7)"}'
 		assert_equal "$code" 200
 		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
 	done
-	run -0 grep -c "its warm template is used up; renewing" "$STACK_DIR/logs/pool.log"
-	run -0 grep -c "ended to renew its warm template" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "forking the next light template (the serving one's life is up)" "$STACK_DIR/logs/pool.log"
 	run grep -c "this run is cold" "$STACK_DIR/logs/pool.log"
 	assert_output 0
 }
 
-@test "warm: a killed template makes one cold run with one log line, then its worker renews" {
+@test "warm: a killed light template is replaced; the runs meanwhile are answered, none fails" {
 	local t i killed=0
 	for t in $(template_pids); do
 		kill -KILL "$t" && killed=$((killed + 1))
@@ -356,35 +370,13 @@ more_heavy_ends() {
 		assert_equal "$code" 200
 		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
 	done
-	run -0 grep -c "the warm template failed (.*); this run is cold" "$STACK_DIR/logs/pool.log"
+	wait_for "a new light template" 100 bash -c "grep -q 'forking the next light template (none serves)' '$STACK_DIR/logs/pool.log'"
+	run -0 grep -c "the light template ended (it crashed)" "$STACK_DIR/logs/pool.log"
 	wait_for "healthy pool" 100 no_run_leftovers
-}
-
-@test "warm: a zygote that dies is replaced, and new workers are warm again" {
-	local z new i
-	z=$(zygote_pid)
-	[[ -n $z ]]
-	kill -KILL "$z"
-	# renewals need new workers from the zygote
-	for i in $(seq 1 12); do
-		post '{"code":"print(6 * 7)"}'
-		assert_equal "$code" 200
-	done
-	wait_for "a new zygote" 300 bash -c "grep -q 'the zygote is gone: starting a new one' '$STACK_DIR/logs/pool.log'"
-	new=$(zygote_pid)
-	[[ -n $new && $new != "$z" ]]
-	# the new zygote imports first (seconds under the sanitizers)
-	wait_for "the new zygote to be ready" 1200 zygote_settled
-	wait_for "a warm pool again" 600 pool_says_warm
 }
 
 pool_says_warm() {
 	[[ $(curl -s "$BASE/isolation" | jq -r .details.interpreter) == warm ]]
-}
-
-# zygote_settled: every zygote the pool started is ready (none is importing)
-zygote_settled() {
-	(($(grep -c "zygote ready" "$STACK_DIR/logs/pool.log") > $(grep -c "the zygote is gone: starting a new one" "$STACK_DIR/logs/pool.log")))
 }
 
 # log_count PATTERN: how many lines of the pool's log match PATTERN (grep -E)
@@ -396,8 +388,34 @@ more_lines() { # PATTERN BEFORE
 	(($(log_count "$1") > $2))
 }
 
-pool_asks_zygote() {
-	[[ $(cut -d' ' -f1 "/proc/$(pool_pid)/syscall" 2>/dev/null) == 7 ]]
+# zygote_settled: no zygote is importing (every one the pool started since BEFORE serves)
+zygote_settled() {
+	(($(log_count "zygote ready") >= $(log_count "starting a new zygote") + 1))
+}
+
+@test "warm: a zygote that dies is replaced, and the pool is warm again" {
+	local z new i readies
+	wait_for "no zygote importing" 1200 zygote_settled
+	z=$(zygote_pid)
+	[[ -n $z ]]
+	readies=$(log_count "zygote ready")
+	kill -KILL "$z"
+	# its templates die with it: runs meanwhile are cold, none fails
+	for i in $(seq 1 6); do
+		post '{"code":"print(6 * 7)"}'
+		assert_equal "$code" 200
+		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	done
+	wait_for "a new zygote" 300 more_lines "starting a new zygote \\(none serves\\)" 0
+	run -0 grep -c "a zygote (pid $z) was killed by signal 9" "$STACK_DIR/logs/pool.log"
+	# the new zygote imports first (seconds under the sanitizers)
+	wait_for "the new zygote to be ready" 1200 more_lines "zygote ready" "$readies"
+	new=$(zygote_pid)
+	[[ -n $new && $new != "$z" ]]
+	wait_for "a warm pool again" 600 pool_says_warm
+	execute 'import scipy, sys; print(6 * 7)'
+	assert_equal "$(field .stdout)" 42
+	wait_for "healthy pool" 100 no_run_leftovers
 }
 
 # old_worker: a worker that has lived 2 s or more (the pool respawns it at once when it dies)
@@ -409,58 +427,42 @@ have_old_worker() {
 	[[ -n $(old_worker) ]]
 }
 
-@test "warm: a zygote killed while the pool asks it for a worker is replaced, and that worker is warm" {
-	local z w i readies colds
-	wait_for "no zygote importing" 1200 zygote_settled
-	z=$(zygote_pid)
-	[[ -n $z ]]
-	readies=$(log_count "zygote ready")
-	colds=$(log_count "could not start worker .*; it is cold")
-	wait_for "a worker older than 2 s" 100 have_old_worker
-	w=$(old_worker)
-	# stopped, the zygote takes the pool's request (its socket does) and never answers
-	kill -STOP "$z"
-	kill -KILL "$w"
-	# the pool waits in poll() (system call 7; idle, it waits in rt_sigsuspend) for the answer
-	wait_for "the pool to ask the zygote" 100 pool_asks_zygote
-	kill -KILL "$z"
-	wait_for "a new zygote" 600 more_lines "zygote ready" "$readies"
-	assert_equal "$(log_count "could not start worker .*; it is cold")" "$colds"
-	for i in 1 2 3; do
-		post '{"code":"print(6 * 7)"}'
-		assert_equal "$code" 200
-		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
-	done
-	wait_for "a warm pool" 600 pool_says_warm
-}
-
-# importing_zygote OLD: a zygote that is not OLD and has not said it is ready
+# importing_zygote OLD BEFORE: a zygote that is not OLD and has not said it is ready
 importing_zygote() {
 	local z
-	z=$(zygote_pid)
-	[[ -n $z && $z != "$1" ]] && ! more_lines "zygote ready" "$2"
+	for z in $(zygote_pid); do
+		[[ $z != "$1" ]] && ! more_lines "zygote ready" "$2" && return 0
+	done
+	return 1
 }
 
-@test "warm: a zygote killed while it imports is started again, and the pool stays warm" {
-	local z w z2 readies
+@test "warm: the pool never waits for a zygote: workers killed while one imports are respawned at once" {
+	local z z2 w readies started
 	wait_for "no zygote importing" 1200 zygote_settled
 	z=$(zygote_pid)
 	readies=$(log_count "zygote ready")
 	kill -KILL "$z"
-	# the next worker the pool starts needs a zygote: it starts one, which imports first
-	wait_for "a worker older than 2 s" 100 have_old_worker
-	w=$(old_worker)
-	kill -KILL "$w"
 	wait_for "a new zygote importing" 100 importing_zygote "$z" "$readies"
 	z2=$(zygote_pid)
-	kill -KILL "$z2"
-	wait_for "another zygote, ready" 1200 more_lines "zygote ready" "$readies"
-	run -0 grep -c "the zygote died while it imported: starting another" "$STACK_DIR/logs/pool.log"
-	run grep -c "warm interpreters are unavailable" "$STACK_DIR/logs/pool.log"
-	assert_output 0
+	# stopped while it imports: the pool goes on reaping and respawning
+	kill -STOP "$z2"
+	wait_for "a worker older than 2 s" 100 have_old_worker
+	w=$(old_worker)
+	started=$(log_count "worker .* ready")
+	kill -KILL "$w"
+	# respawned within a second (the 1 s respawn delay applies only to a worker that died
+	# within its first second)
+	wait_for "the worker respawned" 15 more_lines "worker .* ready" "$started"
 	post '{"code":"print(6 * 7)"}'
 	assert_equal "$code" 200
 	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	# killed while it imports: another is started, and the pool is warm again
+	kill -KILL "$z2"
+	kill -CONT "$z2" 2>/dev/null || true
+	wait_for "another zygote, ready" 1200 more_lines "zygote ready" "$readies"
+	run -0 grep -cE "a zygote \\(pid $z2\\) (was killed by signal 9|failed: it died before it was ready)" "$STACK_DIR/logs/pool.log"
+	run grep -c "warm interpreters are unavailable" "$STACK_DIR/logs/pool.log"
+	assert_output 0
 	wait_for "a warm pool" 600 pool_says_warm
 }
 

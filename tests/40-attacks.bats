@@ -117,6 +117,49 @@ healthy_and_clean() {
 	healthy_and_clean
 }
 
+@test "attacks: no run maps a page it shares with the pool: admission, metrics and the audit trail are out of reach" {
+	local prefix i restarts
+	# both tiers when warm (a program naming scipy takes the heavy template)
+	for prefix in "" $'# scipy\n'; do
+		execute "$prefix$(cat "$ROOT/tests/programs/attacks/shared-pages.py")"
+		assert_equal "$(field .status)" succeeded
+		# only the C library's read-only views of system files (gconv's cache)
+		jq -e 'all(.perms == "r--s" and (.path | startswith("/usr/")))' <<<"$(field .stdout)"
+	done
+	# had it written into the pool's pages, admission would hang, the counters lie and the
+	# slots be cleared: everything still works, and counts what it should
+	for i in 1 2 3; do
+		execute 'print(6 * 7)'
+		assert_equal "$(field .stdout)" 42
+	done
+	run -0 curl -s "$BASE/metrics"
+	restarts=$(awk '/^codebox_worker_restarts_total/ { print $2 }' <<<"$output")
+	[[ -n $restarts ]] && ((restarts < 100))
+	healthy_and_clean
+}
+
+@test "attacks: a run shares no layout and no AT_RANDOM with the processes that read client input" {
+	local guards prefix nginx
+	nginx=$(stack_nginx_pid)
+	# the pool's supervisor, every worker, nginx's master and workers
+	# shellcheck disable=SC2046
+	guards=$("$PY" "$ROOT/tests/programs/layout.py" "$(pool_pid)" $(worker_pids) "$nginx" $(pgrep -P "$nginx"))
+	jq -e 'length > 4 and all(.random != null)' <<<"$guards"
+	for prefix in "" $'# scipy\n'; do
+		execute "$prefix$(cat "$ROOT/tests/programs/layout.py")"
+		assert_equal "$(field .status)" succeeded
+		jq -e --argjson g "$guards" '.[0] as $r | [$g[] | select(.random == $r.random
+			or (.libc != null and .libc == $r.libc) or (.heap != null and .heap == $r.heap)
+			or (.libpython != null and .libpython == $r.libpython)
+			or (.exe != null and .exe == $r.exe))] | length == 0' <<<"$(field .stdout)" || {
+			echo "the run: $(field .stdout)" >&2
+			echo "the guards: $guards" >&2
+			return 1
+		}
+	done
+	healthy_and_clean
+}
+
 @test "attacks: signalling the worker, the pool, nginx or init fails and they live on" {
 	local pool worker nginx
 	pool=$(pool_pid)
@@ -205,15 +248,13 @@ bg_attack() {
 # held_pid: the host pid of a run's program that wrote "held" into its directory (seen by
 # root through /proc/<pid>/cwd); fails while there is none.
 held_pid() {
-	local w i p
-	for w in $(worker_pids); do
-		for i in $(pgrep -P "$w"); do
-			for p in $(pgrep -P "$i"); do
-				if [[ -e /proc/$p/cwd/held ]]; then
-					echo "$p"
-					return 0
-				fi
-			done
+	local i p
+	for i in $(box_inits); do
+		for p in $(pgrep -P "$i"); do
+			if [[ -e /proc/$p/cwd/held ]]; then
+				echo "$p"
+				return 0
+			fi
 		done
 	done
 	return 1

@@ -126,15 +126,10 @@ two_in_flight() {
 	wait_for "readiness" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' '$BASE/readyz') == 200 ]]"
 }
 
-# idle_inits: each worker's sandbox built ahead (its idle init, a child of the worker).
+# idle_inits: each worker's sandbox built ahead (its idle init: cold, a child of the worker;
+# warm, of a template).
 idle_inits() {
-	local w child
-	for w in $(worker_pids); do
-		for child in $(pgrep -P "$w"); do
-			[[ $(cat "/proc/$child/comm" 2>/dev/null) == codebox-init ]] && echo "$child"
-		done
-	done
-	return 0
+	box_inits
 }
 
 # two_idle_inits: both execution slots' workers hold a sandbox built ahead.
@@ -156,7 +151,7 @@ ended() {
 handed_to_stopped() {
 	local i w
 	for i in "$@"; do
-		w=$(sed 's/.*) //' "/proc/$i/stat" 2>/dev/null | cut -d' ' -f2) || continue
+		w=$(init_worker "$i") || continue
 		[[ -n $w && $(cut -d' ' -f1 "/proc/$w/syscall" 2>/dev/null) == 7 ]] && return 0
 	done
 	return 1

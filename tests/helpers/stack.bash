@@ -237,13 +237,14 @@ pool_pid() {
 	fi
 }
 
-# worker_pids: the workers of this stack (the pool's children but its warm zygote, and the
-# inits a heavy template that ended left to the pool, a child subreaper).
+# worker_pids: the workers of this stack (the pool's children but its warm zygotes, and the
+# inits a template that ended left to the pool, a child subreaper).
 worker_pids() {
 	local p comm
 	for p in $(pgrep -P "$(pool_pid)"); do
 		comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
-		[[ $comm == codebox-zygote || $comm == codebox-init ]] || echo "$p"
+		# (exe: a zygote between its execve and its first instruction's rename)
+		[[ $comm == codebox-zygote || $comm == codebox-init || $comm == exe ]] || echo "$p"
 	done
 }
 
@@ -268,12 +269,40 @@ zygote_pid() {
 	return 0
 }
 
-# template_pids: the workers' warm templates.
+# template_pids: the zygote's light templates (the serving one, a successor, a retired one).
 template_pids() {
-	local w p
-	for w in $(worker_pids); do
-		for p in $(pgrep -P "$w"); do
+	local z p
+	for z in $(zygote_pid); do
+		for p in $(pgrep -P "$z"); do
 			[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-warm ]] && echo "$p"
+		done
+	done
+	return 0
+}
+
+# init_worker INIT: the worker of the run whose init is INIT: its parent (cold), or the worker
+# that holds its pidfd (warm: init is a template's child).
+init_worker() {
+	local w f pp
+	pp=$(ps -o ppid= -p "$1" | tr -d ' ')
+	for w in $(worker_pids); do
+		[[ $w == "$pp" ]] && echo "$w" && return 0
+	done
+	for w in $(worker_pids); do
+		for f in /proc/"$w"/fdinfo/*; do
+			grep -qx "Pid:[[:space:]]*$1" "$f" 2>/dev/null && echo "$w" && return 0
+		done
+	done
+	return 1
+}
+
+# box_inits: the inits of every sandbox of this stack (the children named codebox-init of its
+# workers, of its templates, and of the pool, which inherits those of a template that ended).
+box_inits() {
+	local p c
+	for p in $(worker_pids) $(template_pids) $(heavy_pids) "$(pool_pid)"; do
+		for c in $(pgrep -P "$p"); do
+			[[ $(cat "/proc/$c/comm" 2>/dev/null) == codebox-init ]] && echo "$c"
 		done
 	done
 	return 0
@@ -289,9 +318,9 @@ marker_gone() {
 # built ahead for its next request: an empty directory, a cgroup holding only that box's
 # idle init (warm: and its program, prepared and waiting for the request), and that init
 # (named codebox-init; without a pid namespace, the box not yet exec'd, still named
-# codebox-pool) without other children; and, warm, its template (named codebox-warm)
-# without children. The heavy template's inits (and those it left to the pool when it
-# ended) are such sandboxes too, at most one per worker. One snapshot of the process table
+# codebox-pool) without other children. Warm, the init is a child of a template of the
+# zygote's (codebox-warm, codebox-heavy), or of the pool once that template ended: at most
+# one such sandbox per worker. One snapshot of the process table
 # per look; a worker building its next sandbox right after a reply is caught mid-way, so the
 # verdict is the first clean look within 3 s (a leftover stays; the last look's complaint is
 # shown).
@@ -324,7 +353,7 @@ run_leftovers_look() {
 	workers=${#worker_list[@]}
 	for p in "${zygotes[@]}"; do
 		for c in ${kids[$p]:-}; do
-			[[ ${comm[$c]:-} == codebox-heavy ]] && heavies+=("$c")
+			[[ ${comm[$c]:-} == codebox-heavy || ${comm[$c]:-} == codebox-warm ]] && heavies+=("$c")
 		done
 	done
 	if [[ -n $(find "$(stack_runs)" -mindepth 3 -path '*/w*/run-*/*' -print -quit) ]]; then
@@ -361,7 +390,7 @@ run_leftovers_look() {
 		for child in ${kids[$worker]:-}; do
 			c=${comm[$child]:-}
 			[[ $c == codebox-init ]] && _nrl_idle "$child" && continue
-			if [[ ($c != codebox-init && $c != codebox-warm && $c != codebox-pool) || -n ${kids[$child]:-} ]]; then
+			if [[ ($c != codebox-init && $c != codebox-pool) || -n ${kids[$child]:-} ]]; then
 				echo "worker $worker has a child that is not an idle sandbox: $child" >&2
 				ps -o pid,ppid,comm,args -p "$child" >&2
 				return 1
@@ -373,7 +402,7 @@ run_leftovers_look() {
 		for child in ${kids[$h]:-}; do
 			[[ ${comm[$child]:-} == codebox-init ]] || continue
 			if ! _nrl_idle "$child"; then
-				echo "a heavy init is not an idle sandbox: $child" >&2
+				echo "a template's init is not an idle sandbox: $child" >&2
 				ps -o pid,ppid,comm,args --ppid "$child" -p "$child" >&2
 				return 1
 			fi
@@ -381,7 +410,7 @@ run_leftovers_look() {
 		done
 	done
 	if ((inits > workers)); then
-		echo "more heavy sandboxes ($inits) than workers ($workers)" >&2
+		echo "more warm sandboxes ($inits) than workers ($workers)" >&2
 		return 1
 	fi
 }

@@ -1,0 +1,215 @@
+/*
+ * template.c - a warm template: a fork of the zygote that never runs Python code of its own
+ * and clones, for any worker, the init of each run of its tier.
+ *
+ * The light tier's template is the zygote's interpreter as it is; the heavy tier's imports
+ * the heavy modules first. Both then serve one socket that every worker sends requests to
+ * (warmproto.h). Per request the template clone()s init with the run's namespaces and
+ * CLONE_PIDFD, as its own child: the worker, which is not related to it, gets init's pidfd
+ * with the answer, writes the uid maps, moves init into the run's cgroup, watches and kills it
+ * through the pidfd, and never waits for it (SIGCHLD is ignored here, so the kernel reaps
+ * init; init's report carries the program's status). init keeps no parent-death signal: the
+ * worker's death reaches it as the end of its control pipe, and a template's must not end its
+ * runs. init then takes sandbox.c's steps and forks the program, which enters this
+ * interpreter in place of execve() (interp.c).
+ *
+ * What a clone copies is this process: a fresh program image (the zygote was exec'd) that has
+ * seen nothing of the pool but its configuration, and of the worker only the request. The
+ * request's one host path (the run's directory, where init mounts the run's root) is wiped in
+ * init once mounted and here once cloned.
+ *
+ * Succession. After CODEBOX_WARM_MAX_RUNS runs or CODEBOX_WARM_MAX_SECONDS the template says
+ * 'R' on its notice pipe and goes on serving; the zygote forks its successor, and both read the
+ * one socket (without blocking: whoever is first takes a request) until the successor is
+ * ready; the zygote then closes this one's retirement pipe, and it ends between two requests.
+ */
+#include "template.h"
+
+#include "interp.h"
+#include "log.h"
+#include "proc.h"
+#include "run.h"
+#include "util.h"
+#include "warmproto.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* The run's configuration: the template's base and the worker's request. */
+static void
+template_run_config(const struct template_base *base, const struct warm_box_request *req,
+                    int landlock_fd, struct run_config *run)
+{
+	*run = (struct run_config){
+	    .python = base->python,
+	    .work_parent_fd = -1,
+	    .drop_privileges = req->drop_privileges,
+	    .run_uid = req->run_uid,
+	    .run_gid = req->run_gid,
+	    .clone_flags = req->clone_flags,
+	    .userns = req->userns,
+	    .mount_proc = req->mount_proc,
+	    .cgroupns = req->cgroupns,
+	    .mask_proc = req->mask_proc,
+	    .high_pids = req->high_pids,
+	    .landlock_abi = req->landlock_abi,
+	    .etc_fd = base->etc_fd,
+	    .landlock_fd = landlock_fd,
+	    .seccomp = req->seccomp && base->seccomp->prog.filter != NULL ? base->seccomp : NULL,
+	    .workspace_fd = -1,
+	    .warm = true,
+	};
+}
+
+/* Clones the init of one run; its pid (or -errno) and pidfd into a and *pidfd. */
+static void
+template_clone(const struct template_base *base, struct warm_box_request *req, const int *fds,
+               int *pidfd, struct warm_box_answer *a)
+{
+	static struct run_child child; /* large; the template is single-threaded */
+	struct run_config run;
+	pid_t pid;
+
+	template_run_config(base, req, req->landlock_fd ? fds[WARM_BOX_FD_LANDLOCK] : -1, &run);
+	run_child_prepare(&run, req->workdir, req->disk_bytes, &child);
+	child.sb.stdout_fd = fds[0];
+	child.sb.stderr_fd = fds[1];
+	child.sb.error_fd = fds[2];
+	child.sb.ctl_fd = fds[3];
+	child.sb.report_fd = fds[4];
+	child.sb.enter = interp_enter;
+	/* init forks the program, which prepares the interpreter, before the request */
+	child.sb.prepare = interp_prepare;
+	child.sb.orphan_init = true;
+	pid = run_clone_as(&run, run.clone_flags, pidfd);
+	if (pid == 0)
+		sandbox_init(&child.sb);
+	a->pid = pid < 0 ? -errno : pid;
+	a->as_bytes = interp_address_space_bytes();
+	/* the next clone must not carry this run's host path */
+	explicit_bzero(req->workdir, sizeof(req->workdir));
+	explicit_bzero(&child, sizeof(child));
+}
+
+/* Whether req is one this template serves, with n fds. */
+static bool
+template_request_ok(const struct warm_box_request *req, int n)
+{
+	return req->magic == WARM_BOX_MAGIC && n == (req->landlock_fd ? 7 : 6) &&
+	       req->workdir[0] == '/' && memchr(req->workdir, '\0', sizeof(req->workdir)) &&
+	       (req->clone_flags & CLONE_NEWPID) && req->run_uid != 0;
+}
+
+noreturn void
+template_main(const struct template_base *base, const struct template_args *t)
+{
+	struct warm_ready ready = {0};
+	struct sigaction ign = {.sa_handler = SIG_IGN};
+	unsigned long runs = 0;
+	long long t0 = proc_now_ms();
+	bool retiring = false;
+	const struct warm_settings *ws = base->settings;
+
+	log_set_component(t->heavy ? "heavy" : "template");
+	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != t->zygote)
+		_exit(0);
+	{
+		/* nothing of the zygote's: its socket to the supervisor (which must see EOF the
+		 * moment the zygote dies), the other templates' pipes */
+		int keep[] = {t->serve_fd, t->note_fd, t->retire_fd, base->etc_fd};
+		(void)util_close_fds_except(keep, 4);
+	}
+	(void)prctl(PR_SET_NAME, t->heavy ? "codebox-heavy" : "codebox-warm");
+	if (!t->heavy) {
+		ready.ok = 1;
+	} else if (interp_import(ws, false, ready.why, sizeof(ready.why)) == 0) {
+		int threads = interp_threads();
+		if (threads != 1) {
+			snprintf(ready.why, sizeof(ready.why),
+			         "the heavy tier's modules started threads (%d)", threads);
+		} else {
+			interp_collapse();
+			ready.ok = 1;
+		}
+	}
+	/* SIGPIPE is ignored (the interpreter's start-up): a zygote that stopped waiting is
+	 * only an error here */
+	if (util_write_all(t->note_fd, &ready, sizeof(ready)) < 0 || !ready.ok)
+		_exit(1);
+	if (t->heavy)
+		log_msg(LOG_INFO, "heavy template ready: %d modules imported in %lld ms",
+		        ws->n_heavy, proc_now_ms() - t0);
+	/* inits are reaped by the kernel: nothing here waits for them */
+	sigaction(SIGCHLD, &ign, NULL);
+	interp_read_mm();
+	t0 = proc_now_ms();
+	for (;;) {
+		static struct warm_box_request req;
+		struct warm_box_answer a = {0};
+		int fds[WARM_BOX_FDS] = {-1, -1, -1, -1, -1, -1, -1};
+		int n, pidfd = -1;
+		long long life_ms = (long long)ws->max_seconds * 1000 - (proc_now_ms() - t0);
+		struct pollfd pfd[2] = {{.fd = t->serve_fd, .events = POLLIN},
+		                        {.fd = t->retire_fd, .events = POLLIN}};
+
+		if (!retiring && (runs >= ws->max_runs || life_ms <= 0)) {
+			/* the zygote forks the successor; this one serves until that one does */
+			retiring = true;
+			if (write(t->note_fd, "R", 1) != 1)
+				_exit(0);
+		}
+		if (poll(pfd, 2, retiring ? -1 : (int)(life_ms < 1000 ? life_ms : 1000) + 1) < 0 &&
+		    errno != EINTR)
+			_exit(1);
+		if (pfd[1].revents)
+			_exit(0); /* retired (or the zygote is gone), between two requests */
+		if (!pfd[0].revents)
+			continue;
+		/* other templates read the same socket: whoever is first takes a request */
+		n = util_recv_fds(t->serve_fd, &req, sizeof(req), fds, WARM_BOX_FDS, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n < 0 && errno == EPIPE)
+			_exit(0);
+		if (n < 0)
+			continue;
+		if (n >= 6) {
+			/* a worker that gave up on this request (its end of the answer's socket is
+			 * closed) has reused its pipes: no init may be cloned onto them */
+			struct pollfd hup = {.fd = fds[WARM_BOX_FD_ANSWER], .events = 0};
+			if (poll(&hup, 1, 0) == 1 && (hup.revents & (POLLHUP | POLLERR))) {
+				log_msg(LOG_WARN, "a request its worker gave up on is skipped");
+				a.pid = -ECANCELED;
+			}
+		}
+		if (a.pid == 0 && !template_request_ok(&req, n)) {
+			a.pid = -EPROTO;
+		} else if (a.pid == 0) {
+			template_clone(base, &req, fds, &pidfd, &a);
+			runs++;
+		}
+		explicit_bzero(&req, sizeof(req));
+		for (int i = 0; i < n; i++)
+			if (i != WARM_BOX_FD_ANSWER && fds[i] >= 0)
+				close(fds[i]);
+		if (n > WARM_BOX_FD_ANSWER) {
+			if (util_send_fds(fds[WARM_BOX_FD_ANSWER], &a, sizeof(a), &pidfd, 1, 0) <
+			        0 &&
+			    pidfd >= 0)
+				/* nobody will watch this init: it must not wait for a 'G' */
+				(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+			close(fds[WARM_BOX_FD_ANSWER]);
+		}
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+}

@@ -1,0 +1,82 @@
+/*
+ * warmproto.h - what the pool's processes and the warm processes say to each other. Private to
+ * warm.c (the supervisor's and the workers' side), zygote.c and template.c.
+ *
+ *   supervisor ──zygote socket (SOCK_SEQPACKET)──▶ zygote
+ *       one struct warm_zygote_config with the tiers' serving sockets and the sandbox's /etc
+ *       as SCM_RIGHTS; the zygote answers one struct warm_ready. Closing it retires the
+ *       zygote: its templates end between two requests, then it ends.
+ *   worker ──tier socket (one per tier, SOCK_SEQPACKET, made once by the supervisor)──▶ template
+ *       one struct warm_box_request with the child's ends of the run's pipes, the answer's
+ *       socket and, without a mount namespace, the worker's Landlock ruleset; the template
+ *       answers one struct warm_box_answer with init's pidfd on the answer's socket.
+ *
+ * Every message is a fixed-size struct without pointers: the two sides are different program
+ * images and share no address.
+ */
+#ifndef CODEBOX_WARMPROTO_H
+#define CODEBOX_WARMPROTO_H
+
+#include <linux/filter.h>
+#include <stdint.h>
+
+#include "warm.h"
+
+/* The zygote is the pool's own binary run again as: codebox-pool WARM_ZYGOTE_ARG, with its
+ * socket to the supervisor at fd WARM_ZYGOTE_FD. */
+#define WARM_ZYGOTE_ARG "--warm-zygote"
+#define WARM_ZYGOTE_FD 3
+
+/* How long the zygote may take to import the modules (a cold page cache, sanitizers). */
+#define WARM_ZYGOTE_READY_MS 180000
+
+/* A seccomp filter is at most BPF_MAXINSNS instructions. */
+#define WARM_SECCOMP_MAX 4096
+
+#define WARM_CONFIG_MAGIC 0x63627a31u
+struct warm_zygote_config {
+	uint32_t magic;
+	struct warm_settings settings;
+	char python[256];
+	uint32_t seccomp_len; /* instructions; 0: no filter */
+	uint32_t seccomp_denies_unix;
+	struct sock_filter seccomp[WARM_SECCOMP_MAX];
+};
+/* its fds, in this order: the light tier's serving socket, the heavy tier's (when it has
+ * one), the sandbox's /etc directory (O_PATH) */
+enum { WARM_FD_LIGHT, WARM_FD_HEAVY, WARM_FD_ETC, WARM_FD_COUNT };
+
+struct warm_ready {
+	int32_t ok;
+	char why[240];
+};
+
+#define WARM_BOX_MAGIC 0x63627862u
+struct warm_box_request {
+	uint32_t magic;
+	int32_t clone_flags;
+	uint32_t run_uid;
+	uint32_t run_gid;
+	int32_t landlock_abi;
+	uint8_t drop_privileges;
+	uint8_t userns;
+	uint8_t mount_proc;
+	uint8_t cgroupns;
+	uint8_t mask_proc;
+	uint8_t high_pids;
+	uint8_t seccomp;     /* the filter is applied (the run's configuration has one) */
+	uint8_t landlock_fd; /* the last fd is the worker's Landlock ruleset */
+	uint64_t disk_bytes;
+	char workdir[4096]; /* the run's directory, on the host: wiped once it is mounted */
+};
+/* its fds: stdout, stderr, error, control, report (the child's ends), the answer's socket,
+ * and the ruleset when landlock_fd */
+enum { WARM_BOX_FD_ANSWER = 5, WARM_BOX_FD_LANDLOCK = 6, WARM_BOX_FDS = 7 };
+
+struct warm_box_answer {
+	int32_t pid; /* or -errno */
+	uint64_t as_bytes;
+};
+/* its fd: init's pidfd */
+
+#endif
