@@ -152,8 +152,9 @@ format:
 test: deps lint unit check asan-build
 	scripts/test-lanes.sh "$(MAKE) --no-print-directory bats-run" "$(MAKE) --no-print-directory asan-run"
 
+# BEFORE=REV: the warm measurements for revision REV too, side by side (e.g. BEFORE=origin/main)
 bench: build
-	scripts/bench.sh
+	scripts/bench.sh $(if $(BEFORE),--before $(BEFORE))
 
 clean:
 	rm -rf build build-asan

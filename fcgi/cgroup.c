@@ -224,6 +224,7 @@ setup_v1(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want
 		} else {
 			snprintf(ctx->cpu, sizeof(ctx->cpu), "/sys/fs/cgroup/cpu%s/codebox-%d",
 			         strcmp(cpu_own, "/") == 0 ? "" : cpu_own, (int)getpid());
+			sweep_dead_pools(ctx->cpu);
 			if (mkdir(ctx->cpu, 0755) < 0 && errno != EEXIST) {
 				snprintf(ctx->cpu_why, sizeof(ctx->cpu_why),
 				         "cannot create a v1 cpu group: %s", strerror(errno));

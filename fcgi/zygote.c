@@ -348,6 +348,8 @@ zygote_main(void)
 
 	log_set_component("zygote");
 	(void)prctl(PR_SET_NAME, "codebox-zygote");
+	/* inherited across the execve (it had to be); nothing it starts may inherit it */
+	(void)fcntl(sock, F_SETFD, FD_CLOEXEC);
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	sigaction(SIGCHLD, &dfl, NULL);
 	{

@@ -10,19 +10,25 @@
 #     the whole stack's PSS (nginx, supervisor, zygote, workers, templates) after warm-up
 #   --layers: print(1) with the isolation layers added one group at a time (cold, CODEBOX_DISABLE),
 #     and warm print(1) throughput per layer group (wrk, 20 connections, rounds interleaved)
+#   --before REV: the same warm measurements for the pool built from git revision REV (in a
+#     worktree of its own), run right after this build's, so the two are compared in one run
+#   every latency row also gives the median CPU time of a run (details.cpuMs: the program's
+#   processes and init, as the service measures them)
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 [--runs N] [--seconds S] [--pool BIN] [--layers]"
+	echo "usage: $0 [--runs N] [--seconds S] [--pool BIN] [--layers] [--before REV]"
 	echo "  --runs N     sequential requests per latency measurement (default 100)"
 	echo "  --seconds S  duration of each throughput measurement (default 10)"
 	echo "  --layers     also measure the cost of each isolation layer (cold latency, warm throughput)"
+	echo "  --before REV also measure warm runs of the pool built from git revision REV"
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=100
 seconds=10
 layers=0
+before=""
 pool="$here/build/codebox-pool"
 while (($#)); do
 	case $1 in
@@ -46,6 +52,10 @@ while (($#)); do
 		layers=1
 		shift
 		;;
+	--before)
+		before=${2:?}
+		shift 2
+		;;
 	*)
 		usage >&2
 		exit 2
@@ -57,8 +67,12 @@ PY=/usr/bin/python3
 work=$(mktemp -d /tmp/codebox-bench.XXXXXX)
 chmod 0711 "$work" # runs execute as other uids and must reach their directory
 stack=""
+before_tree=""
 cleanup() {
 	stack_stop
+	if [[ -n $before_tree ]]; then
+		git -C "$here" worktree remove --force "$before_tree" >/dev/null 2>&1 || true
+	fi
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -66,13 +80,14 @@ trap cleanup EXIT
 # shellcheck source=scripts/stack-lib.sh
 source "$here/scripts/stack-lib.sh"
 
-# stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM]: a private stack on a random loopback port
+# stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM] [POOL]: a private stack on a random loopback
+# port
 stack_start() {
 	local port
 	port=$(codebox_free_port)
 	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
 		--agent-port "$(codebox_free_port)" --run-uid-base "$(codebox_uid_base "$port")" \
-		--pool "$pool" --quiet >"$work/$1.out" 2>&1 &
+		--pool "${4:-$pool}" --quiet >"$work/$1.out" 2>&1 &
 	stack=$!
 	base="http://127.0.0.1:$port"
 	codebox_wait_ready "$base" "$stack" "$work/$1" && return 0
@@ -109,13 +124,17 @@ time_cmd() {
 	done
 }
 
-# time_http FILE BODY: POSTs BODY $runs times; curl's total time in ms per line
+# time_http FILE BODY: POSTs BODY (with details) $runs times; curl's total time in ms per line
+# of FILE, the run's details.cpuMs per line of FILE.cpu
 time_http() {
-	local out=$1 body=$2 i
+	local out=$1 body i
+	body=$(jq -c '. + {details: true}' <<<"$2")
 	: >"$out"
+	: >"$out.cpu"
 	for ((i = 0; i < runs; i++)); do
-		curl -s -o /dev/null --max-time 60 -w '%{time_total}\n' -H 'Content-Type: application/json' \
+		curl -s -o reply.json --max-time 60 -w '%{time_total}\n' -H 'Content-Type: application/json' \
 			--data-binary "$body" "$base/execute" | awk '{ printf "%.2f\n", $1 * 1000 }' >>"$out"
+		jq -r '.details.cpuMs // empty' reply.json >>"$out.cpu"
 	done
 }
 
@@ -187,13 +206,31 @@ runs=$runs_saved
 
 echo "# codebox bench: $runs sequential runs each (the cold five-module program: $(((runs + 9) / 10))); milliseconds"
 echo "# $(nproc) cores, shared: other processes on this machine add noise"
-printf "%-50s %8s %8s\n" "what" "median" "p95"
+printf "%-50s %8s %8s   %s\n" "what" "median" "p95" "(cpu: details.cpuMs median, p95)"
 printf "%-50s %s\n" "bare: python3 -I -c pass" "$(stats bare-pass.ms)"
 printf "%-50s %s\n" "bare: python3 -I -c 'import numpy'" "$(stats bare-numpy.ms)"
 printf "%-50s %s\n" "bare: python3 -I -c 'import <the five modules>'" "$(stats bare-five.ms)"
 
-for mode in warm cold; do
-	stack_start "$mode" "" "$([[ $mode == warm ]] && echo 1 || echo 0)"
+modes=(warm cold)
+if [[ -n $before ]]; then
+	# the pool of revision REV, built in a worktree of its own
+	before_tree="$work/before-tree"
+	git -C "$here" worktree add --detach "$before_tree" "$before" >/dev/null
+	make -C "$before_tree" --no-print-directory build/codebox-pool >"$work/before-build.log" 2>&1 ||
+		{
+			cat "$work/before-build.log" >&2
+			exit 1
+		}
+	echo "# before: $(git -C "$here" rev-parse --short "$before") ($before), built in a worktree"
+	modes=(warm before cold)
+fi
+
+for mode in "${modes[@]}"; do
+	if [[ $mode == before ]]; then
+		stack_start "$mode" "" 1 "$before_tree/build/codebox-pool"
+	else
+		stack_start "$mode" "" "$([[ $mode == cold ]] && echo 0 || echo 1)"
+	fi
 	echo "# $mode: interpreter $(curl -s "$base/isolation" | jq -r .details.interpreter), layers $(curl -s "$base/isolation" | jq -c '[.layers | to_entries[] | select(.value) | .key] | join(",")')"
 	# warm-up: every worker has served and built its next sandbox
 	for ((i = 0; i < 30; i++)); do
@@ -206,9 +243,9 @@ for mode in warm cold; do
 	fi
 	time_http "$mode-five.ms" "$five"
 	runs=$runs_saved
-	printf "%-50s %s\n" "$mode: print(1)" "$(stats "$mode-print1.ms")"
-	printf "%-50s %s\n" "$mode: café program (numpy)" "$(stats "$mode-cafe.ms")"
-	printf "%-50s %s\n" "$mode: five-module program" "$(stats "$mode-five.ms")"
+	printf "%-50s %s   cpu %s\n" "$mode: print(1)" "$(stats "$mode-print1.ms")" "$(stats "$mode-print1.ms.cpu")"
+	printf "%-50s %s   cpu %s\n" "$mode: café program (numpy)" "$(stats "$mode-cafe.ms")" "$(stats "$mode-cafe.ms.cpu")"
+	printf "%-50s %s   cpu %s\n" "$mode: five-module program" "$(stats "$mode-five.ms")" "$(stats "$mode-five.ms.cpu")"
 	echo "$mode: PSS of the whole stack after warm-up: $(pss_mb "$mode") MiB"
 	if command -v wrk >/dev/null; then
 		for c in 4 20; do

@@ -80,16 +80,12 @@ two_in_flight() {
 	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/crash" -w '%{http_code}' \
 		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/crash_code" 3>&- &
 	wait_for "the run to start" 100 pgrep -f -- "$m"
-	local worker pool i
-	# the worker is the ancestor of the run whose parent is the pool
-	pool=$(pool_pid)
-	worker=$(pgrep -f -- "$m" | head -1)
-	for ((i = 0; i < 10; i++)); do
-		local parent
-		parent=$(ps -o ppid= -p "$worker" | tr -d ' ')
-		[[ $parent == "$pool" ]] && break
-		worker=$parent
-	done
+	local worker prog
+	# the run's worker: its init's parent (cold), or the worker holding init's pidfd (warm:
+	# init is a template's child)
+	prog=$(pgrep -f -- "$m" | head -1)
+	worker=$(init_worker "$(ps -o ppid= -p "$prog" | tr -d ' ')")
+	[[ -n $worker ]]
 	kill -KILL "$worker"
 	wait
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/crash_code")" 502

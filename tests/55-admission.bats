@@ -270,17 +270,14 @@ print(round(time.monotonic() - t))' "$(port)"
 }
 
 @test "admission: a worker killed mid-run gives its execution slot back" {
-	local m="codebox-slot-$RANDOM$RANDOM" worker pool i parent
+	local m="codebox-slot-$RANDOM$RANDOM" worker prog
 	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
 	curl -s --max-time 30 -o /dev/null --data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" 3>&- &
 	wait_for "the run to start" 100 pgrep -f -- "$m"
-	pool=$(pool_pid)
-	worker=$(pgrep -f -- "$m" | head -1)
-	for ((i = 0; i < 10; i++)); do
-		parent=$(ps -o ppid= -p "$worker" | tr -d ' ')
-		[[ $parent == "$pool" ]] && break
-		worker=$parent
-	done
+	# the run's worker (warm: the one holding its init's pidfd)
+	prog=$(pgrep -f -- "$m" | head -1)
+	worker=$(init_worker "$(ps -o ppid= -p "$prog" | tr -d ' ')")
+	[[ -n $worker ]]
 	kill -KILL "$worker"
 	wait
 	wait_for "the supervisor to notice" 100 grep -q "died holding an execution slot" \
