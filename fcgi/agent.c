@@ -9,12 +9,19 @@
  * answered 429 at once, as port 8080 answers when its slots are full. Reads (/download,
  * /list, /exists) do not wait for it.
  *
+ * Admission is the pool's, as on port 8080: nginx hands a request over only once its whole
+ * body is buffered, and the worker then takes one of CODEBOX_AGENT_SLOTS agent slots (an
+ * exclusive flock on a file of the runs directory; a worker that dies drops it with its fds)
+ * for as long as it serves the request; with every slot held it answers 429 at once. So a
+ * slow client costs nginx a connection, never a worker, a slot or the workspace.
+ *
  * Every path is relative to the workspace and resolved beneath it by workspace_open(), which
  * never follows a symlink and never opens what is not a regular file or a directory (a FIFO
  * would block the worker); the worker touches the workspace only through its fd. Uploads are
  * streamed through a 64 KiB window into an unnamed file in the workspace (its bounds are the
  * upload's), without the workspace lock; the lock is taken only to give the finished file its
- * name. Under a root pool, file operations run with
+ * name. A command's client that hangs up has the command killed at once (run.c watches the
+ * FastCGI connection) and the workspace freed. Under a root pool, file operations run with
  * the workspace owner's fsuid, so uploads belong to the same uid as files the commands create.
  */
 #include "agent.h"
@@ -33,6 +40,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +57,10 @@
 #define AGENT_MAX_LIST_ENTRIES 10000
 /* The largest /execute body read: a command is at most maxCodeBytes, escaped. */
 #define AGENT_MAX_JSON_BODY (4UL << 20)
+/* Agent slots when nginx passes no CODEBOX_AGENT_SLOTS (check-config.sh assumes the same), and
+ * the most a request may ask for. */
+#define AGENT_DEFAULT_SLOTS 4
+#define AGENT_MAX_SLOTS 64
 
 long
 agent_timeout_ms(const char *value, char *warning, size_t warning_len)
@@ -143,6 +155,42 @@ agent_busy(FCGX_Request *req)
 	metrics_record_busy();
 	agent_send_message(req, 429, "sandbox_busy",
 	                   "another command or upload is using the workspace; retry shortly");
+}
+
+/*
+ * Takes one of the pool's n agent slots: an exclusive, non-blocking flock on
+ * <runs dir>/agent-slot-<i>, held through this fd (close-on-exec; the sandbox's children close
+ * it) until agent_release(). Returns the fd, or -1 when all n are held.
+ */
+static int
+agent_admit(int dir_fd, long n)
+{
+	for (long i = 0; i < n; i++) {
+		char name[32];
+		int fd;
+
+		snprintf(name, sizeof(name), "agent-slot-%ld", i);
+		fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			log_msg(LOG_ERROR, "opening the agent slot %s failed: %s", name,
+			        strerror(errno));
+			continue;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		close(fd);
+	}
+	return -1;
+}
+
+/* Whether nginx closed the request's connection: its client hung up (a 499). Only a hang-up
+ * counts; unread bytes do not. */
+static bool
+agent_client_gone(FCGX_Request *req)
+{
+	struct pollfd pfd = {.fd = req->ipcFd, .events = POLLRDHUP};
+
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 /* Reads the whole body, at most max_bytes. Returns its length, -1 on a read error, -2 when it
@@ -284,6 +332,11 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 		agent_send_message(req, 400, "invalid_request", msg);
 		return;
 	}
+	if (agent_client_gone(req)) {
+		log_msg(LOG_INFO, "the client left before the command started; not running it");
+		json_decref(root);
+		return;
+	}
 	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		json_decref(root);
 		agent_busy(req);
@@ -299,6 +352,9 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	    .max_stderr_bytes = l->max_stderr_bytes,
 	    .max_result_bytes = l->max_result_bytes,
 	    .caps = run_caps_from_limits(l),
+	    /* a client that hangs up has its command killed at once, and the workspace freed */
+	    .watch_client = true,
+	    .client_fd = req->ipcFd,
 	};
 	if (agent_run_config(ac, run, &cfg) < 0) {
 		snprintf(why, sizeof(why), "building the agent run's Landlock ruleset failed");
@@ -314,6 +370,12 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	}
 	metrics_run_end(run->worker_index);
 	flock(lock_fd, LOCK_UN);
+	if (o.abandoned) {
+		history_end(ac->history, &o, o.exit_code, true);
+		log_msg(LOG_INFO, "the client left during the command; killed it after %lld ms",
+		        o.duration_ms);
+		goto done;
+	}
 	metrics_record_run(METRICS_PORT_AGENT, &o);
 
 	out = capture_utf8(&o.out, &out_len);
@@ -730,8 +792,23 @@ agent_exists(const struct agent_config *ac, FCGX_Request *req)
 
 void
 agent_handle(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
-             int lock_fd, FCGX_Request *req, const char *endpoint, const struct limits *l)
+             int lock_fd, int slots_dir_fd, FCGX_Request *req, const char *endpoint,
+             const struct limits *l)
 {
+	static const char *const endpoints[] = {"agent_execute", "agent_upload", "agent_download",
+	                                        "agent_list", "agent_exists"};
+	const char *v = FCGX_GetParam("CODEBOX_AGENT_SLOTS", req->envp);
+	long slots = AGENT_DEFAULT_SLOTS;
+	size_t which;
+	int held;
+
+	for (which = 0; which < sizeof(endpoints) / sizeof(endpoints[0]); which++)
+		if (strcmp(endpoint, endpoints[which]) == 0)
+			break;
+	if (which == sizeof(endpoints) / sizeof(endpoints[0])) {
+		agent_send_message(req, 404, "not_found", "no such endpoint");
+		return;
+	}
 	if (ac->workspace_fd < 0 || lock_fd < 0) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "the agent protocol is off on this host: %s",
@@ -739,16 +816,48 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, struct
 		agent_send_message(req, 503, "sandbox_unavailable", msg);
 		return;
 	}
-	if (strcmp(endpoint, "agent_execute") == 0)
+	if (v != NULL) {
+		char *end;
+		errno = 0;
+		slots = strtol(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || slots < 1 ||
+		    slots > AGENT_MAX_SLOTS) {
+			log_msg(
+			    LOG_ERROR,
+			    "misconfigured: fastcgi_param CODEBOX_AGENT_SLOTS must be an integer "
+			    "from 1 to %d",
+			    AGENT_MAX_SLOTS);
+			agent_send_message(req, 500, "misconfigured",
+			                   "the service is misconfigured; see the service log");
+			return;
+		}
+	}
+	/* the pool's admission: the body is in (nginx buffered it), so a slot is held only
+	 * while the request is served */
+	held = agent_admit(slots_dir_fd, slots);
+	if (held < 0) {
+		log_msg(LOG_INFO, "all %ld agent slots are in use: 429", slots);
+		metrics_record_busy();
+		agent_send_message(req, 429, "sandbox_busy",
+		                   "all agent slots are in use; retry shortly");
+		return;
+	}
+	switch (which) {
+	case 0:
 		agent_execute(ac, run, slot, lock_fd, req, l);
-	else if (strcmp(endpoint, "agent_upload") == 0)
+		break;
+	case 1:
 		agent_upload(ac, lock_fd, req);
-	else if (strcmp(endpoint, "agent_download") == 0)
+		break;
+	case 2:
 		agent_download(ac, req);
-	else if (strcmp(endpoint, "agent_list") == 0)
+		break;
+	case 3:
 		agent_list(ac, req);
-	else if (strcmp(endpoint, "agent_exists") == 0)
+		break;
+	default:
 		agent_exists(ac, req);
-	else
-		agent_send_message(req, 404, "not_found", "no such endpoint");
+		break;
+	}
+	close(held);
 }

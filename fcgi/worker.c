@@ -355,7 +355,8 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 			free(doc);
 		}
 	} else if (strncmp(endpoint, "agent_", 6) == 0) {
-		agent_handle(&wc->agent, run, &slots->agent, worker_agent_lock, req, endpoint, &l);
+		agent_handle(&wc->agent, run, &slots->agent, worker_agent_lock, wc->runs_dir_fd,
+		             req, endpoint, &l);
 	} else if (strcmp(endpoint, "capabilities") == 0) {
 		size_t len;
 		char *doc = reply_capabilities(wc->probe, &l, wc->files_contained, &len);

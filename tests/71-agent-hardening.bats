@@ -1,12 +1,14 @@
 #!/usr/bin/env bats
-# Port 8888 under attack (issue 17, item 6): what a command leaves in /app (FIFOs, sockets,
-# symlinks, a flood of empty files, names too long) never blocks or balloons the worker that
-# serves the files, and uploads stream. Every test ends by checking that both ports still
-# serve.
+# Port 8888 under attack (issue 17, items 6 and 7): what a command leaves in /app (FIFOs,
+# sockets, symlinks, a flood of empty files, names too long) never blocks or balloons the
+# worker that serves the files; uploads stream; slow uploads and clients that hang up take
+# nothing from anyone else. Every test ends by checking that both ports still serve.
 
 load helpers/stack
 
-# a workspace big enough for an upload that would show in a worker's memory
+CLIENTS="$BATS_TEST_DIRNAME/helpers/clients.py"
+# a workspace big enough for an upload that would show in a worker's memory; a command
+# timeout long enough that only a hang-up can explain a command's quick death
 WORKSPACE_BYTES=$((32 * 1024 * 1024))
 
 setup_file() {
@@ -30,6 +32,10 @@ still_serving() { # both ports answer, each within 10 s
 	reply=$(curl -s --max-time 10 -H 'Content-Type: application/json' \
 		-d '{"code":"print(6*7)"}' "$BASE/execute")
 	assert_equal "$(field .stdout)" 42
+}
+
+agent_port() {
+	echo "${AGENT##*:}"
 }
 
 @test "agent files: a FIFO in /app is refused at once; clients that hang up on it pin no worker" {
@@ -176,5 +182,84 @@ workers_hwm() {
 	assert_output '{"error":"invalid_request","message":"the multipart body is not closed"} 400'
 	agent_run 'cat keep.txt; ls -A | grep -c codebox-upload || true'
 	assert_equal "$(field .stdout)" $'old\n0'
+	still_serving
+}
+
+# nginx_read_all N: nginx has read everything N client connections to port 8888 sent (their
+# Recv-Q on nginx's side is empty), so it has their headers in hand
+nginx_read_all() {
+	local n
+	n=$(ss -Htn state established "( sport = :$(agent_port) )" | awk '$1 == 0' | wc -l)
+	((n >= $1))
+}
+
+@test "agent admission: slow uploads take no agent slot; commands run and /readyz stays ready" {
+	local slow out
+	"$PY" "$CLIENTS" slowupload "$(agent_port)" 4 60 >"$BATS_TEST_TMPDIR/slow" 3>&- &
+	slow=$!
+	wait_for "the slow uploads to send their headers" 100 grep -q '^sent 4$' "$BATS_TEST_TMPDIR/slow"
+	wait_for "nginx to read them" 100 nginx_read_all 4
+	# what 4 stalled uploads held before: every agent slot, and /readyz with them
+	run -0 curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$AGENT/readyz"
+	assert_output 200
+	for out in 1 2 3; do
+		agent_run "echo run-$out"
+		assert_equal "$(field .stdout)" "run-$out"
+	done
+	run -0 curl -s --max-time 5 "$AGENT/exists/nothing-here"
+	assert_output '{"exists":false}'
+	# the stalled uploads never reached the pool
+	run -1 grep -q 'agent slots are in use' "$STACK_DIR/logs/pool.log"
+	kill -TERM "$slow"
+	wait "$slow" || true
+	still_serving
+}
+
+@test "agent admission: a client that hangs up on a command has it killed at once, the workspace freed" {
+	local m="codebox-agent-abandon-$RANDOM$RANDOM" client t0 ms
+	jq -cn --arg c "echo started > hangup-started; exec python -c 'import time; time.sleep(50)' $m" \
+		'{command: $c}' >"$BATS_TEST_TMPDIR/req"
+	agent_run 'rm -f hangup-started'
+	"$PY" "$CLIENTS" hangup "$(agent_port)" "@$BATS_TEST_TMPDIR/req" 60 3>&- &
+	client=$!
+	wait_for "the command to start" 100 pgrep -f -- "$m"
+	t0=$EPOCHREALTIME
+	kill "$client"
+	wait "$client" || true
+	wait_for "the abandoned command to die" 100 marker_gone "$m"
+	ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
+	echo "the command died ${ms} ms after its client hung up"
+	((ms < 1000))
+	wait_for "the worker to log it" 100 grep -q "the client left during the command" \
+		"$STACK_DIR/logs/pool.log"
+	# the workspace is free at once: the next command runs, it is not a 429
+	agent_run 'cat hangup-started'
+	assert_equal "$(field .stdout)" started
+	still_serving
+}
+
+list_answers() {
+	[[ $(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "$AGENT/list/") == 200 ]]
+}
+
+@test "agent admission: with every agent slot held, the pool answers 429 at once" {
+	local conf m="codebox-agent-slot-$RANDOM$RANDOM" first
+	stack_stop
+	conf=$(conf_variant 's/CODEBOX_AGENT_SLOTS  4;/CODEBOX_AGENT_SLOTS  1;/')
+	SANDBOX_EXEC_TIMEOUT_SECONDS=60 stack_start --conf-dir "$conf" --agent-workspace-bytes "$WORKSPACE_BYTES"
+	jq -cn --arg c "exec python -c 'import time; time.sleep(50)' $m" '{command: $c}' >"$BATS_TEST_TMPDIR/req"
+	"$PY" "$CLIENTS" hangup "$(agent_port)" "@$BATS_TEST_TMPDIR/req" 60 3>&- &
+	first=$!
+	wait_for "the command to start" 100 pgrep -f -- "$m"
+	# the one slot is the command's: a listing is refused at once, by the pool
+	run -0 curl -s --max-time 5 -D - -w '%{http_code}' "$AGENT/list/"
+	assert_output --partial 'Retry-After: 1'
+	assert_output --partial '"message":"all agent slots are in use; retry shortly"'
+	assert_output --regexp '429$'
+	# its client hangs up: the command is killed, and its slot is free
+	kill "$first"
+	wait "$first" || true
+	wait_for "the command to die" 100 marker_gone "$m"
+	wait_for "the slot to be free" 100 list_answers
 	still_serving
 }
