@@ -103,7 +103,7 @@ except OSError as e:
     print(n, e.strerror)
 else:
     print(n, \"no limit\")
-"; df --output=itotal /app | tail -1; rm -rf many'
+"; df --output=itotal /app | tail -1'
 	echo "$reply"
 	local made
 	made=$(field .stdout | head -1 | cut -d' ' -f1)
@@ -111,8 +111,6 @@ else:
 	((made < inodes))
 	assert_equal "$(field .stdout | sed -n 2p | tr -d ' ')" "$inodes"
 	# an upload meets the same bound: 413, not a 500 the client would retry
-	agent_run 'mkdir -p many && i=0; while [ $i -lt 5000 ] && : > many/f$i 2>/dev/null; do i=$((i+1)); done; echo $i'
-	((${reply:+$(field .stdout)} < inodes))
 	echo data >"$BATS_TEST_TMPDIR/data"
 	run -0 curl -s --max-time 10 -w ' %{http_code}' -F "file=@$BATS_TEST_TMPDIR/data;filename=one-more" \
 		"$AGENT/upload"
