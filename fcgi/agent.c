@@ -9,10 +9,20 @@
  * answered 429 at once, as port 8080 answers when its slots are full. Reads (/download,
  * /list, /exists) do not wait for it.
  *
+ * Admission is the pool's, as on port 8080: nginx hands a request over only once its whole
+ * body is buffered, and the worker then takes one of CODEBOX_AGENT_SLOTS agent slots (an
+ * exclusive flock on a file of the runs directory; a worker that dies drops it with its fds)
+ * for as long as it serves the request; with every slot held it answers 429 at once. So a
+ * slow client costs nginx a connection, never a worker, a slot or the workspace.
+ *
  * Every path is relative to the workspace and resolved beneath it by workspace_open(), which
- * never follows a symlink; the worker touches the workspace only through its fd. Under a root
- * pool, file operations run with the workspace owner's fsuid, so uploads belong to the same
- * uid as files the commands create.
+ * never follows a symlink and never opens what is not a regular file or a directory (a FIFO
+ * would block the worker); the worker touches the workspace only through its fd. Uploads are
+ * streamed through a 64 KiB window into an unnamed file in the workspace (its bounds are the
+ * upload's), without the workspace lock; the lock is taken only to give the finished file its
+ * name. A command's client that hangs up has the command killed at once (run.c watches the
+ * FastCGI connection) and the workspace freed. Under a root pool, file operations run with
+ * the workspace owner's fsuid, so uploads belong to the same uid as files the commands create.
  */
 #include "agent.h"
 
@@ -29,6 +39,8 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +57,10 @@
 #define AGENT_MAX_LIST_ENTRIES 10000
 /* The largest /execute body read: a command is at most maxCodeBytes, escaped. */
 #define AGENT_MAX_JSON_BODY (4UL << 20)
+/* Agent slots when nginx passes no CODEBOX_AGENT_SLOTS (check-config.sh assumes the same), and
+ * the most a request may ask for. */
+#define AGENT_DEFAULT_SLOTS 4
+#define AGENT_MAX_SLOTS 64
 
 long
 agent_timeout_ms(const char *value, char *warning, size_t warning_len)
@@ -139,6 +155,42 @@ agent_busy(FCGX_Request *req)
 	metrics_record_busy();
 	agent_send_message(req, 429, "sandbox_busy",
 	                   "another command or upload is using the workspace; retry shortly");
+}
+
+/*
+ * Takes one of the pool's n agent slots: an exclusive, non-blocking flock on
+ * <runs dir>/agent-slot-<i>, held through this fd (close-on-exec; the sandbox's children close
+ * it) until agent_release(). Returns the fd, or -1 when all n are held.
+ */
+static int
+agent_admit(int dir_fd, long n)
+{
+	for (long i = 0; i < n; i++) {
+		char name[32];
+		int fd;
+
+		snprintf(name, sizeof(name), "agent-slot-%ld", i);
+		fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			log_msg(LOG_ERROR, "opening the agent slot %s failed: %s", name,
+			        strerror(errno));
+			continue;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		close(fd);
+	}
+	return -1;
+}
+
+/* Whether nginx closed the request's connection: its client hung up (a 499). Only a hang-up
+ * counts; unread bytes do not. */
+static bool
+agent_client_gone(FCGX_Request *req)
+{
+	struct pollfd pfd = {.fd = req->ipcFd, .events = POLLRDHUP};
+
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 /* Reads the whole body, at most max_bytes. Returns its length, -1 on a read error, -2 when it
@@ -280,6 +332,11 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 		agent_send_message(req, 400, "invalid_request", msg);
 		return;
 	}
+	if (agent_client_gone(req)) {
+		log_msg(LOG_INFO, "the client left before the command started; not running it");
+		json_decref(root);
+		return;
+	}
 	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
 		json_decref(root);
 		agent_busy(req);
@@ -295,6 +352,9 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	    .max_stderr_bytes = l->max_stderr_bytes,
 	    .max_result_bytes = l->max_result_bytes,
 	    .caps = run_caps_from_limits(l),
+	    /* a client that hangs up has its command killed at once, and the workspace freed */
+	    .watch_client = true,
+	    .client_fd = req->ipcFd,
 	};
 	if (agent_run_config(ac, run, &cfg) < 0) {
 		snprintf(why, sizeof(why), "building the agent run's Landlock ruleset failed");
@@ -309,8 +369,14 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 		goto not_started;
 	}
 	metrics_run_end(run->worker_index);
-	metrics_record_run(METRICS_PORT_AGENT, &o);
 	flock(lock_fd, LOCK_UN);
+	if (o.abandoned) {
+		history_end(ac->history, &o, o.exit_code, true);
+		log_msg(LOG_INFO, "the client left during the command; killed it after %lld ms",
+		        o.duration_ms);
+		goto done;
+	}
+	metrics_record_run(METRICS_PORT_AGENT, &o);
 
 	out = capture_utf8(&o.out, &out_len);
 	err = capture_utf8(&o.err, &err_len);
@@ -386,13 +452,84 @@ agent_path(FCGX_Request *req, const char *prefix)
 	return uri + n;
 }
 
+/* The request body as a multipart reader sees it: at most CONTENT_LENGTH bytes. */
+struct agent_body {
+	FCGX_Request *req;
+	unsigned long long left;
+};
+
+static long
+agent_body_read(void *ctx, char *buf, size_t len)
+{
+	struct agent_body *b = ctx;
+	int r;
+
+	if (b->left == 0)
+		return 0;
+	if (len > b->left)
+		len = (size_t)b->left;
+	if (len > INT_MAX)
+		len = INT_MAX;
+	r = FCGX_GetStr(buf, (int)len, b->req->in);
+	if (r <= 0)
+		return -1; /* shorter than its CONTENT_LENGTH: nginx gave up on it */
+	b->left -= (unsigned long long)r;
+	return r;
+}
+
+/* An upload's failure to write or name its file, as the client's answer. */
+static void
+agent_upload_failed(FCGX_Request *req, const char *name, int e)
+{
+	char msg[4200];
+
+	switch (e) {
+	case ENOSPC:
+	case EDQUOT:
+	case EFBIG:
+		agent_send_message(req, 413, "request_too_large",
+		                   "the workspace is full: its size or file-count limit leaves no "
+		                   "room for this file");
+		return;
+	case EIO:
+	case ENOMEM:
+	case EMFILE:
+	case ENFILE:
+		log_msg(LOG_ERROR, "upload of %s failed: %s", name, strerror(e));
+		agent_send_message(req, 500, "sandbox_error",
+		                   "the upload failed; see the service log");
+		return;
+	case ENAMETOOLONG:
+		snprintf(msg, sizeof(msg),
+		         "cannot write '%s': a name in the path is longer than 255 bytes", name);
+		break;
+	case ELOOP:
+	case EXDEV:
+	case ENOTDIR:
+	case EISDIR:
+	case EEXIST:
+		snprintf(
+		    msg, sizeof(msg),
+		    "cannot write '%s': a symlink, a file, a directory or a special file is in "
+		    "the way (%s)",
+		    name, strerror(e));
+		break;
+	default:
+		snprintf(msg, sizeof(msg), "cannot write '%s': %s", name, strerror(e));
+		break;
+	}
+	agent_send_message(req, 400, "invalid_request", msg);
+}
+
 static void
 agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 {
-	static struct multipart_file f; /* 4 KiB of name: not on the stack */
+	static struct multipart_stream ms; /* a 64 KiB window: not on the stack */
+	static struct multipart_file f;    /* 4 KiB of name */
 	char boundary[MULTIPART_MAX_BOUNDARY + 1], msg[4200];
-	const char *why = NULL;
-	char *body = NULL;
+	const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp), *why = NULL, *data;
+	struct agent_body body = {.req = req};
+	char *end;
 	long n;
 	int fd, e = 0;
 
@@ -401,73 +538,82 @@ agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 		                   "the body must be multipart/form-data with a boundary");
 		return;
 	}
-	n = agent_read_body(req, ac->workspace_bytes + (1UL << 20), &body);
-	if (n == -2) {
+	body.left = cl && *cl ? strtoull(cl, &end, 10) : 0;
+	if (cl && *cl && *end != '\0') {
+		agent_send_message(req, 400, "invalid_request", "the Content-Length is malformed");
+		return;
+	}
+	if (body.left > ac->workspace_bytes + (1ULL << 20)) {
 		agent_send_message(req, 413, "request_too_large",
 		                   "the file is larger than the workspace");
 		return;
 	}
-	if (n < 0) {
-		agent_send_message(req, 400, "invalid_request",
-		                   "the request body could not be read");
+	/* busy now: say so before reading the body (it is checked again before the file is
+	 * named; a command may start meanwhile) */
+	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		agent_busy(req);
 		return;
 	}
-	if (multipart_find_file(body, (size_t)n, boundary, "file", &f, &why) < 0) {
-		free(body);
+	flock(lock_fd, LOCK_UN);
+	multipart_stream_init(&ms, boundary, agent_body_read, &body);
+	if (multipart_stream_file(&ms, "file", &f, &why) < 0) {
 		agent_send_message(req, 400, "invalid_request", why);
 		return;
 	}
 	if (!workspace_path_ok(f.filename, f.filename_len)) {
-		free(body);
 		agent_send_message(req, 400, "invalid_request",
 		                   "the file name must be a relative path under /app: no leading "
 		                   "'/', no '.' or '..' or empty component, no control character");
 		return;
 	}
+	/* streamed into an unnamed file of the workspace, in pieces of the window's size: the
+	 * workspace's bounds are the upload's, and a failed upload leaves nothing behind */
+	agent_as_owner(ac, true);
+	fd = workspace_tmpfile(ac->workspace_fd, 0644);
+	agent_as_owner(ac, false);
+	if (fd < 0) {
+		agent_upload_failed(req, f.filename, errno);
+		return;
+	}
+	while ((n = multipart_stream_data(&ms, &data, &why)) > 0) {
+		for (size_t done = 0; done < (size_t)n && e == 0;) {
+			ssize_t w = write(fd, data + done, (size_t)n - done);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				e = w < 0 ? errno : ENOSPC;
+			else
+				done += (size_t)w;
+		}
+		if (e != 0)
+			break;
+	}
+	if (e != 0 || n < 0) {
+		close(fd);
+		if (e != 0)
+			agent_upload_failed(req, f.filename, e);
+		else
+			agent_send_message(req, 400, "invalid_request", why);
+		return;
+	}
+	/* the file is whole: name it, with the workspace to itself for that moment only */
 	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		free(body);
+		close(fd);
 		agent_busy(req);
 		return;
 	}
 	agent_as_owner(ac, true);
-	fd = workspace_open(ac->workspace_fd, f.filename, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0) {
+	if (workspace_link(ac->workspace_fd, fd, f.filename) < 0)
 		e = errno;
-	} else {
-		for (size_t done = 0; done < f.len;) {
-			ssize_t w = write(fd, f.data + done, f.len - done);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0) {
-				e = w < 0 ? errno : ENOSPC;
-				break;
-			}
-			done += (size_t)w;
-		}
-		close(fd);
-		if (e != 0) /* never leave half a file */
-			(void)unlinkat(ac->workspace_fd, f.filename, 0);
-	}
 	agent_as_owner(ac, false);
 	flock(lock_fd, LOCK_UN);
-	free(body);
-	if (e == 0) {
-		snprintf(msg, sizeof(msg), "File '%s' uploaded successfully.", f.filename);
-		agent_send_message(req, 200, NULL, msg);
-	} else if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
-		agent_send_message(
-		    req, 413, "request_too_large",
-		    "the workspace is full: its size limit leaves no room for this file");
-	} else if (e == ELOOP || e == EXDEV || e == ENOTDIR || e == EISDIR || e == EEXIST) {
-		snprintf(msg, sizeof(msg),
-		         "cannot write '%s': a symlink, a file or a directory is in the way (%s)",
-		         f.filename, strerror(e));
-		agent_send_message(req, 400, "invalid_request", msg);
-	} else {
-		log_msg(LOG_ERROR, "upload of %s failed: %s", f.filename, strerror(e));
-		agent_send_message(req, 500, "sandbox_error",
-		                   "the upload failed; see the service log");
+	close(fd);
+	if (e != 0) {
+		agent_upload_failed(req, f.filename, e);
+		return;
 	}
+	snprintf(msg, sizeof(msg), "File '%s' uploaded successfully.", f.filename);
+	agent_send_message(req, 200, NULL, msg);
 }
 
 static void
@@ -483,8 +629,9 @@ agent_download(const struct agent_config *ac, FCGX_Request *req)
 		return;
 	}
 	agent_as_owner(ac, true);
-	fd = workspace_open(ac->workspace_fd, path, O_RDONLY, 0);
+	fd = workspace_open(ac->workspace_fd, path, O_RDONLY);
 	agent_as_owner(ac, false);
+	/* a regular file only: a FIFO, socket or device is never opened (workspace_open) */
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
 		if (fd >= 0)
 			close(fd);
@@ -559,7 +706,7 @@ agent_list(const struct agent_config *ac, FCGX_Request *req)
 		return;
 	}
 	agent_as_owner(ac, true);
-	fd = workspace_open(ac->workspace_fd, path, O_RDONLY | O_DIRECTORY, 0);
+	fd = workspace_open(ac->workspace_fd, path, O_RDONLY | O_DIRECTORY);
 	agent_as_owner(ac, false);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (d == NULL) {
@@ -590,7 +737,10 @@ agent_list(const struct agent_config *ac, FCGX_Request *req)
 	for (size_t i = 0; i < count; i++) {
 		struct stat sb;
 		char num[64];
-		if (fstatat(dirfd(d), names[i], &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		/* only what the protocol has a word for: a symlink, FIFO, socket or device is
+		 * not a "file" (and the client's FileEntry knows no other type): left out */
+		if (fstatat(dirfd(d), names[i], &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode)))
 			continue;
 		if (w.len > 1)
 			jsonw_lit(&w, ",");
@@ -627,7 +777,7 @@ agent_exists(const struct agent_config *ac, FCGX_Request *req)
 	if (path != NULL && workspace_path_ok(path, strlen(path))) {
 		int fd;
 		agent_as_owner(ac, true);
-		fd = workspace_open(ac->workspace_fd, path, O_PATH, 0);
+		fd = workspace_open(ac->workspace_fd, path, O_PATH);
 		agent_as_owner(ac, false);
 		if (fd >= 0) {
 			exists = true;
@@ -642,8 +792,23 @@ agent_exists(const struct agent_config *ac, FCGX_Request *req)
 
 void
 agent_handle(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
-             int lock_fd, FCGX_Request *req, const char *endpoint, const struct limits *l)
+             int lock_fd, int slots_dir_fd, FCGX_Request *req, const char *endpoint,
+             const struct limits *l)
 {
+	static const char *const endpoints[] = {"agent_execute", "agent_upload", "agent_download",
+	                                        "agent_list", "agent_exists"};
+	const char *v = FCGX_GetParam("CODEBOX_AGENT_SLOTS", req->envp);
+	long slots = AGENT_DEFAULT_SLOTS;
+	size_t which;
+	int held;
+
+	for (which = 0; which < sizeof(endpoints) / sizeof(endpoints[0]); which++)
+		if (strcmp(endpoint, endpoints[which]) == 0)
+			break;
+	if (which == sizeof(endpoints) / sizeof(endpoints[0])) {
+		agent_send_message(req, 404, "not_found", "no such endpoint");
+		return;
+	}
 	if (ac->workspace_fd < 0 || lock_fd < 0) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "the agent protocol is off on this host: %s",
@@ -651,16 +816,48 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, struct
 		agent_send_message(req, 503, "sandbox_unavailable", msg);
 		return;
 	}
-	if (strcmp(endpoint, "agent_execute") == 0)
+	if (v != NULL) {
+		char *end;
+		errno = 0;
+		slots = strtol(v, &end, 10);
+		if (errno != 0 || end == v || *end != '\0' || slots < 1 ||
+		    slots > AGENT_MAX_SLOTS) {
+			log_msg(
+			    LOG_ERROR,
+			    "misconfigured: fastcgi_param CODEBOX_AGENT_SLOTS must be an integer "
+			    "from 1 to %d",
+			    AGENT_MAX_SLOTS);
+			agent_send_message(req, 500, "misconfigured",
+			                   "the service is misconfigured; see the service log");
+			return;
+		}
+	}
+	/* the pool's admission: the body is in (nginx buffered it), so a slot is held only
+	 * while the request is served */
+	held = agent_admit(slots_dir_fd, slots);
+	if (held < 0) {
+		log_msg(LOG_INFO, "all %ld agent slots are in use: 429", slots);
+		metrics_record_busy();
+		agent_send_message(req, 429, "sandbox_busy",
+		                   "all agent slots are in use; retry shortly");
+		return;
+	}
+	switch (which) {
+	case 0:
 		agent_execute(ac, run, slot, lock_fd, req, l);
-	else if (strcmp(endpoint, "agent_upload") == 0)
+		break;
+	case 1:
 		agent_upload(ac, lock_fd, req);
-	else if (strcmp(endpoint, "agent_download") == 0)
+		break;
+	case 2:
 		agent_download(ac, req);
-	else if (strcmp(endpoint, "agent_list") == 0)
+		break;
+	case 3:
 		agent_list(ac, req);
-	else if (strcmp(endpoint, "agent_exists") == 0)
+		break;
+	default:
 		agent_exists(ac, req);
-	else
-		agent_send_message(req, 404, "not_found", "no such endpoint");
+		break;
+	}
+	close(held);
 }

@@ -118,6 +118,52 @@ header_param(const char *p, const char *end, const char *name, char *out, size_t
 	return false;
 }
 
+/* The Content-Disposition of one part's header block [headers, hend): whether it is form-data
+ * named field, and its filename (into f) if it has one. Returns 0, or -1 with *why. */
+static int
+part_disposition(const char *headers, const char *hend, const char *field, struct multipart_file *f,
+                 bool *is_field, bool *has_filename, const char **why)
+{
+	*is_field = *has_filename = false;
+	/* each header line [line, eol) */
+	for (const char *line = headers; line < hend;) {
+		const char *eol = memmem(line, (size_t)(hend - line), "\r\n", 2);
+		static const char cd[] = "content-disposition:";
+		char name[256];
+		size_t name_len = 0;
+		bool too_long;
+
+		if (eol == NULL)
+			eol = hend;
+		if ((size_t)(eol - line) >= sizeof(cd) - 1 &&
+		    strncasecmp(line, cd, sizeof(cd) - 1) == 0) {
+			const char *v = line + sizeof(cd) - 1;
+			while (v < eol && (*v == ' ' || *v == '\t'))
+				v++;
+			if ((size_t)(eol - v) >= 9 && strncasecmp(v, "form-data", 9) == 0) {
+				if (header_param(v, eol, "name", name, sizeof(name), &name_len,
+				                 &too_long) &&
+				    !too_long && name_len == strlen(field) &&
+				    memcmp(name, field, name_len) == 0)
+					*is_field = true;
+				if (header_param(v, eol, "filename", f->filename,
+				                 MULTIPART_MAX_FILENAME, &f->filename_len,
+				                 &too_long)) {
+					if (too_long) {
+						*why = "the file name is too long";
+						return -1;
+					}
+					*has_filename = true;
+				}
+			}
+		}
+		line = eol + 2;
+	}
+	if (*has_filename)
+		f->filename[f->filename_len] = '\0';
+	return 0;
+}
+
 int
 multipart_find_file(const char *body, size_t len, const char *boundary, const char *field,
                     struct multipart_file *f, const char **why)
@@ -146,9 +192,7 @@ multipart_find_file(const char *body, size_t len, const char *boundary, const ch
 	for (;;) {
 		/* after a delimiter: "--" closes the body, else optional whitespace and CRLF */
 		const char *headers, *hend, *data, *next;
-		char name[256];
-		size_t name_len = 0;
-		bool is_field = false, has_filename = false, too_long;
+		bool is_field, has_filename;
 
 		if (end - p >= 2 && p[0] == '-' && p[1] == '-') {
 			*why = "the body has no file field named \"file\"";
@@ -179,42 +223,210 @@ multipart_find_file(const char *body, size_t len, const char *boundary, const ch
 			*why = "the multipart body is not closed";
 			return -1;
 		}
-		/* each header line [line, eol) */
-		for (const char *line = headers; line < hend;) {
-			const char *eol = memmem(line, (size_t)(hend - line), "\r\n", 2);
-			static const char cd[] = "content-disposition:";
-			if (eol == NULL)
-				eol = hend;
-			if ((size_t)(eol - line) >= sizeof(cd) - 1 &&
-			    strncasecmp(line, cd, sizeof(cd) - 1) == 0) {
-				const char *v = line + sizeof(cd) - 1;
-				while (v < eol && (*v == ' ' || *v == '\t'))
-					v++;
-				if ((size_t)(eol - v) >= 9 && strncasecmp(v, "form-data", 9) == 0) {
-					if (header_param(v, eol, "name", name, sizeof(name),
-					                 &name_len, &too_long) &&
-					    !too_long && name_len == strlen(field) &&
-					    memcmp(name, field, name_len) == 0)
-						is_field = true;
-					if (header_param(v, eol, "filename", f->filename,
-					                 MULTIPART_MAX_FILENAME, &f->filename_len,
-					                 &too_long)) {
-						if (too_long) {
-							*why = "the file name is too long";
-							return -1;
-						}
-						has_filename = true;
-					}
-				}
-			}
-			line = eol + 2;
-		}
+		if (part_disposition(headers, hend, field, f, &is_field, &has_filename, why) < 0)
+			return -1;
 		if (is_field && has_filename) {
-			f->filename[f->filename_len] = '\0';
 			f->data = data;
 			f->len = (size_t)(next - data);
 			return 0;
 		}
 		p = next + dlen;
 	}
+}
+
+/*
+ * The stream reader keeps a window of the body in s->buf: buf[pos..len) is read and not yet
+ * consumed. It parses exactly as multipart_find_file() does, as if the body were prefixed by a
+ * CRLF, so that the first delimiter is found like every later one. A part's data is handed
+ * out up to the last dlen - 1 bytes of the window, which might begin a delimiter; a part's
+ * header block must fit in the window.
+ */
+void
+multipart_stream_init(struct multipart_stream *s, const char *boundary, multipart_read_fn read,
+                      void *ctx)
+{
+	size_t blen = strlen(boundary);
+
+	s->read = read;
+	s->ctx = ctx;
+	s->dlen = 0;
+	if (blen > 0 && blen <= MULTIPART_MAX_BOUNDARY) {
+		s->delim[0] = '\r';
+		s->delim[1] = '\n';
+		s->delim[2] = s->delim[3] = '-';
+		memcpy(s->delim + 4, boundary, blen);
+		s->dlen = blen + 4;
+	}
+	s->buf[0] = '\r';
+	s->buf[1] = '\n';
+	s->pos = 0;
+	s->len = 2;
+	s->eof = s->started = s->part_ended = false;
+	s->in_part = true; /* the preamble, skipped like the data of a part */
+}
+
+/* Moves the unconsumed bytes to the front and reads more after them. Returns the number of
+ * bytes read (0 at the end of the body or with a full window), or -1 on a read error. */
+static long
+stream_fill(struct multipart_stream *s)
+{
+	long r;
+
+	if (s->pos > 0) {
+		memmove(s->buf, s->buf + s->pos, s->len - s->pos);
+		s->len -= s->pos;
+		s->pos = 0;
+	}
+	if (s->eof || s->len == sizeof(s->buf))
+		return 0;
+	r = s->read(s->ctx, s->buf + s->len, sizeof(s->buf) - s->len);
+	if (r < 0)
+		return -1;
+	if (r == 0)
+		s->eof = true;
+	s->len += (size_t)r;
+	return r;
+}
+
+/* Whether n unconsumed bytes are in the window, reading as needed; -1 on a read error. */
+static int
+stream_need(struct multipart_stream *s, size_t n)
+{
+	while (s->len - s->pos < n && !s->eof) {
+		if (stream_fill(s) < 0)
+			return -1;
+	}
+	return s->len - s->pos >= n;
+}
+
+long
+multipart_stream_data(struct multipart_stream *s, const char **data, const char **why)
+{
+	if (!s->in_part) {
+		*why = "no part is being read";
+		return -1;
+	}
+	if (s->part_ended) {
+		s->part_ended = s->in_part = false;
+		return 0;
+	}
+	for (;;) {
+		const char *p = s->buf + s->pos, *hit;
+		size_t avail = s->len - s->pos, n;
+
+		hit = memmem(p, avail, s->delim, s->dlen);
+		if (hit != NULL) {
+			n = (size_t)(hit - p);
+			*data = p;
+			s->pos += n + s->dlen;
+			if (n == 0) {
+				s->in_part = false;
+				return 0;
+			}
+			s->part_ended = true;
+			return (long)n;
+		}
+		/* no delimiter can begin before the last dlen - 1 bytes */
+		if (avail >= s->dlen) {
+			n = avail - (s->dlen - 1);
+			*data = p;
+			s->pos += n;
+			return (long)n;
+		}
+		if (s->eof) {
+			*why = s->started ? "the multipart body is not closed"
+			                  : "the body is not multipart/form-data";
+			return -1;
+		}
+		if (stream_fill(s) < 0) {
+			*why = "the request body could not be read";
+			return -1;
+		}
+	}
+}
+
+int
+multipart_stream_file(struct multipart_stream *s, const char *field, struct multipart_file *f,
+                      const char **why)
+{
+	f->data = NULL;
+	f->len = 0;
+	if (s->dlen == 0) {
+		*why = "the body is not multipart/form-data";
+		return -1;
+	}
+	for (;;) {
+		const char *data;
+		size_t hstart, hend, dstart;
+		bool is_field, has_filename;
+		int r;
+
+		/* the rest of the current part (or the preamble) up to its delimiter */
+		while (s->in_part) {
+			long n = multipart_stream_data(s, &data, why);
+			if (n < 0)
+				return -1;
+		}
+		s->started = true;
+		/* after a delimiter: "--" closes the body, else optional whitespace and CRLF */
+		if ((r = stream_need(s, 2)) < 0)
+			goto read_failed;
+		if (r && s->buf[s->pos] == '-' && s->buf[s->pos + 1] == '-') {
+			*why = "the body has no file field named \"file\"";
+			return -1;
+		}
+		while ((r = stream_need(s, 1)) > 0 &&
+		       (s->buf[s->pos] == ' ' || s->buf[s->pos] == '\t'))
+			s->pos++;
+		if (r < 0 || (r = stream_need(s, 2)) < 0)
+			goto read_failed;
+		if (!r || s->buf[s->pos] != '\r' || s->buf[s->pos + 1] != '\n') {
+			*why = "a multipart delimiter is malformed";
+			return -1;
+		}
+		s->pos += 2;
+		/* the headers end at the first blank line (or at once: no headers); offsets are
+		 * from pos, which a refill moves to 0 */
+		if ((r = stream_need(s, 2)) < 0)
+			goto read_failed;
+		if (r && s->buf[s->pos] == '\r' && s->buf[s->pos + 1] == '\n') {
+			hstart = hend = 0;
+			dstart = 2;
+		} else {
+			const char *blank;
+			size_t searched = 0;
+			for (;;) {
+				size_t avail = s->len - s->pos;
+				/* resume a little before where the last search stopped */
+				size_t from = searched > 3 ? searched - 3 : 0;
+				blank = memmem(s->buf + s->pos + from, avail - from, "\r\n\r\n", 4);
+				if (blank != NULL)
+					break;
+				searched = avail;
+				if (s->eof) {
+					*why = "a multipart part's headers do not end";
+					return -1;
+				}
+				if (s->pos == 0 && s->len == sizeof(s->buf)) {
+					*why = "a multipart part's headers are too long";
+					return -1;
+				}
+				if (stream_fill(s) < 0)
+					goto read_failed;
+			}
+			hstart = 0;
+			hend = (size_t)(blank - (s->buf + s->pos)) + 2; /* keep the last CRLF */
+			dstart = hend + 2;
+		}
+		if (part_disposition(s->buf + s->pos + hstart, s->buf + s->pos + hend, field, f,
+		                     &is_field, &has_filename, why) < 0)
+			return -1;
+		s->pos += dstart;
+		s->in_part = true;
+		if (is_field && has_filename)
+			return 0;
+	}
+read_failed:
+	*why = "the request body could not be read";
+	return -1;
 }

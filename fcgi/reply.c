@@ -213,9 +213,15 @@ reply_capabilities(const struct probe_info *info, const struct limits *l, bool f
 }
 
 char *
-reply_isolation(const struct isolation *iso, const struct limits *l, bool warm, size_t *len)
+reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
+                unsigned long long workspace_bytes, unsigned long long workspace_inodes,
+                size_t *len)
 {
 	json_t *doc, *layers = json_object(), *off = json_object();
+	json_t *workspace = workspace_bytes == 0
+	                        ? json_null()
+	                        : json_pack("{s:I, s:I}", "bytes", (json_int_t)workspace_bytes,
+	                                    "inodes", (json_int_t)workspace_inodes);
 
 	for (int i = 0; i < ISO_LAYER_COUNT; i++) {
 		json_object_set_new(layers, iso_layer_name((enum iso_layer)i),
@@ -226,7 +232,7 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm, 
 	}
 	doc = json_pack(
 	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:b, s:b, s:o, s:s, s:s, s:s}, "
-	    "s:{s:I, s:I, s:o, s:b}, s:{s:I, s:I, s:I, s:I, s:I}}",
+	    "s:{s:I, s:I, s:o, s:b}, s:{s:I, s:I, s:I, s:I, s:I}, s:o}",
 	    "layers", layers, "off", off, "details", "readOnlySystem", iso->on[ISO_MOUNTNS],
 	    "privateProc", iso->proc, "landlockAbi", iso->landlock_abi, "cgroupVersion",
 	    iso->on[ISO_CGROUP] ? iso->cgroup_version : 0, "memoryLimit",
@@ -245,6 +251,7 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm, 
 	    iso->on[ISO_USERNS] ? json_integer(ISO_INNER_ID) : json_null(), "rootPool",
 	    iso->root_pool, "limits", "memoryBytes", (json_int_t)l->memory_bytes, "maxProcesses",
 	    (json_int_t)l->max_processes, "diskBytes", (json_int_t)l->disk_bytes, "maxStdinBytes",
-	    (json_int_t)l->max_stdin_bytes, "cpuMillicores", (json_int_t)l->cpu_millicores);
+	    (json_int_t)l->max_stdin_bytes, "cpuMillicores", (json_int_t)l->cpu_millicores,
+	    "workspace", workspace);
 	return dump_doc(doc, len);
 }

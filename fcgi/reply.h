@@ -33,8 +33,12 @@ char *reply_capabilities(const struct probe_info *info, const struct limits *l,
 /*
  * The /isolation document: the layers in force (probed at start-up), why each missing one is
  * off, the uids runs execute as, whether this worker's runs fork from a warm interpreter
- * (details.interpreter "warm") or start one (cold), and the limits /capabilities cannot carry.
+ * (details.interpreter "warm") or start one (cold), the limits /capabilities cannot carry, and
+ * port 8888's workspace bounds ("workspace": {"bytes", "inodes"}, or null when workspace_bytes
+ * is 0: the agent protocol is off).
  */
-char *reply_isolation(const struct isolation *iso, const struct limits *l, bool warm, size_t *len);
+char *reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
+                      unsigned long long workspace_bytes, unsigned long long workspace_inodes,
+                      size_t *len);
 
 #endif

@@ -26,6 +26,7 @@
 #include "slots.h"
 #include "warm.h"
 #include "workdir.h"
+#include "workspace.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -315,7 +316,10 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 		worker_execute(wc, run, &slots->execute, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
-		char *doc = reply_isolation(wc->iso, &l, run->warm && warm_serving(), &len);
+		bool agent_on = wc->agent.workspace_fd >= 0;
+		unsigned long long ws_bytes = agent_on ? wc->agent.workspace_bytes : 0;
+		char *doc = reply_isolation(wc->iso, &l, run->warm && warm_serving(), ws_bytes,
+		                            agent_on ? workspace_inodes(ws_bytes) : 0, &len);
 		if (doc == NULL) {
 			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
 		} else {
@@ -350,7 +354,8 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 			free(doc);
 		}
 	} else if (strncmp(endpoint, "agent_", 6) == 0) {
-		agent_handle(&wc->agent, run, &slots->agent, worker_agent_lock, req, endpoint, &l);
+		agent_handle(&wc->agent, run, &slots->agent, worker_agent_lock, wc->runs_dir_fd,
+		             req, endpoint, &l);
 	} else if (strcmp(endpoint, "capabilities") == 0) {
 		size_t len;
 		char *doc = reply_capabilities(wc->probe, &l, wc->files_contained, &len);

@@ -15,8 +15,16 @@
  *                OPEN_TREE_CLONE) and moves the clone onto /app, before it drops its
  *                capabilities; the program never holds the fd.
  *
- * The tmpfs's size option is the bound: a command that fills it gets ENOSPC. The workspace
- * lives as long as the pool, like a pod's own filesystem.
+ * The tmpfs's size and nr_inodes options are the bound: a command that fills it, with bytes
+ * or with empty files, gets ENOSPC (every inode costs the host about 1 KiB of kernel memory
+ * that no run's cgroup keeps once the run is gone, so the count is bounded as well as the
+ * bytes). The workspace lives as long as the pool, like a pod's own filesystem.
+ *
+ * The worker never blocks on what a command left there: every open resolves beneath the
+ * workspace to an O_PATH handle first, checks its type with fstat(), and only then opens a
+ * regular file or a directory for real (through /proc/self/fd, which reopens exactly that
+ * inode). A FIFO, a socket or a device is refused without ever being opened. Uploads are
+ * written to an unnamed file (O_TMPFILE) that is linked into place only once it is whole.
  */
 #include "workspace.h"
 
@@ -36,6 +44,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+unsigned long long
+workspace_inodes(unsigned long long size_bytes)
+{
+	unsigned long long n = size_bytes / WORKSPACE_BYTES_PER_INODE;
+
+	return n < WORKSPACE_MIN_INODES ? WORKSPACE_MIN_INODES : n;
+}
+
 static int
 fs_config(int fs, const char *key, const char *value)
 {
@@ -54,6 +70,9 @@ workspace_mount(unsigned long long size_bytes, unsigned uid, unsigned gid)
 		return -1;
 	snprintf(size, sizeof(size), "%llu", size_bytes);
 	if (fs_config(fs, "size", size) < 0 || fs_config(fs, "mode", "0700") < 0)
+		goto fail;
+	snprintf(size, sizeof(size), "%llu", workspace_inodes(size_bytes));
+	if (fs_config(fs, "nr_inodes", size) < 0)
 		goto fail;
 	snprintf(id, sizeof(id), "%u", uid);
 	if (fs_config(fs, "uid", id) < 0)
@@ -252,7 +271,7 @@ open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
 	    .flags = (unsigned long long)(flags | O_CLOEXEC | O_NOFOLLOW),
-	    .mode = (flags & O_CREAT) ? mode : 0,
+	    .mode = (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? mode : 0,
 	    .resolve =
 	        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
@@ -260,46 +279,128 @@ open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
-int
-workspace_open(int workspace_fd, const char *path, int flags, mode_t mode)
+/* The same inode as the O_PATH handle fd, opened for real with flags. */
+static int
+reopen(int fd, int flags)
 {
-	char buf[4096];
-	size_t len = strlen(path);
-	char *name = buf, *slash;
-	int parent, fd, saved;
+	char proc[32];
 
-	if (!(flags & O_CREAT))
-		return open_beneath(workspace_fd, path, flags, mode);
-	if (len >= sizeof(buf)) {
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return open(proc, (flags & ~O_CREAT & ~O_TRUNC & ~O_EXCL) | O_CLOEXEC | O_NONBLOCK);
+}
+
+int
+workspace_open(int workspace_fd, const char *path, int flags)
+{
+	struct stat sb;
+	int h, fd, saved;
+
+	h = open_beneath(workspace_fd, path, O_PATH, 0);
+	if (h < 0 || flags == O_PATH)
+		return h;
+	if (fstat(h, &sb) < 0)
+		goto fail;
+	if ((flags & O_DIRECTORY) ? !S_ISDIR(sb.st_mode) : !S_ISREG(sb.st_mode)) {
+		errno = S_ISLNK(sb.st_mode)     ? ELOOP
+		        : S_ISDIR(sb.st_mode)   ? EISDIR
+		        : (flags & O_DIRECTORY) ? ENOTDIR
+		                                : ENXIO;
+		goto fail;
+	}
+	fd = reopen(h, flags);
+	saved = errno;
+	close(h);
+	if (fd >= 0) /* only the open must not block; reads of a regular file never do */
+		(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	errno = saved;
+	return fd;
+fail:
+	saved = errno;
+	close(h);
+	errno = saved;
+	return -1;
+}
+
+int
+workspace_tmpfile(int workspace_fd, mode_t mode)
+{
+	return open_beneath(workspace_fd, ".", O_TMPFILE | O_WRONLY, mode);
+}
+
+/* Creates the parents of path beneath the workspace (mode 0755), one component at a time,
+ * each made and then opened beneath the last without following a symlink (mkdirat() on a
+ * single name never follows one either). Returns an O_PATH fd of the last parent and points
+ * *name at path's last component (inside buf), or -1 with errno. */
+static int
+make_parents(int workspace_fd, const char *path, char *buf, size_t buf_len, char **name)
+{
+	size_t len = strlen(path);
+	char *slash;
+	int parent, saved;
+
+	if (len >= buf_len) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
 	memcpy(buf, path, len + 1);
-	/* the parents one component at a time, each made and then opened beneath the last one
-	 * without following a symlink: mkdirat() on a single name never follows one either */
+	*name = buf;
 	parent = open_beneath(workspace_fd, ".", O_PATH | O_DIRECTORY, 0);
 	if (parent < 0)
 		return -1;
-	while ((slash = strchr(name, '/')) != NULL) {
+	while ((slash = strchr(*name, '/')) != NULL) {
 		int d;
 		*slash = '\0';
-		if (mkdirat(parent, name, 0755) < 0 && errno != EEXIST)
+		if (mkdirat(parent, *name, 0755) < 0 && errno != EEXIST)
 			goto fail;
-		d = open_beneath(parent, name, O_PATH | O_DIRECTORY, 0);
+		d = open_beneath(parent, *name, O_PATH | O_DIRECTORY, 0);
 		if (d < 0)
 			goto fail;
 		close(parent);
 		parent = d;
-		name = slash + 1;
+		*name = slash + 1;
 	}
-	fd = open_beneath(parent, name, flags, mode);
-	saved = errno;
-	close(parent);
-	errno = saved;
-	return fd;
+	return parent;
 fail:
 	saved = errno;
 	close(parent);
 	errno = saved;
 	return -1;
+}
+
+int
+workspace_link(int workspace_fd, int file_fd, const char *path)
+{
+	static unsigned long serial;
+	char buf[4096], proc[32], tmp[64], *name;
+	struct stat sb;
+	int parent, rc = -1, saved;
+
+	parent = make_parents(workspace_fd, path, buf, sizeof(buf), &name);
+	if (parent < 0)
+		return -1;
+	/* what is in the way is refused, never replaced: a symlink, a directory, a FIFO... */
+	if (fstatat(parent, name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!S_ISREG(sb.st_mode)) {
+			errno = S_ISLNK(sb.st_mode) ? ELOOP : S_ISDIR(sb.st_mode) ? EISDIR : EEXIST;
+			goto out;
+		}
+	} else if (errno != ENOENT) {
+		goto out;
+	}
+	/* linked under a name of our own first: rename() then replaces a file atomically */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", file_fd);
+	snprintf(tmp, sizeof(tmp), ".codebox-upload-%d-%lu", (int)getpid(), ++serial);
+	if (linkat(AT_FDCWD, proc, parent, tmp, AT_SYMLINK_FOLLOW) < 0)
+		goto out;
+	rc = renameat(parent, tmp, parent, name);
+	if (rc < 0) {
+		saved = errno;
+		(void)unlinkat(parent, tmp, 0);
+		errno = saved;
+	}
+out:
+	saved = errno;
+	close(parent);
+	errno = saved;
+	return rc;
 }

@@ -8,15 +8,25 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+/* The workspace's file count: one inode per this many bytes of its size, at least
+ * WORKSPACE_MIN_INODES (a file of one page and its directory entry; empty files cost the host
+ * about 1 KiB of kernel memory each). */
+#define WORKSPACE_BYTES_PER_INODE 8192
+#define WORKSPACE_MIN_INODES 256
+
 /* The uid and gid that own the workspace inside its user namespace (as runs see them). */
 #define WORKSPACE_INNER_ID 1000
 
+/* How many files and directories a workspace of size_bytes holds (its tmpfs's nr_inodes). */
+unsigned long long workspace_inodes(unsigned long long size_bytes);
+
 /*
- * Creates a tmpfs of size_bytes that is mounted nowhere: a detached mount (fsopen/fsmount)
- * whose files belong to host_uid/host_gid. Unprivileged, a short-lived child creates it in a
- * user namespace of its own that maps WORKSPACE_INNER_ID onto host_uid; a root caller
- * without user namespaces creates it directly. Returns the mount's fd (close-on-exec), which
- * keeps the file system alive and which every worker inherits, or -1 with a reason in why.
+ * Creates a tmpfs of size_bytes (and workspace_inodes(size_bytes) inodes) that is mounted nowhere:
+ * a detached mount (fsopen/fsmount) whose files belong to host_uid/host_gid. Unprivileged, a
+ * short-lived child creates it in a user namespace of its own that maps WORKSPACE_INNER_ID onto
+ * host_uid; a root caller without user namespaces creates it directly. Returns the mount's fd
+ * (close-on-exec), which keeps the file system alive and which every worker inherits, or -1 with a
+ * reason in why.
  */
 int workspace_create(unsigned long long size_bytes, uid_t host_uid, gid_t host_gid, char *why,
                      size_t why_len);
@@ -33,10 +43,27 @@ bool workspace_path_ok(const char *path, size_t len);
 
 /*
  * Opens path beneath the workspace without following any symlink (openat2 with
- * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV). With
- * O_CREAT in flags, missing parent directories are created (mode 0755). Returns an fd
- * (close-on-exec) or -1 with errno (ELOOP for a symlink on the way, EXDEV for an escape).
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV) and without
+ * blocking: flags O_PATH gives a handle on whatever is there; O_RDONLY a regular file only;
+ * O_RDONLY | O_DIRECTORY a directory only. Anything else (a FIFO, a socket, a device) is
+ * never opened. Returns an fd (close-on-exec, blocking) or -1 with errno: ELOOP for a
+ * symlink on the way, EXDEV for an escape, ENOENT, ENAMETOOLONG, EISDIR, ENOTDIR, or ENXIO for
+ * what is neither a regular file nor a directory.
  */
-int workspace_open(int workspace_fd, const char *path, int flags, mode_t mode);
+int workspace_open(int workspace_fd, const char *path, int flags);
+
+/* An unnamed regular file in the workspace (O_TMPFILE), open for writing, with mode: it counts
+ * against the workspace's bounds and vanishes when closed unless workspace_link() names it.
+ * Returns an fd (close-on-exec) or -1 with errno. */
+int workspace_tmpfile(int workspace_fd, mode_t mode);
+
+/*
+ * Gives file_fd (from workspace_tmpfile()) the name path, beneath the workspace, replacing a
+ * regular file of that name atomically. Missing parent directories are created (0755), none
+ * followed through a symlink. Returns 0, or -1 with errno: ELOOP (a symlink on the way or at
+ * path), EISDIR (a directory at path), EEXIST (a FIFO, socket or device at path), ENOTDIR,
+ * ENAMETOOLONG, ENOSPC (the workspace is full), or another error of mkdirat/linkat/renameat.
+ */
+int workspace_link(int workspace_fd, int file_fd, const char *path);
 
 #endif

@@ -5,7 +5,8 @@
 #   3. limit_conn codebox_execute (the outer bound per nginx worker) >=
 #      CODEBOX_MAX_CONCURRENT_EXECUTIONS (the pool's execution slots), both zones keyed by the
 #      nginx worker's $pid (a crashed worker's counts must not outlive it), and the pool's
-#      workers >= CODEBOX_MAX_CONCURRENT_EXECUTIONS + limit_conn codebox_meta;
+#      workers >= CODEBOX_MAX_CONCURRENT_EXECUTIONS + limit_conn codebox_meta +
+#      CODEBOX_AGENT_SLOTS (port 8888's slots, at most limit_conn codebox_agent);
 #   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024;
 #   5. every location passes the same limits (so /capabilities reports what /execute enforces);
 #   6. CODEBOX_POOL_MEMORY_BYTES (0: derived by the pool) is at least CODEBOX_MEMORY_BYTES and,
@@ -224,7 +225,7 @@ exec_limits=$(values_of limit_conn codebox_execute | sort -u)
 if ((exec_limits < max_conc)); then
 	fail "limit_conn codebox_execute ($exec_limits) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc), or nginx refuses below the pool's capacity"
 fi
-for zone in codebox_execute codebox_meta; do
+for zone in codebox_execute codebox_meta codebox_agent codebox_upload; do
 	key=$(awk -v z="zone=$zone:" '$1 == "limit_conn_zone" && index($3, z) == 1 { print $2 }' <<<"$stmts")
 	if [[ -n $key && $key != "\$pid" ]]; then
 		fail "limit_conn_zone $zone is keyed by $key; key it by \$pid, or a crashed nginx worker's counts shrink capacity for good"
@@ -232,12 +233,19 @@ for zone in codebox_execute codebox_meta; do
 done
 meta_limit=$(values_of limit_conn codebox_meta | sort -n | tail -1)
 meta_limit=${meta_limit:-0}
-# port 8888's agent protocol has slots of its own
-agent_limit=$(values_of limit_conn codebox_agent | sort -n | tail -1)
-agent_limit=${agent_limit:-0}
-need=$((max_conc + meta_limit + agent_limit))
+# port 8888's agent protocol has slots of its own, the pool's (the workers' default when
+# nginx passes none is 4)
+agent_slots=4
+if [[ -n $(values_of fastcgi_param CODEBOX_AGENT_SLOTS) ]]; then
+	agent_slots=$(one_value CODEBOX_AGENT_SLOTS)
+fi
+agent_limit=$(values_of limit_conn codebox_agent | sort -n | head -1)
+if [[ -n $agent_limit ]] && ((agent_limit < agent_slots)); then
+	fail "limit_conn codebox_agent ($agent_limit) must be at least CODEBOX_AGENT_SLOTS ($agent_slots), or nginx refuses below the pool's agent slots"
+fi
+need=$((max_conc + meta_limit + agent_slots))
 if [[ -n $workers ]] && ((workers < need)); then
-	fail "the pool's workers ($workers) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) + limit_conn codebox_meta ($meta_limit) + limit_conn codebox_agent ($agent_limit) = $need"
+	fail "the pool's workers ($workers) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) + limit_conn codebox_meta ($meta_limit) + CODEBOX_AGENT_SLOTS ($agent_slots) = $need"
 fi
 
 # 4. body size

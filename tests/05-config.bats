@@ -64,7 +64,7 @@ check() {
 @test "config: a pool smaller than the admitted concurrency is refused" {
 	check --workers 20 "$ROOT/nginx/nginx.conf"
 	assert_failure 1
-	assert_output --partial "the pool's workers (20) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS (20) + limit_conn codebox_meta (4) + limit_conn codebox_agent (4) = 28"
+	assert_output --partial "the pool's workers (20) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS (20) + limit_conn codebox_meta (4) + CODEBOX_AGENT_SLOTS (4) = 28"
 }
 
 @test "config: client_max_body_size below 4 * maxCodeBytes + 1024 is refused" {

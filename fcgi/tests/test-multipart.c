@@ -21,6 +21,58 @@ parse(const char *body, size_t len, const char *boundary, struct multipart_file 
 	return rc;
 }
 
+/* The body, handed out in pieces of 1 to 8 bytes (or up to 4 KiB), by a seeded generator. */
+struct chunks {
+	const char *body;
+	size_t len, pos;
+	unsigned long seed;
+	bool fail; /* a read error instead of the end */
+};
+
+static long
+chunks_read(void *ctx, char *buf, size_t len)
+{
+	struct chunks *c = ctx;
+	size_t n;
+
+	if (c->pos >= c->len)
+		return c->fail ? -1 : 0;
+	c->seed = c->seed * 6364136223846793005UL + 1442695040888963407UL;
+	n = (c->seed >> 62) == 0 ? 1 + (c->seed >> 33) % 4096 : 1 + (c->seed >> 33) % 8;
+	if (n > len)
+		n = len;
+	if (n > c->len - c->pos)
+		n = c->len - c->pos;
+	memcpy(buf, c->body + c->pos, n);
+	c->pos += n;
+	return (long)n;
+}
+
+static struct multipart_stream stream; /* 64 KiB: not on the stack */
+static char streamed[1 << 21];
+
+/* The same parse through the stream reader; the data lands in streamed[0..*len). */
+static int
+stream_parse(const char *body, size_t len, const char *boundary, struct multipart_file *f,
+             size_t *data_len, const char **why, unsigned long seed, bool fail)
+{
+	struct chunks c = {.body = body, .len = len, .seed = seed, .fail = fail};
+	const char *d;
+	long n;
+
+	*data_len = 0;
+	multipart_stream_init(&stream, boundary, chunks_read, &c);
+	if (multipart_stream_file(&stream, "file", f, why) < 0)
+		return -1;
+	while ((n = multipart_stream_data(&stream, &d, why)) > 0) {
+		if (*data_len + (size_t)n > sizeof(streamed))
+			return -2;
+		memcpy(streamed + *data_len, d, (size_t)n);
+		*data_len += (size_t)n;
+	}
+	return n < 0 ? -1 : 0;
+}
+
 /* what requests (urllib3) sends for files={'file': (name, data)} */
 #define REQ(b, name, data)                                                                         \
 	"--" b "\r\nContent-Disposition: form-data; name=\"file\"; filename=\"" name               \
@@ -130,7 +182,7 @@ test_fuzz(void)
 	struct multipart_file f;
 	const char *why;
 	unsigned long seed = 12345;
-	int bad = 0, found = 0;
+	int bad = 0, found = 0, differ = 0;
 
 	for (int i = 0; i < 20000; i++) {
 		size_t n = 0;
@@ -157,14 +209,86 @@ test_fuzz(void)
 				n += pl;
 			}
 		}
-		if (parse(buf, n, "bnd", &f, &why) == 0) {
+		int rc = parse(buf, n, "bnd", &f, &why);
+		if (rc == 0) {
 			found++;
 			if (f.data < buf || f.data + f.len > buf + n ||
 			    f.filename_len > MULTIPART_MAX_FILENAME)
 				bad++;
 		}
+		{
+			/* the stream reader agrees, whatever the pieces the body comes in */
+			static struct multipart_file g;
+			size_t glen;
+			const char *gwhy;
+			int grc = stream_parse(buf, n, "bnd", &g, &glen, &gwhy, seed, false);
+			if (grc != rc ||
+			    (rc == 0 && (glen != f.len || memcmp(streamed, f.data, glen) != 0 ||
+			                 g.filename_len != f.filename_len ||
+			                 strcmp(g.filename, f.filename) != 0)))
+				differ++;
+		}
 	}
 	ok(bad == 0, "fuzz: 20000 random and mutated bodies, %d parsed, none out of bounds", found);
+	ok(differ == 0,
+	   "fuzz: the stream reader agrees with the in-memory one on all of them (%d differ)",
+	   differ);
+}
+
+/* Large bodies through the stream reader: data larger than the window, delimiter look-alikes
+ * across piece boundaries, a header block larger than the window, a read error. */
+static void
+test_stream(void)
+{
+	static char body[(1 << 20) + 4096];
+	static struct multipart_file f;
+	const char *why;
+	size_t n = 0, data_len, dlen;
+	static const char head[] = "--BND\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\n"
+	                           "skipped\r\n--BND\r\nContent-Disposition: form-data; "
+	                           "name=\"file\"; filename=\"big.bin\"\r\n\r\n";
+	const size_t data_start = sizeof(head) - 1;
+
+	memcpy(body, head, data_start);
+	n = data_start;
+	for (size_t i = 0; n < data_start + (1 << 20); i++) {
+		/* "\r\n--BN" and "\r\n--BNX": look-alikes of the delimiter */
+		const char *piece = i % 97 == 0   ? "\r\n--BN"
+		                    : i % 89 == 0 ? "\r\n--BNX"
+		                                  : "abcdefg";
+		memcpy(body + n, piece, strlen(piece));
+		n += strlen(piece);
+	}
+	dlen = n - data_start;
+	memcpy(body + n, "\r\n--BND--\r\n", 11);
+	n += 11;
+	ok(stream_parse(body, n, "BND", &f, &data_len, &why, 7, false) == 0 &&
+	       !strcmp(f.filename, "big.bin") && data_len == dlen &&
+	       memcmp(streamed, body + data_start, dlen) == 0,
+	   "stream: a 1 MiB file after another part, in small pieces, comes out whole");
+	ok(stream_parse(body, n - 11, "BND", &f, &data_len, &why, 7, false) == -1 &&
+	       !strcmp(why, "the multipart body is not closed"),
+	   "stream: the same without its closing delimiter is refused");
+	ok(stream_parse(body, n - 11, "BND", &f, &data_len, &why, 7, true) == -1 &&
+	       !strcmp(why, "the request body could not be read"),
+	   "stream: a read error is reported as such");
+	n = 0;
+	memcpy(body, "--BND\r\nX-Long: ", 16);
+	n = 16;
+	memset(body + n, 'h', MULTIPART_STREAM_WINDOW);
+	n += MULTIPART_STREAM_WINDOW;
+	memcpy(body + n, "\r\n\r\ndata\r\n--BND--", 17);
+	n += 17;
+	ok(stream_parse(body, n, "BND", &f, &data_len, &why, 3, false) == -1 &&
+	       !strcmp(why, "a multipart part's headers are too long"),
+	   "stream: a header block larger than the window is refused");
+	ok(stream_parse(REQ("b", "x.txt", "v"), sizeof(REQ("b", "x.txt", "v")) - 1, "b", &f,
+	                &data_len, &why, 1, false) == 0 &&
+	       data_len == 1 && streamed[0] == 'v',
+	   "stream: what requests sends");
+	ok(stream_parse("", 0, "b", &f, &data_len, &why, 1, false) == -1 &&
+	       !strcmp(why, "the body is not multipart/form-data"),
+	   "stream: an empty body");
 }
 
 int
@@ -174,5 +298,6 @@ main(void)
 	test_parts();
 	test_paths();
 	test_fuzz();
+	test_stream();
 	return tap_done();
 }

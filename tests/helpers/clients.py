@@ -8,6 +8,10 @@ usage: clients.py COMMAND PORT [ARGS...]
   slowbody PORT N SECONDS     N connections that declare a 1000-byte body and send one byte
                               every 2 s; after SECONDS print how each ended:
                               "open", "closed" or "status NNN"
+  slowupload PORT N SECONDS   N connections that send POST /upload's header (multipart,
+                              declaring a 1 MB body) and then one byte every 2 s; print
+                              "sent N" once every header is out, then after SECONDS (or
+                              SIGTERM) how each ended, as slowbody does
   trickle PORT BODY INTERVAL [length|chunked]
                               POST /execute declaring BODY's length (or chunked), then send
                               BODY a byte every INTERVAL s while reading; print "status NNN
@@ -136,6 +140,56 @@ def cmd_slowbody(port, n, seconds):
             except OSError:
                 state[i] = "closed"
         time.sleep(min(2.0, max(0.0, end - time.monotonic())))
+    for s in socks:
+        s.close()
+    for st in state:
+        print(st)
+
+
+def cmd_slowupload(port, n, seconds):
+    import signal
+
+    n = int(n)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((HOST, int(port)), timeout=10)
+        s.sendall(
+            b"POST /upload HTTP/1.1\r\nHost: codebox\r\n"
+            b"Content-Type: multipart/form-data; boundary=XX\r\n"
+            b"Content-Length: 1000000\r\n\r\n--XX\r\n"
+        )
+        s.setblocking(False)
+        socks.append(s)
+    print("sent", n, flush=True)
+    state = ["open"] * n
+    end = time.monotonic() + float(seconds)
+    while time.monotonic() < end and not stop:
+        for i, s in enumerate(socks):
+            if state[i] != "open":
+                continue
+            try:
+                data = s.recv(4096)
+                if not data:
+                    state[i] = "closed"
+                    continue
+                parts = data.split(b" ", 2)
+                state[i] = "status " + parts[1].decode() if len(parts) > 1 else "closed"
+                continue
+            except BlockingIOError:
+                pass
+            except OSError:
+                state[i] = "closed"
+                continue
+            try:
+                s.send(b"x")
+            except OSError:
+                state[i] = "closed"
+        for _ in range(20):  # 2 s, in steps that notice SIGTERM
+            if stop or time.monotonic() >= end:
+                break
+            time.sleep(0.1)
     for s in socks:
         s.close()
     for st in state:
@@ -340,6 +394,7 @@ COMMANDS = {
     "raw": cmd_raw,
     "hangup": cmd_hangup,
     "slowbody": cmd_slowbody,
+    "slowupload": cmd_slowupload,
     "trickle": cmd_trickle,
     "flood": cmd_flood,
     "burst": cmd_burst,
