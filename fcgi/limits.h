@@ -52,4 +52,20 @@ int limits_parse_ceilings(struct limits *ceil, size_t *max_body_bytes, const cha
  */
 int limits_cap(struct limits *l, const struct limits *ceil, char *what, size_t what_len);
 
+/*
+ * How many files and directories a tmpfs of size_bytes may hold (its nr_inodes): one per
+ * LIMITS_BYTES_PER_INODE bytes, at least LIMITS_MIN_INODES (a file of one page and its
+ * directory entry; an empty file costs the host about 1 KiB of kernel memory, outside every
+ * cgroup, whatever its size). The run's tmpfs (diskBytes) and the agent workspace both.
+ */
+#define LIMITS_BYTES_PER_INODE 8192
+#define LIMITS_MIN_INODES 256
+static inline unsigned long long
+limits_inodes(unsigned long long size_bytes)
+{
+	unsigned long long n = size_bytes / LIMITS_BYTES_PER_INODE;
+
+	return n < LIMITS_MIN_INODES ? LIMITS_MIN_INODES : n;
+}
+
 #endif

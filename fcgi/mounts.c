@@ -28,6 +28,7 @@
  */
 #include "mounts.h"
 
+#include "limits.h"
 #include "workspace.h"
 
 #include <errno.h>
@@ -283,8 +284,11 @@ build_work(const char *root, const struct mounts_spec *m)
 	if (slash == NULL || slash == m->inner_workdir ||
 	    join(dst, sizeof(dst), root, "/.work") < 0 || mkdir(dst, 0700) < 0)
 		return -1;
-	snprintf(opts, sizeof(opts), "mode=0700,size=%llu,uid=%u,gid=%u", m->disk_bytes,
-	         (unsigned)m->owner_uid, (unsigned)m->owner_gid);
+	/* bounded in files as well as bytes: an inode costs the host kernel memory that no
+	 * cgroup of the run's is charged for (limits_inodes()) */
+	snprintf(opts, sizeof(opts), "mode=0700,size=%llu,nr_inodes=%llu,uid=%u,gid=%u",
+	         m->disk_bytes, limits_inodes(m->disk_bytes), (unsigned)m->owner_uid,
+	         (unsigned)m->owner_gid);
 	if (mount("codebox-work", dst, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return -1;
 	if (snprintf(sub, sizeof(sub), "/.work%s", slash) >= (int)sizeof(sub)) {

@@ -231,13 +231,17 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
 			                    json_string(iso->why_off[i]));
 	}
 	doc = json_pack(
-	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:b, s:b, s:o, s:s, s:s, s:s}, "
+	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:o, s:b, s:b, s:o, s:s, s:s, s:s}, "
 	    "s:{s:I, s:I, s:o, s:b}, s:{s:I, s:I, s:I, s:I, s:I}, s:o}",
 	    "layers", layers, "off", off, "details", "readOnlySystem", iso->on[ISO_MOUNTNS],
 	    "privateProc", iso->proc, "landlockAbi", iso->landlock_abi, "cgroupVersion",
 	    iso->on[ISO_CGROUP] ? iso->cgroup_version : 0, "memoryLimit",
 	    iso->on[ISO_CGROUP] ? "cgroup" : "rlimit-as", "processLimit", iso_process_limit(iso),
 	    "diskLimit", iso->on[ISO_MOUNTNS] ? "tmpfs" : "rlimit-fsize (per file)",
+	    /* the run's tmpfs holds at most this many files and directories */
+	    "diskInodes",
+	    iso->on[ISO_MOUNTNS] ? json_integer((json_int_t)limits_inodes(l->disk_bytes))
+	                         : json_null(),
 	    "noNewPrivileges", true, "highPids", iso->high_pids, "poolMemoryBytes",
 	    iso->on[ISO_POOLMEMORY] ? json_integer((json_int_t)iso->pool_memory_bytes)
 	                            : json_null(),

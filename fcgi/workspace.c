@@ -28,6 +28,8 @@
  */
 #include "workspace.h"
 
+#include "limits.h"
+
 #include "util.h"
 
 #include <errno.h>
@@ -47,9 +49,7 @@
 unsigned long long
 workspace_inodes(unsigned long long size_bytes)
 {
-	unsigned long long n = size_bytes / WORKSPACE_BYTES_PER_INODE;
-
-	return n < WORKSPACE_MIN_INODES ? WORKSPACE_MIN_INODES : n;
+	return limits_inodes(size_bytes);
 }
 
 static int

@@ -8,16 +8,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* The workspace's file count: one inode per this many bytes of its size, at least
- * WORKSPACE_MIN_INODES (a file of one page and its directory entry; empty files cost the host
- * about 1 KiB of kernel memory each). */
-#define WORKSPACE_BYTES_PER_INODE 8192
-#define WORKSPACE_MIN_INODES 256
-
 /* The uid and gid that own the workspace inside its user namespace (as runs see them). */
 #define WORKSPACE_INNER_ID 1000
 
-/* How many files and directories a workspace of size_bytes holds (its tmpfs's nr_inodes). */
+/* How many files and directories a workspace of size_bytes holds (its tmpfs's nr_inodes:
+ * limits_inodes()). */
 unsigned long long workspace_inodes(unsigned long long size_bytes);
 
 /*

@@ -80,6 +80,19 @@ healthy_and_clean() {
 	healthy_and_clean
 }
 
+@test "attacks: empty files stop at the run's file bound, and the inodes are freed with the run" {
+	local iso inodes
+	iso=$(curl -s "$BASE/isolation")
+	[[ $(jq -r .details.diskLimit <<<"$iso") == tmpfs ]] || skip "no mount namespace: the disk is bounded by rlimit-fsize alone"
+	# one file per 8 KiB of diskBytes
+	inodes=$(jq -r '.details.diskInodes // (.limits.diskBytes / 8192)' <<<"$iso")
+	attack inode-fill.py
+	assert_equal "$(field '.stdout | fromjson | .error')" ENOSPC
+	# the directory itself, main.py, tmp, var-tmp and shm take a few
+	(($(field '.stdout | fromjson | .files') <= inodes && $(field '.stdout | fromjson | .files') > inodes - 16))
+	healthy_and_clean
+}
+
 @test "attacks: descriptor exhaustion stops at the rlimit" {
 	attack fd-exhaustion.py
 	assert_equal "$(field .status)" succeeded

@@ -36,6 +36,10 @@ main(void)
 	struct limits l;
 	char why[256];
 
+	ok(limits_inodes(64ULL << 20) == 8192, "a 64 MiB tmpfs holds 8192 files");
+	ok(limits_inodes(256ULL << 20) == 32768, "a 256 MiB workspace holds 32768 files");
+	ok(limits_inodes(1 << 20) == 256 && limits_inodes(0) == 256,
+	   "a small tmpfs still holds 256 files");
 	ok(limits_parse(&l, get, NULL, why, sizeof(why)) == 0, "a complete set parses");
 	ok(l.execution_timeout_seconds == 30 && l.max_concurrent_executions == 20 &&
 	       l.max_code_bytes == 65536 && l.max_stdout_bytes == 100 &&
