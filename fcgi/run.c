@@ -340,8 +340,8 @@ box_close_fds(struct run_box *box)
 	close_fd(&box->rep_r);
 }
 
-/* Kills everything of the box: its process group first in direct mode (in namespace mode,
- * killing init takes the whole namespace with it). */
+/* Kills everything of the box: in direct mode its process group and every process reparented
+ * to the worker; in namespace mode its init, which takes the whole namespace with it. */
 static void
 box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage *ru)
 {
@@ -374,9 +374,42 @@ box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage
 				return;
 		}
 	}
+	if (box->pid > 0 && box->ns_mode) {
+		/* init dies, and the kernel kills the rest of its namespace with it; nothing of the
+		 * run can be outside it. The worker's other children (the other port's box built
+		 * ahead) are not this run's: only init is killed and reaped */
+		long long deadline = proc_now_ms() + RUN_KILL_MS;
+
+		if (*main_reaped)
+			return;
+		proc_kill(box->pid, SIGKILL, "a run's init");
+		for (;;) {
+			struct pollfd p = {.fd = box->pidfd, .events = POLLIN};
+			long long left = deadline - proc_now_ms();
+			pid_t r = wait4(box->pid, main_status, WNOHANG | __WALL, ru);
+
+			if (r == box->pid || (r < 0 && errno == ECHILD)) {
+				if (r < 0) { /* reaped already: killed, as far as anyone knows */
+					*main_status = SIGKILL;
+					memset(ru, 0, sizeof(*ru));
+				}
+				*main_reaped = true;
+				return;
+			}
+			if (left <= 0) {
+				log_msg(
+				    LOG_ERROR,
+				    "a run's init (pid %d) is still alive after the kill deadline",
+				    (int)box->pid);
+				return;
+			}
+			/* no pidfd (kernel < 5.3): look again in 10 ms */
+			(void)poll(&p, box->pidfd >= 0 ? 1 : 0, box->pidfd >= 0 ? (int)left : 10);
+		}
+	}
 	if (box->pid > 0)
-		proc_kill_all_children(box->ns_mode ? 0 : box->pid, box->pid, main_reaped,
-		                       main_status, ru, proc_now_ms() + RUN_KILL_MS);
+		proc_kill_all_children(box->pid, box->pid, main_reaped, main_status, ru,
+		                       proc_now_ms() + RUN_KILL_MS);
 }
 
 /* Kills what is left of the box's processes and removes its directory; its cgroup is removed

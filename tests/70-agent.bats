@@ -270,3 +270,17 @@ pool_busy() {
 	assert_output --partial 'SandboxWarmPool codebox.spec: sandboxTemplateRef is required'
 	assert_output --partial 'SandboxTemplate codebox.spec: podTemplate is required'
 }
+
+@test "agent: commands never cost port 8080 its sandboxes built ahead" {
+	local i before
+	before=$(grep -c "the sandbox built ahead is gone" "$STACK_DIR/logs/pool.log" || true)
+	# the same few workers serve both ports: each /execute meets the box its worker built
+	# after its previous reply, whatever command the worker ran meanwhile
+	for i in $(seq 1 12); do
+		execute 'print(6 * 7)'
+		assert_equal "$(field .stdout)" 42
+		agent_run 'echo agent'
+		assert_equal "$(field .stdout)" agent
+	done
+	assert_equal "$(grep -c "the sandbox built ahead is gone" "$STACK_DIR/logs/pool.log" || true)" "$before"
+}
