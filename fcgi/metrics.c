@@ -30,7 +30,8 @@
 #endif
 
 /* Upper bounds of the duration histogram, in milliseconds (+Inf is implied). */
-static const long metrics_buckets_ms[] = {10,   25,   50,    100,   250,   500,    1000,
+/* (5 ms: below a warm print(1), so that warm runs are told from cold ones) */
+static const long metrics_buckets_ms[] = {5,    10,   25,    50,    100,   250,    500,   1000,
                                           2500, 5000, 10000, 30000, 60000, 120000, 300000};
 #define METRICS_NBUCKETS (sizeof(metrics_buckets_ms) / sizeof(metrics_buckets_ms[0]))
 #define METRICS_NSTATUS 4 /* succeeded, failed, timed_out, error */
@@ -41,6 +42,9 @@ struct metrics_shared {
 	uint64_t limits[METRICS_PORT_COUNT][METRICS_NLIMITS];
 	uint64_t buckets[METRICS_PORT_COUNT][METRICS_NBUCKETS]; /* not cumulative */
 	uint64_t duration_ms_sum[METRICS_PORT_COUNT];
+	uint64_t tiers[METRICS_PORT_COUNT][RUN_TIER_COUNT];
+	uint64_t fallbacks[RUN_FALLBACK_COUNT];
+	uint64_t zygote_starts[2]; /* [0] replacements of one that died, [1] renewals */
 	uint64_t busy_pool;
 	uint64_t worker_exits;
 	uint64_t worker_restarts;
@@ -95,6 +99,10 @@ metrics_record_run(enum metrics_port port, const struct run_outcome *o)
 	if (metrics_mem == NULL || port >= METRICS_PORT_COUNT)
 		return;
 	add(&metrics_mem->runs[port][o->status], 1);
+	if ((int)o->tier < RUN_TIER_COUNT)
+		add(&metrics_mem->tiers[port][o->tier], 1);
+	if (o->fallback != RUN_FALLBACK_NONE && (int)o->fallback < RUN_FALLBACK_COUNT)
+		add(&metrics_mem->fallbacks[o->fallback], 1);
 	if (o->limit_exceeded != RUN_LIMIT_NONE && (int)o->limit_exceeded < METRICS_NLIMITS)
 		add(&metrics_mem->limits[port][o->limit_exceeded], 1);
 	while (b < METRICS_NBUCKETS && ms > metrics_buckets_ms[b])
@@ -109,6 +117,13 @@ metrics_record_error(enum metrics_port port)
 {
 	if (metrics_mem != NULL && port < METRICS_PORT_COUNT)
 		add(&metrics_mem->runs[port][3], 1);
+}
+
+void
+metrics_zygote_started(bool renewal)
+{
+	if (metrics_mem != NULL)
+		add(&metrics_mem->zygote_starts[renewal ? 1 : 0], 1);
 }
 
 void
@@ -196,6 +211,31 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 		fprintf(f, "codebox_execution_duration_seconds_count{port=\"%s\"} %llu\n",
 		        metrics_port_names[p], count);
 	}
+
+	fprintf(f, "# HELP codebox_executions_by_tier_total Runs finished, by the interpreter that "
+	           "ran them (cold: a fresh one; light, heavy: a copy of that tier's warm "
+	           "template).\n"
+	           "# TYPE codebox_executions_by_tier_total counter\n");
+	for (int p = 0; p < METRICS_PORT_COUNT; p++)
+		for (int t = 0; t < RUN_TIER_COUNT; t++)
+			fprintf(f, "codebox_executions_by_tier_total{port=\"%s\",tier=\"%s\"} %llu\n",
+			        metrics_port_names[p], run_tier_string((enum run_tier)t),
+			        (unsigned long long)get(&m->tiers[p][t]));
+	fprintf(f, "# HELP codebox_warm_fallbacks_total Runs that could have been warm and were "
+	           "not, or not on their tier, by why.\n"
+	           "# TYPE codebox_warm_fallbacks_total counter\n");
+	for (int r = RUN_FALLBACK_NONE + 1; r < RUN_FALLBACK_COUNT; r++)
+		fprintf(f, "codebox_warm_fallbacks_total{reason=\"%s\"} %llu\n",
+		        run_fallback_string((enum run_fallback)r),
+		        (unsigned long long)get(&m->fallbacks[r]));
+	fprintf(f,
+	        "# HELP codebox_zygote_starts_total Zygotes started after the first, by why "
+	        "(renewal: the serving one's life was up; replacement: none served).\n"
+	        "# TYPE codebox_zygote_starts_total counter\n"
+	        "codebox_zygote_starts_total{reason=\"renewal\"} %llu\n"
+	        "codebox_zygote_starts_total{reason=\"replacement\"} %llu\n",
+	        (unsigned long long)get(&m->zygote_starts[1]),
+	        (unsigned long long)get(&m->zygote_starts[0]));
 
 	for (int w = 0; w < METRICS_MAX_WORKERS; w++)
 		in_flight += __atomic_load_n(&m->in_flight[w], __ATOMIC_RELAXED);

@@ -38,6 +38,10 @@ void metrics_record_run(enum metrics_port port, const struct run_outcome *o);
 /* Counts a run the sandbox could not start (a 500 on port 8080, exit 126 on 8888). */
 void metrics_record_error(enum metrics_port port);
 
+/* The supervisor started a zygote after the first: renewal when the serving one's life was
+ * up, else a replacement for one that died. */
+void metrics_zygote_started(bool renewal);
+
 /* Counts a 429 the pool answered itself (every execution slot in use, or the agent
  * workspace busy). */
 void metrics_record_busy(void);

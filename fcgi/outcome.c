@@ -12,6 +12,38 @@
 #include <sys/wait.h>
 
 const char *
+run_tier_string(enum run_tier t)
+{
+	switch (t) {
+	case RUN_TIER_LIGHT:
+		return "light";
+	case RUN_TIER_HEAVY:
+		return "heavy";
+	case RUN_TIER_COLD:
+	case RUN_TIER_COUNT:
+		break;
+	}
+	return "cold";
+}
+
+const char *
+run_fallback_string(enum run_fallback f)
+{
+	switch (f) {
+	case RUN_FALLBACK_NO_ZYGOTE:
+		return "no_zygote";
+	case RUN_FALLBACK_TEMPLATE:
+		return "template";
+	case RUN_FALLBACK_LIGHT:
+		return "heavy_to_light";
+	case RUN_FALLBACK_NONE:
+	case RUN_FALLBACK_COUNT:
+		break;
+	}
+	return NULL;
+}
+
+const char *
 run_status_string(enum run_status s)
 {
 	switch (s) {

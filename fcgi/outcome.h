@@ -29,6 +29,27 @@ enum run_limit {
 	RUN_LIMIT_DISK,
 };
 
+/* Which interpreter ran the program: a fresh one, or a copy of a warm template's. */
+enum run_tier {
+	RUN_TIER_COLD,
+	RUN_TIER_LIGHT,
+	RUN_TIER_HEAVY,
+	RUN_TIER_COUNT,
+};
+
+/* Why a run that could have been warm (a Python program, warm interpreters on, with a pid
+ * namespace) was not, or not on the tier it named. */
+enum run_fallback {
+	RUN_FALLBACK_NONE,
+	RUN_FALLBACK_NO_ZYGOTE, /* no zygote served (one starting, or none could) */
+	RUN_FALLBACK_TEMPLATE,  /* the template did not answer, or could not clone */
+	RUN_FALLBACK_LIGHT,     /* a heavy program the heavy template could not take: light */
+	RUN_FALLBACK_COUNT,
+};
+
+const char *run_tier_string(enum run_tier t);
+const char *run_fallback_string(enum run_fallback f); /* NULL for RUN_FALLBACK_NONE */
+
 const char *run_status_string(enum run_status s);
 const char *run_limit_string(enum run_limit l); /* NULL for RUN_LIMIT_NONE */
 
@@ -57,6 +78,8 @@ struct run_outcome {
 	long long duration_ms;
 	long long cpu_ms;
 	long long max_rss_bytes;
+	enum run_tier tier;
+	enum run_fallback fallback;
 	bool abandoned;       /* killed because the client's connection closed: no reply */
 	enum run_fault fault; /* when run_execute() returned -1 */
 	int fault_step;       /* enum sandbox_step */

@@ -645,13 +645,19 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 			int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
 			char wwhy[256];
 
+			bool serving = warm_serving();
+
 			box->pid =
 			    warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,
 			                   &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
 			if (box->pid > 0) {
 				box->warm = box->foreign = true;
+				box->tier = heavy ? RUN_TIER_HEAVY : RUN_TIER_LIGHT;
+				if (caps->heavy && !heavy)
+					box->fallback = RUN_FALLBACK_LIGHT;
 				break;
 			}
+			box->fallback = serving ? RUN_FALLBACK_TEMPLATE : RUN_FALLBACK_NO_ZYGOTE;
 			log_msg(LOG_WARN, "the %s template failed (%s); this run is %s",
 			        heavy ? "heavy" : "light", wwhy,
 			        heavy ? "on the light one" : "cold");
@@ -1143,6 +1149,8 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 				out->max_rss_bytes = (long long)peak;
 		}
 		out->duration_ms = proc_now_ms() - w->t0;
+		out->tier = box->tier;
+		out->fallback = box->fallback;
 	}
 	free(w->rb.buf);
 	if (w->reported) {

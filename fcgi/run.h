@@ -90,6 +90,8 @@ struct run_box {
 	int pidfd, out_r, err_r, fail_r, ctl_w, rep_r;
 	struct run_caps caps; /* what it was built with */
 	bool warm;            /* cloned from a warm template */
+	enum run_tier tier;   /* the interpreter it runs: cold, or a copy of a tier's template */
+	enum run_fallback fallback; /* why it is not on the tier its program named */
 	/* init is a template's child, not the worker's: watched and killed through its pidfd,
 	 * never waited for (the kernel reaps it; its report says how the program ended) */
 	bool foreign;

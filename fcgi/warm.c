@@ -25,6 +25,7 @@
 #include "warm.h"
 
 #include "log.h"
+#include "metrics.h"
 #include "proc.h"
 #include "run.h"
 #include "seccomp.h"
@@ -420,9 +421,11 @@ warm_pool_check(void)
 	if (zy_next.pid < 0 && now - zy_last_start_ms >= 1000 &&
 	    (zy_cur.pid < 0 || zy_cur.sock < 0 ||
 	     now - zy_cur.started_ms >= (long long)warm_settings.max_seconds * 1000)) {
+		bool renewal = zy_cur.pid > 0 && zy_cur.sock >= 0;
+
 		log_msg(LOG_INFO, "starting a new zygote (%s)",
-		        zy_cur.pid < 0 || zy_cur.sock < 0 ? "none serves"
-		                                          : "the serving one's life is up");
+		        renewal ? "the serving one's life is up" : "none serves");
+		metrics_zygote_started(renewal);
 		(void)zygote_spawn(&zy_next);
 	}
 }

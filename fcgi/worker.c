@@ -271,9 +271,13 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 		free(reply);
 	}
 	log_msg(LOG_INFO,
-	        "execute status=%s exitCode=%d durationMs=%lld stdoutBytes=%llu stderrBytes=%llu",
+	        "execute status=%s exitCode=%d durationMs=%lld cpuMs=%lld stdoutBytes=%llu "
+	        "stderrBytes=%llu tier=%s%s%s",
 	        run_status_string(o.status), o.has_exit_code ? o.exit_code : 0, o.duration_ms,
-	        (unsigned long long)o.out.total_bytes, (unsigned long long)o.err.total_bytes);
+	        o.cpu_ms, (unsigned long long)o.out.total_bytes,
+	        (unsigned long long)o.err.total_bytes, run_tier_string(o.tier),
+	        o.fallback != RUN_FALLBACK_NONE ? " fallback=" : "",
+	        o.fallback != RUN_FALLBACK_NONE ? run_fallback_string(o.fallback) : "");
 	run_outcome_free(&o);
 	request_free(&r);
 }

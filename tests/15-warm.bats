@@ -415,6 +415,10 @@ zygote_settled() {
 	wait_for "a warm pool again" 600 pool_says_warm
 	execute 'import scipy, sys; print(6 * 7)'
 	assert_equal "$(field .stdout)" 42
+	# /metrics counts the replacement, and the runs that were cold meanwhile
+	run -0 curl -s "$BASE/metrics"
+	(($(awk '/^codebox_zygote_starts_total\{reason="replacement"\}/ { print $2 }' <<<"$output") >= 1))
+	(($(awk '/^codebox_warm_fallbacks_total/ { n += $2 } END { print n + 0 }' <<<"$output") >= 1))
 	wait_for "healthy pool" 100 no_run_leftovers
 }
 

@@ -85,3 +85,26 @@ restarts_are() {
 	run -0 curl -s -o /dev/null -w '%{http_code}' "$AGENT/metrics"
 	assert_output 404
 }
+
+@test "metrics: runs are counted by the interpreter that ran them, with a bucket below a warm run" {
+	local light heavy cold
+	light=$(value 'codebox_executions_by_tier_total{port="execute",tier="light"}')
+	heavy=$(value 'codebox_executions_by_tier_total{port="execute",tier="heavy"}')
+	cold=$(value 'codebox_executions_by_tier_total{port="execute",tier="cold"}')
+	execute 'print(1)'
+	# (test stacks preload numpy alone, as the heavy tier)
+	execute 'import numpy; print(2)'
+	if [[ ${CODEBOX_WARM:-1} == 1 ]]; then
+		assert_equal "$(value 'codebox_executions_by_tier_total{port="execute",tier="light"}')" $((light + 1))
+		assert_equal "$(value 'codebox_executions_by_tier_total{port="execute",tier="heavy"}')" $((heavy + 1))
+	else
+		assert_equal "$(value 'codebox_executions_by_tier_total{port="execute",tier="cold"}')" $((cold + 2))
+	fi
+	# every reason is exported, at 0 until it happens; so are the zygote's starts
+	run -0 metrics
+	for r in no_zygote template heavy_to_light; do
+		grep -q "^codebox_warm_fallbacks_total{reason=\"$r\"} " <<<"$output"
+	done
+	grep -q '^codebox_zygote_starts_total{reason="renewal"} ' <<<"$output"
+	grep -q '^codebox_execution_duration_seconds_bucket{port="execute",le="0.005"} ' <<<"$output"
+}
