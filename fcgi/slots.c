@@ -14,6 +14,16 @@
  * safe because every update under the lock is a single word. A worker that dies holding a
  * slot (SIGKILL mid-run) is reconciled by the supervisor when it reaps the worker, before the
  * worker's replacement exists.
+ *
+ * A holder that stays alive but never lets go (stopped, or wrong) is what robustness cannot
+ * mend: every locker would wait for ever, and every /execute with it. So nobody waits longer
+ * than SLOTS_LOCK_WAIT_MS (a monotonic deadline): /execute answers 503, and /readyz, which
+ * takes and gives back the same lock (slots_check()), answers 503 too, so the pod leaves the
+ * Service and the pool container's liveness probe restarts the pool, whose new table is free.
+ *
+ * The page is a memfd's, named codebox-slots, so that /proc/PID/maps says which mapping is
+ * the table; the mutex is its first bytes. tests/helpers/wedge-slots.py relies on both to hold
+ * the lock from outside the pool (as root, through /proc/PID/map_files), which no request can.
  */
 #include "slots.h"
 
@@ -21,9 +31,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 struct slots {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock; /* first: the mapping's first bytes (wedge-slots.py) */
 	int capacity;
 	int workers;
 	size_t map_bytes;
@@ -36,15 +48,30 @@ slots_create(int capacity, int workers)
 	pthread_mutexattr_t attr;
 	size_t bytes;
 	struct slots *s;
+	int fd, saved;
 
 	if (capacity < 1 || workers < 1) {
 		errno = EINVAL;
 		return NULL;
 	}
 	bytes = sizeof(*s) + (size_t)workers * sizeof(atomic_int);
-	s = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (s == MAP_FAILED)
+	/* shared like MAP_SHARED | MAP_ANONYMOUS, but named in /proc/PID/maps */
+	fd = memfd_create("codebox-slots", MFD_CLOEXEC);
+	if (fd < 0)
 		return NULL;
+	if (ftruncate(fd, (off_t)bytes) < 0) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return NULL;
+	}
+	s = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	saved = errno;
+	close(fd); /* the mapping keeps the memory; no fd to inherit */
+	if (s == MAP_FAILED) {
+		errno = saved;
+		return NULL;
+	}
 	s->capacity = capacity;
 	s->workers = workers;
 	s->map_bytes = bytes;
@@ -71,12 +98,42 @@ slots_destroy(struct slots *s)
 	munmap(s, s->map_bytes);
 }
 
-static void
+const char *
+slots_admit_string(enum slots_admit a)
+{
+	switch (a) {
+	case SLOTS_TAKEN:
+		return "taken";
+	case SLOTS_FULL:
+		return "full";
+	case SLOTS_STUCK:
+		return "stuck";
+	}
+	return "unknown";
+}
+
+/* Takes the lock within SLOTS_LOCK_WAIT_MS. Returns 0, or an errno value (ETIMEDOUT). */
+static int
 slots_lock(struct slots *s)
 {
-	/* a holder that died held it for one single-word update: the table is consistent */
-	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD)
+	struct timespec deadline;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += SLOTS_LOCK_WAIT_MS / 1000;
+	deadline.tv_nsec += (long)(SLOTS_LOCK_WAIT_MS % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	/* monotonic: a clock step never shortens or stretches the wait */
+	rc = pthread_mutex_clocklock(&s->lock, CLOCK_MONOTONIC, &deadline);
+	if (rc == EOWNERDEAD) {
+		/* a holder that died held it for one single-word update: the table is consistent */
 		pthread_mutex_consistent(&s->lock);
+		rc = 0;
+	}
+	return rc;
 }
 
 static int
@@ -89,24 +146,38 @@ slots_count_locked(struct slots *s)
 	return n;
 }
 
-bool
+enum slots_admit
 slots_acquire(struct slots *s, int worker, long limit)
 {
-	bool taken = false;
+	enum slots_admit a = SLOTS_FULL;
 
 	if (worker < 0 || worker >= s->workers)
-		return false;
+		return SLOTS_FULL;
 	if (limit > s->capacity)
 		limit = s->capacity;
-	slots_lock(s);
+	if (slots_lock(s) != 0)
+		return SLOTS_STUCK;
 	if (atomic_load(&s->held[worker]) == 1) {
-		taken = true;
+		a = SLOTS_TAKEN;
 	} else if (slots_count_locked(s) < limit) {
 		atomic_store(&s->held[worker], 1);
-		taken = true;
+		a = SLOTS_TAKEN;
 	}
 	pthread_mutex_unlock(&s->lock);
-	return taken;
+	return a;
+}
+
+int
+slots_check(struct slots *s)
+{
+	int rc = slots_lock(s);
+
+	if (rc != 0) {
+		errno = rc;
+		return -1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 void
@@ -129,7 +200,8 @@ slots_in_flight(struct slots *s)
 {
 	int n;
 
-	slots_lock(s);
+	if (slots_lock(s) != 0)
+		return -1;
 	n = slots_count_locked(s);
 	pthread_mutex_unlock(&s->lock);
 	return n;
