@@ -69,16 +69,20 @@ ready() {
 # ignore it), so that the test can signal the group as Ctrl-C does. Replaces STACK_DIR,
 # STACK_PID and BASE for this test only (each test runs in a subshell).
 own_stack_start() {
-	local port
+	local port agent_port
 	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	port=$(free_port)
+	# never codebox-run.sh's default 8888: another pass (test-lanes.sh runs two) may hold it
+	agent_port=$(free_port)
+	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
 	local preload
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$PY" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setpgid(0, 0)
 os.execv(sys.argv[1], sys.argv[1:])' "$ROOT/scripts/codebox-run.sh" --port "$port" \
-		--rundir "$STACK_DIR" --pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
+		--agent-port "$agent_port" --rundir "$STACK_DIR" \
+		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
 		--conf-dir "$ADMISSION_CONF" --run-uid-base "$(uid_base_for "$port")" \
 		>"$BATS_TEST_TMPDIR/run.out" 2>&1 3>&- &
 	STACK_PID=$!
@@ -513,6 +517,7 @@ ms_since() {
 	port=$(free_port)
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$dir" \
+		--agent-port "$(free_port)" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet --conf-dir "$ADMISSION_CONF" \
 		--run-uid-base "$(uid_base_for "$port")" >"$BATS_TEST_TMPDIR/run2.out" 2>&1 3>&- &
 	STACK_PID=$!
