@@ -122,7 +122,8 @@ history_setup(struct history_config *hc, char *why, size_t why_len)
 		snprintf(why, why_len, "out of memory");
 		return -1;
 	}
-	history_totals = util_map_shared(sizeof(*history_totals)); /* NULL: every flush scans */
+	history_totals =
+	    util_map_shared(NULL, sizeof(*history_totals)); /* NULL: every flush scans */
 	history_prune(hc); /* what an earlier pool left, within the bounds and counted */
 	return 0;
 }

@@ -56,7 +56,7 @@ static struct metrics_shared *metrics_mem;
 int
 metrics_init(void)
 {
-	void *p = util_map_shared(sizeof(struct metrics_shared));
+	void *p = util_map_shared(NULL, sizeof(struct metrics_shared));
 
 	if (p == NULL)
 		return -1;
@@ -218,7 +218,8 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 	           "# TYPE codebox_executions_by_tier_total counter\n");
 	for (int p = 0; p < METRICS_PORT_COUNT; p++)
 		for (int t = 0; t < RUN_TIER_COUNT; t++)
-			fprintf(f, "codebox_executions_by_tier_total{port=\"%s\",tier=\"%s\"} %llu\n",
+			fprintf(f,
+			        "codebox_executions_by_tier_total{port=\"%s\",tier=\"%s\"} %llu\n",
 			        metrics_port_names[p], run_tier_string((enum run_tier)t),
 			        (unsigned long long)get(&m->tiers[p][t]));
 	fprintf(f, "# HELP codebox_warm_fallbacks_total Runs that could have been warm and were "

@@ -14,6 +14,16 @@
  * safe because every update under the lock is a single word. A worker that dies holding a
  * slot (SIGKILL mid-run) is reconciled by the supervisor when it reaps the worker, before the
  * worker's replacement exists.
+ *
+ * A holder that stays alive but never lets go (stopped, or wrong) is what robustness cannot
+ * mend: every locker would wait for ever, and every /execute with it. So nobody waits longer
+ * than SLOTS_LOCK_WAIT_MS (a monotonic deadline): /execute answers 503, and /readyz, which
+ * takes and gives back the same lock (slots_check()), answers 503 too, so the pod leaves the
+ * Service and the pool container's liveness probe restarts the pool, whose new table is free.
+ *
+ * The page is a memfd's, named codebox-slots, so that /proc/PID/maps says which mapping is
+ * the table; the mutex is its first bytes. tests/helpers/wedge-slots.py relies on both to hold
+ * the lock from outside the pool (as root, through /proc/PID/map_files), which no request can.
  */
 #include "slots.h"
 
@@ -23,9 +33,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 struct slots {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock; /* first: the mapping's first bytes (wedge-slots.py) */
 	int capacity;
 	int workers;
 	size_t map_bytes;
@@ -44,7 +56,8 @@ slots_create(int capacity, int workers)
 		return NULL;
 	}
 	bytes = sizeof(*s) + (size_t)workers * sizeof(atomic_int);
-	s = util_map_shared(bytes);
+	/* named in /proc/PID/maps (codebox-slots), so that root can find it from outside */
+	s = util_map_shared("codebox-slots", bytes);
 	if (s == NULL)
 		return NULL;
 	s->capacity = capacity;
@@ -73,12 +86,42 @@ slots_destroy(struct slots *s)
 	util_unmap_shared_one(s);
 }
 
-static void
+const char *
+slots_admit_string(enum slots_admit a)
+{
+	switch (a) {
+	case SLOTS_TAKEN:
+		return "taken";
+	case SLOTS_FULL:
+		return "full";
+	case SLOTS_STUCK:
+		return "stuck";
+	}
+	return "unknown";
+}
+
+/* Takes the lock within SLOTS_LOCK_WAIT_MS. Returns 0, or an errno value (ETIMEDOUT). */
+static int
 slots_lock(struct slots *s)
 {
-	/* a holder that died held it for one single-word update: the table is consistent */
-	if (pthread_mutex_lock(&s->lock) == EOWNERDEAD)
+	struct timespec deadline;
+	int rc;
+
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += SLOTS_LOCK_WAIT_MS / 1000;
+	deadline.tv_nsec += (long)(SLOTS_LOCK_WAIT_MS % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	/* monotonic: a clock step never shortens or stretches the wait */
+	rc = pthread_mutex_clocklock(&s->lock, CLOCK_MONOTONIC, &deadline);
+	if (rc == EOWNERDEAD) {
+		/* a holder that died held it for one single-word update: the table is consistent */
 		pthread_mutex_consistent(&s->lock);
+		rc = 0;
+	}
+	return rc;
 }
 
 static int
@@ -91,24 +134,38 @@ slots_count_locked(struct slots *s)
 	return n;
 }
 
-bool
+enum slots_admit
 slots_acquire(struct slots *s, int worker, long limit)
 {
-	bool taken = false;
+	enum slots_admit a = SLOTS_FULL;
 
 	if (worker < 0 || worker >= s->workers)
-		return false;
+		return SLOTS_FULL;
 	if (limit > s->capacity)
 		limit = s->capacity;
-	slots_lock(s);
+	if (slots_lock(s) != 0)
+		return SLOTS_STUCK;
 	if (atomic_load(&s->held[worker]) == 1) {
-		taken = true;
+		a = SLOTS_TAKEN;
 	} else if (slots_count_locked(s) < limit) {
 		atomic_store(&s->held[worker], 1);
-		taken = true;
+		a = SLOTS_TAKEN;
 	}
 	pthread_mutex_unlock(&s->lock);
-	return taken;
+	return a;
+}
+
+int
+slots_check(struct slots *s)
+{
+	int rc = slots_lock(s);
+
+	if (rc != 0) {
+		errno = rc;
+		return -1;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 void
@@ -131,7 +188,8 @@ slots_in_flight(struct slots *s)
 {
 	int n;
 
-	slots_lock(s);
+	if (slots_lock(s) != 0)
+		return -1;
 	n = slots_count_locked(s);
 	pthread_mutex_unlock(&s->lock);
 	return n;

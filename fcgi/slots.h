@@ -19,10 +19,34 @@ struct slots *slots_create(int capacity, int workers);
 void slots_destroy(struct slots *s);
 
 /*
- * Takes a slot for worker if fewer than min(limit, capacity) runs are in flight. Returns
- * true when taken. A worker holds at most one slot; taking it twice is a no-op that succeeds.
+ * How long a worker waits for the table's lock before it says the pool cannot admit (/readyz
+ * 503, /execute 503). The lock is held for a few loads and one store: a wait this long is a
+ * holder that is stuck (stopped, or gone wrong while alive), never contention.
  */
-bool slots_acquire(struct slots *s, int worker, long limit);
+#define SLOTS_LOCK_WAIT_MS 1000
+
+enum slots_admit {
+	SLOTS_TAKEN, /* the worker holds a slot */
+	SLOTS_FULL,  /* min(limit, capacity) runs are in flight: 429 */
+	SLOTS_STUCK, /* the lock was not free within SLOTS_LOCK_WAIT_MS: the pool cannot admit */
+};
+
+/* "taken", "full", "stuck". */
+const char *slots_admit_string(enum slots_admit a);
+
+/*
+ * Takes a slot for worker if fewer than min(limit, capacity) runs are in flight, waiting at
+ * most SLOTS_LOCK_WAIT_MS for the lock. A worker holds at most one slot; taking it twice is a
+ * no-op that succeeds. An out-of-range worker is refused (SLOTS_FULL).
+ */
+enum slots_admit slots_acquire(struct slots *s, int worker, long limit);
+
+/*
+ * The admission path without admitting: takes the lock and gives it back at once, waiting at
+ * most SLOTS_LOCK_WAIT_MS. Returns 0, or -1 with errno (ETIMEDOUT: a holder is stuck). What
+ * /readyz and the pool container's probe ask.
+ */
+int slots_check(struct slots *s);
 
 /* Gives back worker's slot (no-op if it holds none). */
 void slots_release(struct slots *s, int worker);
@@ -33,7 +57,7 @@ void slots_release(struct slots *s, int worker);
  */
 bool slots_reconcile(struct slots *s, int worker);
 
-/* How many slots are held right now. */
+/* How many slots are held right now; -1 when the lock was not free within SLOTS_LOCK_WAIT_MS. */
 int slots_in_flight(struct slots *s);
 
 /* The capacity fixed at creation. */

@@ -101,9 +101,9 @@ static struct {
 } util_shared[UTIL_MAX_SHARED];
 
 void *
-util_map_shared(size_t len)
+util_map_shared(const char *name, size_t len)
 {
-	int i;
+	int i, fd = -1, saved;
 	void *p;
 
 	for (i = 0; i < UTIL_MAX_SHARED && util_shared[i].p != NULL; i++)
@@ -112,9 +112,26 @@ util_map_shared(size_t len)
 		errno = ENOMEM;
 		return NULL;
 	}
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	if (name != NULL) {
+		fd = memfd_create(name, MFD_CLOEXEC);
+		if (fd < 0)
+			return NULL;
+		if (ftruncate(fd, (off_t)len) < 0) {
+			saved = errno;
+			close(fd);
+			errno = saved;
+			return NULL;
+		}
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | (fd < 0 ? MAP_ANONYMOUS : 0), fd,
+	         0);
+	saved = errno;
+	if (fd >= 0)
+		close(fd); /* the mapping keeps the memory; no fd to inherit */
+	if (p == MAP_FAILED) {
+		errno = saved;
 		return NULL;
+	}
 	util_shared[i].p = p;
 	util_shared[i].len = len;
 	return p;

@@ -37,11 +37,12 @@ const char *util_fault_string(const struct fault *f, char *buf, size_t len);
 
 /*
  * Memory shared by the pool's own processes (the supervisor and its workers): admission,
- * metrics, the audit trail's totals. A MAP_SHARED anonymous mapping of len bytes (zeroed),
- * recorded so that util_unmap_shared() can take every one of them out of a process that
- * becomes part of a run. Returns NULL with errno set.
+ * metrics, the audit trail's totals. A MAP_SHARED mapping of len bytes (zeroed): anonymous,
+ * or with name a memfd of that name (so /proc/PID/maps names it; no fd is kept), recorded so
+ * that util_unmap_shared() can take every one of them out of a process that becomes part of a
+ * run. Returns NULL with errno set.
  */
-void *util_map_shared(size_t len);
+void *util_map_shared(const char *name, size_t len);
 
 /* Forgets (and unmaps) one mapping util_map_shared() made. */
 void util_unmap_shared_one(void *p);

@@ -336,7 +336,7 @@ warm_pool_start(const struct warm_settings *s, const char *python, const struct 
 		       sizeof(struct sock_filter) * f->prog.len);
 	}
 	warm_etc_fd = etc_fd;
-	warm_state = util_map_shared(sizeof(*warm_state));
+	warm_state = util_map_shared(NULL, sizeof(*warm_state));
 	if (warm_state == NULL) {
 		log_msg(LOG_ERROR, "warm interpreters: mmap() failed: %s", strerror(errno));
 		return -1;

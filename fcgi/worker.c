@@ -211,12 +211,25 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 		return;
 	}
 	/* the pool, not nginx, is the authority on execution slots: it knows what runs */
-	if (!slots_acquire(wc->slots, wc->index, l->max_concurrent_executions)) {
+	switch (slots_acquire(wc->slots, wc->index, l->max_concurrent_executions)) {
+	case SLOTS_TAKEN:
+		break;
+	case SLOTS_FULL:
 		log_msg(LOG_INFO, "all %ld execution slots are in use: 429",
 		        l->max_concurrent_executions);
 		metrics_record_busy();
 		worker_send_error(req, 429, "Retry-After: 1", "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
+		request_free(&r);
+		return;
+	case SLOTS_STUCK:
+		/* a bounded wait, not nginx's 504 much later: /readyz says the same meanwhile */
+		log_msg(LOG_ERROR,
+		        "the execution slots' lock was not free within %d ms: the pool cannot "
+		        "admit runs (503)",
+		        SLOTS_LOCK_WAIT_MS);
+		worker_send_error(req, 503, NULL, "sandbox_unavailable",
+		                  "the sandbox cannot admit runs right now; retry shortly");
 		request_free(&r);
 		return;
 	}
@@ -303,7 +316,18 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 		goto out;
 	}
 	if (strcmp(endpoint, "readyz") == 0) {
+		/* ready means able to admit: through the lock every run is admitted under */
 		static const char ready[] = "{\"status\":\"ready\"}";
+		if (slots_check(wc->slots) < 0) {
+			log_msg(LOG_ERROR,
+			        "readyz: the execution slots' lock was not free within %d ms (%s): "
+			        "the pool cannot admit runs",
+			        SLOTS_LOCK_WAIT_MS, strerror(errno));
+			worker_send_error(req, 503, NULL, "sandbox_unavailable",
+			                  "the sandbox cannot admit runs: its admission lock is "
+			                  "stuck; see the service log");
+			goto out;
+		}
 		worker_send(req, 200, NULL, ready, sizeof(ready) - 1);
 		goto out;
 	}

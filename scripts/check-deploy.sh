@@ -2,7 +2,8 @@
 # Offline checks of deploy/ (no cluster): yamllint; `kubectl kustomize` of every overlay with
 # the pinned kubectl (deploy/tools, installed by install-deps.sh); schema validation with
 # kubernetes-models and a TypeScript excess-property check of every rendered object;
-# codebox's hardening rules; per overlay, the pod's limits (its ConfigMap, rendered into the
+# codebox's hardening rules, tenancy included (port 8888 is served and exposed by the
+# agent-sandbox overlay only); per overlay, the pod's limits (its ConfigMap, rendered into the
 # nginx config) pass check-config, fit the pool container's memory limit, and
 # terminationGracePeriodSeconds covers the drain; images carry the release tag; the seccomp
 # profile is current; and fixtures that break one rule each must fail.
@@ -85,7 +86,10 @@ for dir in "${overlays[@]}"; do
 	fi
 	node "$checks/validate.mjs" "$out/$name.ts" "$out/$name.yaml"
 	tsc ".out/$name.ts"
-	node "$checks/hardening.mjs" "$out/$name.yaml"
+	# tenancy: only the agent-sandbox overlay (one tenant per pod) serves port 8888
+	tenancy=()
+	[[ $name == agent-sandbox ]] && tenancy=(--agent-sandbox)
+	node "$checks/hardening.mjs" "${tenancy[@]}" "$out/$name.yaml"
 	# the base names its image "codebox": the overlays say which release
 	[[ $name == base ]] && tag=- || tag=$version
 	if [[ $name == agent-sandbox ]]; then

@@ -6,7 +6,10 @@
 #      outside (uid 10001, read-only root, no capabilities), the limits of the ConfigMap in
 #      force, the pool's probe, which isolation layers are on, then the contract, limits and
 #      attacks suites against the pod, and a run in flight answered while the pod stops;
-#   2. under the kind overlay's Localhost seccomp profile: every namespace on, the contract;
+#   2. under the kind overlay's Localhost seccomp profile, with the agent port turned on
+#      (CODEBOX_AGENT_PORT=on, as the agent-sandbox pod): every namespace on, a command on
+#      port 8888 (in stage 1, off as in every other overlay, nothing listens on 8888), the
+#      contract;
 #   3. the same pod under a profile as strict as a runtime default for a pod without
 #      CAP_SYS_ADMIN (no new namespaces, no mounts), with the runs directory root-owned and
 #      group-writable only (an emptyDir with the pod's fsGroup): the pool degrades, says so,
@@ -218,6 +221,10 @@ layers "podman's default seccomp profile"
 say "the limits of the ConfigMap are in force ($want_conc executions, memoryBytes $want_mem)"
 podman exec "$pod-pool" /usr/local/bin/codebox-probe >/dev/null || fail "the pool's probe fails on a ready pod"
 say "the pool's probe (codebox-probe) answers"
+# tenancy: a pod of many tenants does not serve port 8888 (one tenant's workspace)
+agent_code=$(pcurl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:8888/ || true)
+[[ $agent_code == 000 ]] || fail "the pod serves port 8888 without CODEBOX_AGENT_PORT=on (HTTP $agent_code)"
+say "nothing listens on port 8888 (CODEBOX_AGENT_PORT is off)"
 suites "$work/runs-emptydir" 10-contract.bats 20-limits.bats 40-attacks.bats
 # Stopping the pod as a runtime does (SIGTERM to each container, SIGKILL after the grace)
 # answers the run in flight: the nginx container turns SIGTERM into nginx's graceful stop, and
@@ -240,7 +247,8 @@ fi
 say "podman pod stop with a run in flight: the run was answered (200), then the pod stopped"
 kube_down "$yaml"
 
-# 2. the kind overlay's Localhost profile (deploy/seccomp/codebox.json): every namespace on
+# 2. the kind overlay's Localhost profile (deploy/seccomp/codebox.json): every namespace on;
+# and the agent port on in both containers (CODEBOX_AGENT_PORT=on, as the agent-sandbox pod)
 mkdir "$work/runs-kind"
 chmod 0777 "$work/runs-kind"
 yaml=$(render kind "$work/runs-kind" '  - target:
@@ -250,12 +258,22 @@ yaml=$(render kind "$work/runs-kind" '  - target:
       - op: add
         path: /spec/template/metadata/annotations
         value:
-          seccomp.security.alpha.kubernetes.io/pod: localhost/codebox.json')
+          seccomp.security.alpha.kubernetes.io/pod: localhost/codebox.json
+      - op: replace
+        path: /spec/template/spec/containers/0/env/0
+        value: {name: CODEBOX_AGENT_PORT, value: "on"}
+      - op: replace
+        path: /spec/template/spec/containers/1/env/0
+        value: {name: CODEBOX_AGENT_PORT, value: "on"}')
 play_pod "$yaml" --seccomp-profile-root "$here/deploy/seccomp"
 layers "the kind overlay's Localhost profile"
 # every namespace layer the pool knows (its own report names them: *ns), seccomp and Landlock
 jq -e '[.layers | to_entries[] | select((.key | endswith("ns")) or .key == "seccomp" or .key == "landlock") | .value] | all' \
 	"$work/iso.json" >/dev/null || fail "the kind overlay's profile does not let the pool build every namespace"
+agent_out=$(pcurl -s --max-time 60 -d '{"command":"echo one tenant > t && cat t"}' http://127.0.0.1:8888/execute)
+[[ $(jq -r .stdout <<<"$agent_out") == "one tenant" ]] ||
+	fail "with CODEBOX_AGENT_PORT=on port 8888 does not run a command in the workspace: $agent_out"
+say "with CODEBOX_AGENT_PORT=on in both containers, port 8888 serves the agent protocol"
 suites "$work/runs-kind" 10-contract.bats
 kube_down "$yaml"
 

@@ -33,6 +33,9 @@ teardown_file() {
 # after each test: resume workers a failed test left stopped, stop a stack of the test's own
 # that a failure left running, and show the logs when it failed
 teardown() {
+	if [[ -s $BATS_TEST_TMPDIR/wedger ]]; then
+		kill "$(cat "$BATS_TEST_TMPDIR/wedger")" 2>/dev/null || true
+	fi
 	if [[ -s $BATS_TEST_TMPDIR/stopped ]]; then
 		# shellcheck disable=SC2046
 		kill -CONT $(cat "$BATS_TEST_TMPDIR/stopped") 2>/dev/null || true
@@ -66,16 +69,20 @@ ready() {
 # ignore it), so that the test can signal the group as Ctrl-C does. Replaces STACK_DIR,
 # STACK_PID and BASE for this test only (each test runs in a subshell).
 own_stack_start() {
-	local port
+	local port agent_port
 	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	port=$(free_port)
+	# never codebox-run.sh's default 8888: another pass (test-lanes.sh runs two) may hold it
+	agent_port=$(free_port)
+	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
 	local preload
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$PY" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setpgid(0, 0)
 os.execv(sys.argv[1], sys.argv[1:])' "$ROOT/scripts/codebox-run.sh" --port "$port" \
-		--rundir "$STACK_DIR" --pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
+		--agent-port "$agent_port" --rundir "$STACK_DIR" \
+		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
 		--conf-dir "$ADMISSION_CONF" --run-uid-base "$(uid_base_for "$port")" \
 		>"$BATS_TEST_TMPDIR/run.out" 2>&1 3>&- &
 	STACK_PID=$!
@@ -286,6 +293,57 @@ print(round(time.monotonic() - t))' "$(port)"
 	both_slots_work
 }
 
+# ms_since T0: milliseconds since $EPOCHREALTIME was T0
+ms_since() {
+	echo $(((${EPOCHREALTIME/./} - ${1/./}) / 1000))
+}
+
+@test "admission: a stuck admission lock makes /readyz and the pool's probe 503 within a second, /execute 503, not a hang" {
+	[[ -z ${CODEBOX_BASE:-} ]] || skip "holds the lock from the pool's host, as root"
+	local wedger t0 ms
+	# a process of the test's own holds the execution slots' lock and stays alive: what a
+	# holder that is stuck looks like to the workers (tests/helpers/wedge-slots.py says why
+	# this way, and why no request can do it)
+	"$PY" "$BATS_TEST_DIRNAME/helpers/wedge-slots.py" "$(pool_pid)" \
+		>"$BATS_TEST_TMPDIR/wedge.out" 2>&1 3>&- &
+	wedger=$!
+	echo "$wedger" >"$BATS_TEST_TMPDIR/wedger"
+	wait_for "the lock to be held" 100 grep -qsx locked "$BATS_TEST_TMPDIR/wedge.out"
+	# readiness goes through the lock: 503 JSON, in about SLOTS_LOCK_WAIT_MS (1 s)
+	t0=$EPOCHREALTIME
+	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --max-time 20 "$BASE/readyz")
+	ms=$(ms_since "$t0")
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	assert_equal "$code" 503
+	assert_equal "$(field .error)" sandbox_unavailable
+	assert_equal "$(field .message)" "the sandbox cannot admit runs: its admission lock is stuck; see the service log"
+	((ms >= 900 && ms < 4000)) || fail "/readyz took $ms ms"
+	# so does the pool container's liveness probe, on the socket
+	run -1 "$ROOT/image/codebox-probe" "$STACK_DIR/fcgi.sock"
+	assert_output --partial "codebox-probe: the pool on $STACK_DIR/fcgi.sock cannot admit runs:"
+	assert_output --partial '"error":"sandbox_unavailable"'
+	# a run is refused with the same error after the same bound, not held until nginx's 504
+	t0=$EPOCHREALTIME
+	post '{"code":"print(1)"}'
+	ms=$(ms_since "$t0")
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	assert_equal "$code" 503
+	assert_equal "$(field .error)" sandbox_unavailable
+	((ms < 4000)) || fail "/execute took $ms ms"
+	# nginx's own liveness keeps its meaning: nginx answers
+	run -0 curl -s --max-time 10 "$BASE/healthz"
+	assert_output '{"status":"ok"}'
+	run -0 grep -c "readyz: the execution slots' lock was not free within 1000 ms" \
+		"$STACK_DIR/logs/pool.log"
+	run -0 grep -c "the pool cannot admit runs (503)" "$STACK_DIR/logs/pool.log"
+	# the holder dies holding it: the next locker takes it (robust), and the pool admits
+	kill "$wedger"
+	wait "$wedger" || true
+	wait_for "readiness" 100 ready "$BASE"
+	run -0 "$ROOT/image/codebox-probe" "$STACK_DIR/fcgi.sock"
+	both_slots_work
+}
+
 @test "flood: 4,000 idle connections are held without affecting others, then dropped by the header timeout" {
 	clients flood "$(port)" 4000 8 >"$BATS_TEST_TMPDIR/flood" 2>&1 3>&- &
 	local flood=$!
@@ -456,6 +514,7 @@ print(round(time.monotonic() - t))' "$(port)"
 	port=$(free_port)
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$dir" \
+		--agent-port "$(free_port)" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet --conf-dir "$ADMISSION_CONF" \
 		--run-uid-base "$(uid_base_for "$port")" >"$BATS_TEST_TMPDIR/run2.out" 2>&1 3>&- &
 	STACK_PID=$!

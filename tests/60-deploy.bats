@@ -18,6 +18,96 @@ PATH="$PATH:$ROOT/deploy/tools/bin"
 	assert_output --partial "every fixture fails as it should"
 }
 
+@test "deploy: port 8888 (one tenant's workspace) is served and exposed by the agent-sandbox overlay only" {
+	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the manifests are checked by the pass without sanitizers"
+	local dir name out="$BATS_TEST_TMPDIR"
+	for dir in "$ROOT/deploy/base" "$ROOT"/deploy/overlays/*; do
+		name=$(basename "$dir")
+		kubectl kustomize "$dir" >"$out/$name.yaml"
+		if [[ $name == agent-sandbox ]]; then
+			# nginx declares 8888 and both containers turn it on
+			run -0 grep -A1 'name: CODEBOX_AGENT_PORT$' "$out/$name.yaml"
+			assert_equal "$(grep -c 'value: "on"' <<<"$output")" 2
+			run -0 grep -E 'containerPort: 8888$' "$out/$name.yaml"
+		else
+			# neither served (both containers say off) nor named anywhere: no containerPort,
+			# probe, Service or NetworkPolicy port
+			run -0 grep -A1 'name: CODEBOX_AGENT_PORT$' "$out/$name.yaml"
+			assert_equal "$(grep -c 'value: "off"' <<<"$output")" 2
+			refute_output --partial '"on"'
+			run -1 grep -n 8888 "$out/$name.yaml"
+		fi
+	done
+	# the hardening check says so when the agent-sandbox overlay's pod is checked as any other
+	node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/agent-sandbox.yaml" "$out/derived.yaml"
+	run -1 node "$ROOT/deploy/checks/hardening.mjs" "$out/derived.yaml"
+	assert_output --partial "containerPort 8888: port 8888 serves one tenant's workspace: only the agent-sandbox overlay may serve or expose it"
+	assert_output --partial "NetworkPolicy codebox-sandbox: ingress to port 8888"
+	run -0 node "$ROOT/deploy/checks/hardening.mjs" --agent-sandbox "$out/derived.yaml"
+	# and an overlay of the base that exposes 8888 is refused (check-deploy's fixtures hold
+	# one per way: env, containerPort, Service, NetworkPolicy)
+	cat >"$out/exposes.yaml" <<'YAML'
+apiVersion: v1
+kind: Service
+metadata:
+  name: codebox-agent
+  namespace: codebox
+spec:
+  selector:
+    app.kubernetes.io/name: codebox
+  ports:
+    - name: agent
+      port: 80
+      targetPort: 8888
+YAML
+	run -1 node "$ROOT/deploy/checks/hardening.mjs" "$out/kind.yaml" "$out/exposes.yaml"
+	assert_output "hardening: Service codebox-agent: port 80 (target 8888): port 8888 serves one tenant's workspace: only the agent-sandbox overlay may serve or expose it"
+}
+
+@test "deploy: the image's nginx config listens on 8888 only with CODEBOX_AGENT_PORT=on; 8080 is the same either way" {
+	local conf="$BATS_TEST_TMPDIR" lim="$BATS_TEST_TMPDIR/limits" f
+	# codebox-config as the image runs it, on this checkout's config and scripts
+	cfg() {
+		CODEBOX_NGINX_CONF_DIR="$ROOT/nginx" CODEBOX_LIB_DIR="$ROOT/scripts" \
+			CODEBOX_LIMITS_DIR="$lim" "$ROOT/image/codebox-config" "$@"
+	}
+	# port_8080 FILE: the server block of port 8080
+	port_8080() {
+		awk '/^    server \{/ { s = "" } { s = s $0 "\n" } /listen .*:8080 / { f = 1 }
+			f && /^    \}/ { printf "%s", s; exit }' "$1"
+	}
+	# no limits mounted: off by default (and when said), rendered without the agent server
+	for f in "" off; do
+		CODEBOX_AGENT_PORT=$f run -0 cfg "$conf/off"
+		assert_line "$conf/off/nginx.conf"
+		assert_line --partial "the agent port (8888) is off"
+		run -1 grep -nE '^ *(listen .*8888|server_name +codebox-agent;|limit_conn codebox_agent)' "$conf/off/nginx.conf"
+	done
+	run -0 "$ROOT/scripts/check-config.sh" --print-workers "$conf/off/nginx.conf"
+	assert_output 24 # 20 execution slots + 4 meta: no agent workers
+	CODEBOX_AGENT_PORT=on run -0 cfg "$conf/on"
+	assert_output "$ROOT/nginx/nginx.conf"
+	run -0 "$ROOT/scripts/check-config.sh" --print-workers "$ROOT/nginx/nginx.conf"
+	assert_output 28 # and 4 for port 8888
+	assert_equal "$(port_8080 "$conf/off/nginx.conf")" "$(port_8080 "$ROOT/nginx/nginx.conf")"
+	[[ -n $(port_8080 "$ROOT/nginx/nginx.conf") ]]
+	# limits mounted: rendered either way, with or without the agent server
+	mkdir -p "$lim"
+	printf 8 >"$lim/CODEBOX_MAX_CONCURRENT_EXECUTIONS"
+	CODEBOX_AGENT_PORT=on run -0 cfg "$conf/on-limits"
+	assert_line "$conf/on-limits/nginx.conf"
+	run -0 grep -cE 'listen +127\.0\.0\.1:8888; # codebox-agent-listen' "$conf/on-limits/nginx.conf"
+	run -0 cfg "$conf/off-limits"
+	assert_line "$conf/off-limits/nginx.conf"
+	run -1 grep -n 'codebox-agent-listen' "$conf/off-limits/nginx.conf"
+	run -0 "$ROOT/scripts/check-config.sh" --print-workers "$conf/off-limits/nginx.conf"
+	assert_output 12
+	assert_equal "$(port_8080 "$conf/off-limits/nginx.conf")" "$(port_8080 "$conf/on-limits/nginx.conf")"
+	# anything but on or off is refused
+	CODEBOX_AGENT_PORT=yes run -1 cfg "$conf/bad"
+	assert_output "codebox-config: CODEBOX_AGENT_PORT must be on or off, not 'yes'"
+}
+
 @test "deploy: kind-up that fails partway leaves the current kubectl context as it was" {
 	local bin="$BATS_TEST_TMPDIR/bin"
 	mkdir -p "$bin"

@@ -34,6 +34,17 @@ const fixtures = [
   ["no-pool-probe", "an exec startupProbe (the pool answers on its socket) is missing", (d) => { delete pool(d).startupProbe; }],
   ["probe-timeout", "livenessProbe.timeoutSeconds must be set on purpose", (d) => { delete pool(d).livenessProbe.timeoutSeconds; }],
   ["no-storage-limit", "resources.limits.ephemeral-storage must be set", (d) => { delete pool(d).resources.limits["ephemeral-storage"]; }],
+  // tenancy: port 8888 (one tenant's workspace) outside the agent-sandbox overlay
+  ["agent-port-on", "CODEBOX_AGENT_PORT=on turns port 8888 on: port 8888 serves one tenant's workspace: only the agent-sandbox overlay may serve or expose it", (d) => {
+    for (const c of pod(d).containers) c.env = [...(c.env ?? []).filter((e) => e.name !== "CODEBOX_AGENT_PORT"), { name: "CODEBOX_AGENT_PORT", value: "on" }];
+  }],
+  ["agent-port-half", "its containers must agree on CODEBOX_AGENT_PORT", (d) => {
+    pool(d).env = [...(pool(d).env ?? []).filter((e) => e.name !== "CODEBOX_AGENT_PORT"), { name: "CODEBOX_AGENT_PORT", value: "on" }];
+  }],
+  ["agent-port-container", "containerPort 8888: port 8888 serves one tenant's workspace", (d) => { pod(d).containers.find((c) => c.name === "nginx").ports.push({ name: "agent", containerPort: 8888 }); }],
+  ["agent-port-service", "Service codebox: port 8888 (target 8888): port 8888 serves one tenant's workspace", (d) => { d.find((x) => x.kind === "Service").spec.ports.push({ name: "agent", port: 8888, targetPort: 8888 }); }],
+  ["agent-port-policy", "NetworkPolicy codebox: ingress to port 8888: port 8888 serves one tenant's workspace", (d) => { d.find((x) => x.kind === "NetworkPolicy").spec.ingress[0].ports.push({ protocol: "TCP", port: 8888 }); }],
+  ["agent-port-any", "an ingress rule without ports admits every port, 8888 too", (d) => { delete d.find((x) => x.kind === "NetworkPolicy").spec.ingress[0].ports; }],
   // the pod as a whole (check-deploy.sh's pod_limits): limits, memory, grace, release tag
   ["pod-memory", "more than the memory limit", (d) => { pool(d).resources.limits.memory = "2Gi"; }],
   ["pod-bad-limit", "CODEBOX_MAX_PROCESSES must be a positive integer", (d) => { d.find((x) => x.kind === "ConfigMap").data.CODEBOX_MAX_PROCESSES = "lots"; }],

@@ -1,12 +1,18 @@
 // codebox's hardening rules for its pod: the restricted Pod Security Standard and more, and
 // what a platform team expects around it (namespace, service account, disruption budget,
-// probes, storage limits, a NetworkPolicy and an HPA that select and own exactly codebox).
-//   node hardening.mjs FILE.yaml...   prints every violation, exits 1 if there is one
+// probes, storage limits, a NetworkPolicy and an HPA that select and own exactly codebox),
+// and tenancy: port 8888 is served and exposed by the agent-sandbox overlay only.
+//   node hardening.mjs [--agent-sandbox] FILE.yaml...
+// prints every violation, exits 1 if there is one. --agent-sandbox: the files are the
+// agent-sandbox overlay's (one tenant per pod), which must serve port 8888.
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
 
+const args = process.argv.slice(2);
+const agentSandbox = args[0] === "--agent-sandbox";
+if (agentSandbox) args.shift();
 const docs = [];
-for (const file of process.argv.slice(2))
+for (const file of args)
   for (const d of parseAllDocuments(readFileSync(file, "utf8"))) {
     const o = d.toJS();
     if (o) docs.push(o);
@@ -86,6 +92,60 @@ for (const w of workloads) {
     bad(name, `its namespace (${ns ?? "none"}) must be in the manifests with Pod Security restricted enforce, audit and warn labels`);
 }
 if (!docs.some((d) => d.kind === "Service")) bad("manifests", "no Service");
+
+// Tenancy. Port 8888 (the agent-sandbox protocol) serves one tenant: every client of it shares
+// the instance's workspace. Only the agent-sandbox overlay's pod, one instance per tenant,
+// serves it (CODEBOX_AGENT_PORT=on in both containers: image/codebox-config keeps nginx's
+// server for it, codebox-pool-start the workspace) and exposes it. Every other deployment
+// serves many tenants: nginx must not listen on it, and no containerPort, probe, Service or
+// NetworkPolicy may name it.
+const AGENT_PORT = 8888;
+const notHere = "port 8888 serves one tenant's workspace: only the agent-sandbox overlay may serve or expose it";
+const namedPorts = new Map(); // a container port's name -> its number, over every pod
+for (const w of workloads) {
+  const pod = w.kind === "Pod" ? w.spec : w.spec?.template?.spec;
+  for (const c of pod?.containers ?? []) for (const p of c.ports ?? []) if (p.name) namedPorts.set(p.name, p.containerPort);
+}
+const isAgentPort = (port) => port === AGENT_PORT || String(port) === String(AGENT_PORT) || namedPorts.get(port) === AGENT_PORT;
+for (const w of workloads) {
+  const name = `${w.kind} ${w.metadata?.name}`;
+  const pod = w.kind === "Pod" ? w.spec : w.spec?.template?.spec;
+  const settings = new Set();
+  for (const c of [...(pod?.initContainers ?? []), ...(pod?.containers ?? [])]) {
+    const cn = `${name} container ${c.name}`;
+    const env = (c.env ?? []).find((e) => e.name === "CODEBOX_AGENT_PORT");
+    if (env?.valueFrom) bad(cn, "CODEBOX_AGENT_PORT must be a literal on or off, not valueFrom");
+    const value = env?.value ?? "off";
+    if (value !== "on" && value !== "off") bad(cn, `CODEBOX_AGENT_PORT must be on or off, not '${value}'`);
+    if (pod?.containers?.includes(c)) settings.add(value);
+    if (!agentSandbox && value === "on") bad(cn, `CODEBOX_AGENT_PORT=on turns port 8888 on: ${notHere}`);
+    if (!agentSandbox)
+      for (const p of c.ports ?? []) if (p.containerPort === AGENT_PORT) bad(cn, `containerPort ${AGENT_PORT}: ${notHere}`);
+    for (const probe of ["livenessProbe", "readinessProbe", "startupProbe"]) {
+      const port = c[probe]?.httpGet?.port ?? c[probe]?.tcpSocket?.port;
+      if (!agentSandbox && port !== undefined && isAgentPort(port)) bad(cn, `${probe} on port ${port}: ${notHere}`);
+    }
+  }
+  // nginx renders its config and the pool sizes itself from the same setting
+  if (settings.size > 1) bad(name, "its containers must agree on CODEBOX_AGENT_PORT (nginx serves 8888 with the workers and the workspace the pool starts for it)");
+  if (agentSandbox) {
+    if (!settings.has("on") || settings.size > 1) bad(name, "the agent-sandbox pod serves port 8888: CODEBOX_AGENT_PORT must be on in every container");
+    if (!(pod?.containers ?? []).some((c) => (c.ports ?? []).some((p) => p.containerPort === AGENT_PORT)))
+      bad(name, `the agent-sandbox pod must declare containerPort ${AGENT_PORT}`);
+  }
+}
+if (!agentSandbox) {
+  for (const d of docs.filter((x) => x.kind === "Service"))
+    for (const p of d.spec?.ports ?? [])
+      if (isAgentPort(p.port) || isAgentPort(p.targetPort ?? p.port)) bad(`Service ${d.metadata?.name}`, `port ${p.port} (target ${p.targetPort ?? p.port}): ${notHere}`);
+  for (const d of docs.filter((x) => x.kind === "NetworkPolicy"))
+    for (const rule of d.spec?.ingress ?? []) {
+      if (!(rule.ports ?? []).length) bad(`NetworkPolicy ${d.metadata?.name}`, `an ingress rule without ports admits every port, 8888 too: ${notHere}`);
+      for (const p of rule.ports ?? [])
+        if (isAgentPort(p.port) || (p.endPort !== undefined && p.port <= AGENT_PORT && AGENT_PORT <= p.endPort))
+          bad(`NetworkPolicy ${d.metadata?.name}`, `ingress to port ${p.port}${p.endPort ? `-${p.endPort}` : ""}: ${notHere}`);
+    }
+}
 
 for (const p of problems) console.error(`hardening: ${p}`);
 if (problems.length) process.exit(1);

@@ -2,9 +2,39 @@
 #include "slots.h"
 #include "tap.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+static long long
+now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Whether this process maps a file named name (/proc/self/maps). */
+static int
+maps_name(const char *name)
+{
+	char line[512];
+	int found = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (f == NULL)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		found = strstr(line, name) != NULL;
+	fclose(f);
+	return found;
+}
 
 int
 main(void)
@@ -15,26 +45,28 @@ main(void)
 
 	ok(s != NULL, "a table for 3 slots and 5 workers is created");
 	ok(slots_capacity(s) == 3 && slots_in_flight(s) == 0, "it starts empty");
-	ok(slots_acquire(s, 0, 20) && slots_acquire(s, 1, 20) && slots_acquire(s, 2, 20),
+	ok(slots_acquire(s, 0, 20) == SLOTS_TAKEN && slots_acquire(s, 1, 20) == SLOTS_TAKEN &&
+	       slots_acquire(s, 2, 20) == SLOTS_TAKEN,
 	   "three workers take the three slots (a larger request limit is capped)");
-	ok(!slots_acquire(s, 3, 20), "a fourth is refused at capacity");
-	ok(slots_acquire(s, 2, 20) && slots_in_flight(s) == 3,
+	ok(slots_acquire(s, 3, 20) == SLOTS_FULL, "a fourth is refused at capacity");
+	ok(slots_acquire(s, 2, 20) == SLOTS_TAKEN && slots_in_flight(s) == 3,
 	   "taking a held slot again succeeds and counts once");
 	slots_release(s, 1);
-	ok(slots_in_flight(s) == 2 && slots_acquire(s, 3, 20), "a released slot is free again");
+	ok(slots_in_flight(s) == 2 && slots_acquire(s, 3, 20) == SLOTS_TAKEN,
+	   "a released slot is free again");
 	slots_release(s, 3);
-	ok(!slots_acquire(s, 4, 2), "a request limit below capacity is honoured");
+	ok(slots_acquire(s, 4, 2) == SLOTS_FULL, "a request limit below capacity is honoured");
 	ok(!slots_reconcile(s, 4), "reconciling a worker without a slot frees nothing");
 	slots_release(s, 0);
 	slots_release(s, 2);
 	ok(slots_in_flight(s) == 0, "all given back");
-	ok(!slots_acquire(s, 5, 20) && !slots_acquire(s, -1, 20),
+	ok(slots_acquire(s, 5, 20) == SLOTS_FULL && slots_acquire(s, -1, 20) == SLOTS_FULL,
 	   "an out-of-range worker index is refused");
 
 	/* a worker that dies holding a slot: the supervisor reconciles it on SIGCHLD */
 	pid = fork();
 	if (pid == 0) {
-		if (!slots_acquire(s, 4, 20))
+		if (slots_acquire(s, 4, 20) != SLOTS_TAKEN)
 			_exit(1);
 		kill(getpid(), SIGKILL);
 		_exit(2);
@@ -50,7 +82,7 @@ main(void)
 		for (int w = 0; w < 5; w++) {
 			pid = fork();
 			if (pid == 0)
-				_exit(slots_acquire(s, w, 20) ? 0 : 1);
+				_exit(slots_acquire(s, w, 20) == SLOTS_TAKEN ? 0 : 1);
 		}
 		for (int w = 0; w < 5; w++) {
 			wait(&st);
@@ -66,6 +98,40 @@ main(void)
 		if (round == 19)
 			ok(1, "20 rounds of 5 racing workers: exactly 3 win each time");
 	}
+
+	/* a holder that stays alive (stopped) with the lock: nobody waits for ever. The mutex is
+	 * the table's first bytes, as tests/helpers/wedge-slots.py takes it from outside. */
+	ok(maps_name("/memfd:codebox-slots"), "the table is named codebox-slots in /proc/PID/maps");
+	int pipefd[2];
+	char c;
+	if (pipe(pipefd) < 0)
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		if (pthread_mutex_lock((pthread_mutex_t *)(void *)s) != 0)
+			_exit(1);
+		(void)!write(pipefd[1], "x", 1);
+		raise(SIGSTOP);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	ok(read(pipefd[0], &c, 1) == 1, "a child holds the lock and stops");
+	close(pipefd[0]);
+	long long t0 = now_ms();
+	errno = 0;
+	int rc = slots_check(s);
+	long long waited = now_ms() - t0;
+	ok(rc == -1 && errno == ETIMEDOUT, "slots_check() says the lock is stuck (ETIMEDOUT)");
+	ok(waited >= SLOTS_LOCK_WAIT_MS - 50 && waited < SLOTS_LOCK_WAIT_MS + 2000,
+	   "after waiting about %d ms (%lld ms)", SLOTS_LOCK_WAIT_MS, waited);
+	ok(slots_acquire(s, 0, 20) == SLOTS_STUCK && slots_in_flight(s) == -1,
+	   "slots_acquire() answers stuck, slots_in_flight() -1, instead of waiting for ever");
+	is_str(slots_admit_string(SLOTS_STUCK), "stuck", "it is called stuck");
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	ok(slots_check(s) == 0 && slots_acquire(s, 0, 20) == SLOTS_TAKEN && slots_in_flight(s) == 1,
+	   "once the holder is gone the lock is taken again (EOWNERDEAD) and slots are admitted");
+	slots_release(s, 0);
 	slots_destroy(s);
 	return tap_done();
 }
