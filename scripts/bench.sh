@@ -68,8 +68,14 @@ work=$(mktemp -d /tmp/codebox-bench.XXXXXX)
 chmod 0711 "$work" # runs execute as other uids and must reach their directory
 stack=""
 before_tree=""
+now_stack=""
+before_stack=""
 cleanup() {
 	stack_stop
+	for s in $now_stack $before_stack; do
+		kill -TERM "$s" 2>/dev/null || true
+		wait "$s" 2>/dev/null || true
+	done
 	if [[ -n $before_tree ]]; then
 		git -C "$here" worktree remove --force "$before_tree" >/dev/null 2>&1 || true
 	fi
@@ -222,15 +228,10 @@ if [[ -n $before ]]; then
 			exit 1
 		}
 	echo "# before: $(git -C "$here" rev-parse --short "$before") ($before), built in a worktree"
-	modes=(warm before cold)
 fi
 
 for mode in "${modes[@]}"; do
-	if [[ $mode == before ]]; then
-		stack_start "$mode" "" 1 "$before_tree/build/codebox-pool"
-	else
-		stack_start "$mode" "" "$([[ $mode == cold ]] && echo 0 || echo 1)"
-	fi
+	stack_start "$mode" "" "$([[ $mode == cold ]] && echo 0 || echo 1)"
 	echo "# $mode: interpreter $(curl -s "$base/isolation" | jq -r .details.interpreter), layers $(curl -s "$base/isolation" | jq -c '[.layers | to_entries[] | select(.value) | .key] | join(",")')"
 	# warm-up: every worker has served and built its next sandbox
 	for ((i = 0; i < 30; i++)); do
@@ -257,6 +258,66 @@ for mode in "${modes[@]}"; do
 	fi
 	stack_stop
 done
+
+if [[ -n $before ]]; then
+	# This build's warm stack and REV's, both up at once, measured alternately (one request
+	# to each in turn; wrk rounds interleaved), so that the machine's drift falls on both.
+	echo "# warm, this build against $before, side by side: alternate requests; wrk rounds interleaved (median of 3)"
+	stack_start now "" 1
+	now_stack=$stack now_base=$base
+	stack_start before "" 1 "$before_tree/build/codebox-pool"
+	before_stack=$stack before_base=$base
+	for b in "$now_base" "$before_base"; do
+		for ((i = 0; i < 30; i++)); do
+			curl -s -o /dev/null --max-time 60 --data-binary "$print1" "$b/execute"
+		done
+	done
+	for prog in print1 cafe five; do
+		body=${!prog}
+		: >"now-$prog.ms"
+		: >"before-$prog.ms"
+		: >"now-$prog.ms.cpu"
+		: >"before-$prog.ms.cpu"
+		runs_saved=$runs
+		for ((r = 0; r < runs_saved; r++)); do
+			runs=1
+			for side in now before; do
+				base=$([[ $side == now ]] && echo "$now_base" || echo "$before_base")
+				time_http one.ms "$body"
+				cat one.ms >>"$side-$prog.ms"
+				cat one.ms.cpu >>"$side-$prog.ms.cpu"
+			done
+		done
+		runs=$runs_saved
+		for side in now before; do
+			printf "%-50s %s   cpu %s\n" "$side: $prog" "$(stats "$side-$prog.ms")" "$(stats "$side-$prog.ms.cpu")"
+		done
+		awk -v a="$(stats "now-$prog.ms" | awk '{ print $1 }')" -v b="$(stats "before-$prog.ms" | awk '{ print $1 }')" \
+			-v p="$prog" 'BEGIN { printf "%-50s %8.2f\n", "ratio now/before (median): " p, a / b }' 
+	done
+	if command -v wrk >/dev/null; then
+		declare -A tput
+		for _ in 1 2 3; do
+			for side in now before; do
+				base=$([[ $side == now ]] && echo "$now_base" || echo "$before_base")
+				for prog in print1 cafe; do
+					tput[$side-$prog]+=" $(wrk_rps "${!prog}" 20 | cut -d' ' -f1)"
+				done
+			done
+		done
+		for side in now before; do
+			for prog in print1 cafe; do
+				printf "%-50s %8s (%s)\n" "$side: $prog req/s at 20 connections" \
+					"$(tr ' ' '\n' <<<"${tput[$side-$prog]}" | grep . | sort -n | sed -n 2p)" "${tput[$side-$prog]# }"
+			done
+		done
+	fi
+	stack=$now_stack
+	stack_stop
+	stack=$before_stack
+	stack_stop
+	now_stack="" before_stack=""
+fi
 ((layers)) || exit 0
 
 # Layer by layer: the same print(1) with layers switched off, each paired with bare start-up.
