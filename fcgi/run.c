@@ -586,14 +586,13 @@ box_pipes_close(int p[5][2])
 }
 
 /*
- * Builds a sandbox for a run with caps: its directory, cgroup and pipes, and its child (cold:
- * cloned here; warm: by a template of the zygote's), which waits for 'G' and then for the
- * request. Returns 0, or -1 with nothing left of it, the reason in why and, in fault (may be
- * NULL), which layer failed.
+ * One attempt of box_build() (below); a template may clone the child only when allow_warm.
+ * On failure, *warm_failed says whether a template had cloned it.
  */
 static int
-box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
-          struct run_outcome *fault, char *why, size_t why_len)
+box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
+               bool allow_warm, bool *warm_failed, struct run_outcome *fault, char *why,
+               size_t why_len)
 {
 	int p[5][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
 	int *out_p = p[0], *err_p = p[1], *fail_p = p[2], *ctl_p = p[3], *rep_p = p[4];
@@ -637,7 +636,11 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 	child.sb.report_fd = rep_p[1];
 
 	/* warm: Python programs only (an agent's command is a shell's), with init */
-	if (cfg->warm && ns_mode && cfg->workspace_fd < 0) {
+	if (allow_warm && cfg->warm && ns_mode && cfg->workspace_fd < 0) {
+		/* one bound for both tiers' answers: the heavy tier has half, so that a heavy
+		 * template that does not answer leaves the light one time to */
+		long long t0 = proc_now_ms();
+
 		/* a template clones init as its own child; the worker gets a pidfd. A heavy
 		 * program the heavy tier cannot take now gets the light one (it imports the
 		 * rest), and the light one's failure means a cold run */
@@ -649,6 +652,7 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 
 			box->pid =
 			    warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,
+			                   t0 + (heavy ? WARM_ANSWER_MS / 2 : WARM_ANSWER_MS),
 			                   &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
 			if (box->pid > 0) {
 				box->warm = box->foreign = true;
@@ -733,9 +737,36 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 	}
 	return 0;
 fail:
+	*warm_failed = box->warm;
 	box_pipes_close(p);
 	box_discard(cfg, box);
 	return -1;
+}
+
+/*
+ * Builds a sandbox for a run with caps: its directory, cgroup and pipes, and its child (cold:
+ * cloned here; warm: by a template of the zygote's), which waits for 'G' and then for the
+ * request. A warm box that fails before the go (its init killed while it waited for the uid
+ * maps, say) is built again cold: the warm path never fails a request. Returns 0, or -1 with
+ * nothing left of it, the reason in why and, in fault (may be NULL), which layer failed.
+ */
+static int
+box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
+          struct run_outcome *fault, char *why, size_t why_len)
+{
+	bool warm_failed = false;
+
+	if (box_build_once(cfg, caps, box, true, &warm_failed, fault, why, why_len) == 0)
+		return 0;
+	if (!warm_failed)
+		return -1;
+	log_msg(LOG_WARN, "a warm sandbox failed before its start (%s); this run is cold", why);
+	if (fault != NULL)
+		fault->fault = RUN_FAULT_NONE;
+	if (box_build_once(cfg, caps, box, false, &warm_failed, fault, why, why_len) < 0)
+		return -1;
+	box->fallback = RUN_FALLBACK_TEMPLATE;
+	return 0;
 }
 
 /* Sends the request to the box's child, bounded in time (the child is reading it). */

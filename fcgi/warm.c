@@ -46,8 +46,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 static struct warm_settings warm_settings;
 
 /* ---- settings ---- */
@@ -188,15 +186,19 @@ static int tier_sock[2][2] = {{-1, -1}, {-1, -1}};
 /* The supervisor's word to its workers: whether a zygote serves. Shared by the pool's own
  * processes only (the zygote is exec'd, and a run's first process unmaps it). */
 struct warm_state {
-	int serving;
+	unsigned tiers; /* WARM_TIER_*: the serving zygote's tiers that serve now; 0: none */
 };
 static struct warm_state *warm_state;
+/* a zygote failed for a reason a new one would meet again (an import, a thread): no more */
+static bool zy_failed;
+/* the wait before the next start of one that died before it was ready (doubles, to 60 s) */
+static long long zy_backoff_ms = 1000;
 
 static void
-warm_set_serving(bool on)
+warm_set_serving(unsigned tiers)
 {
 	if (warm_state != NULL)
-		__atomic_store_n(&warm_state->serving, on ? 1 : 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&warm_state->tiers, tiers, __ATOMIC_RELEASE);
 }
 
 static void
@@ -207,25 +209,15 @@ close_fd(int *fd)
 	*fd = -1;
 }
 
-/* The zygote's environment: what every run's is built from, and the sanitizers' options
- * (a sanitized pool's zygote is sanitized too). Nothing of the pool's. */
-static void
-zygote_environment(char **envp, size_t max)
-{
-	static const char *const fixed[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
-	                                    "OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1",
-	                                    "MKL_NUM_THREADS=1"};
-	static const char *const passed[] = {"ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS="};
-	size_t n = 0;
-
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) && n + 1 < max; i++)
-		envp[n++] = (char *)fixed[i];
-	for (char **e = environ; e != NULL && *e != NULL; e++)
-		for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]) && n + 1 < max; i++)
-			if (strncmp(*e, passed[i], strlen(passed[i])) == 0)
-				envp[n++] = *e;
-	envp[n] = NULL;
-}
+/* The zygote's environment: what every run's is built from, nothing of the pool's (not even
+ * the sanitizers' options, which may name host paths: a sanitized zygote runs with its
+ * defaults). */
+static char *const zygote_envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                                    "LANG=C.UTF-8",
+                                    "OPENBLAS_NUM_THREADS=1",
+                                    "OMP_NUM_THREADS=1",
+                                    "MKL_NUM_THREADS=1",
+                                    NULL};
 
 /* Starts a zygote into z: fork, execve of this binary, its configuration. Returns 0, or -1
  * (logged). Never waits for it to be ready. */
@@ -233,12 +225,10 @@ static int
 zygote_spawn(struct zygote_gen *z)
 {
 	char *argv[] = {"codebox-zygote", WARM_ZYGOTE_ARG, NULL};
-	char *envp[12];
 	int sv[2], fds[WARM_FD_COUNT];
 	pid_t pid, self = getpid();
 
 	zy_last_start_ms = proc_now_ms();
-	zygote_environment(envp, sizeof(envp) / sizeof(envp[0]));
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_msg(LOG_ERROR, "socketpair() failed while starting the zygote: %s",
 		        strerror(errno));
@@ -246,9 +236,9 @@ zygote_spawn(struct zygote_gen *z)
 	}
 	pid = fork();
 	if (pid == 0) {
-		/* between fork and execve: system calls only */
-		sigset_t none;
-
+		/* between fork and execve: system calls only. The signal mask is the
+		 * supervisor's (SIGTERM, SIGINT, SIGALRM, SIGCHLD blocked), as a worker's and so a
+		 * cold init's: a group's SIGTERM ends no run before its reply */
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != self)
 			_exit(1);
@@ -256,9 +246,7 @@ zygote_spawn(struct zygote_gen *z)
 			(void)fcntl(sv[1], F_SETFD, 0);
 		else if (dup2(sv[1], WARM_ZYGOTE_FD) < 0)
 			_exit(127);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		execve("/proc/self/exe", argv, envp);
+		execve("/proc/self/exe", argv, zygote_envp);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -282,15 +270,17 @@ zygote_spawn(struct zygote_gen *z)
 	return 0;
 }
 
-/* Reads z's ready report (its socket is readable). Returns 1 ready, 0 failed (why logged). */
+/* Reads z's ready report (its socket is readable). Returns 1 ready (its tiers in *tiers), 0
+ * failed (why logged). */
 static int
-zygote_read_ready(struct zygote_gen *z, bool *retry)
+zygote_read_ready(struct zygote_gen *z, bool *retry, unsigned *tiers)
 {
 	struct warm_ready ready = {0};
 	ssize_t r = read(z->sock, &ready, sizeof(ready));
 	int err = r < 0 ? errno : 0;
 
 	*retry = false;
+	*tiers = ready.tiers;
 	if (r == (ssize_t)sizeof(ready) && ready.ok)
 		return 1;
 	ready.why[sizeof(ready.why) - 1] = '\0';
@@ -316,6 +306,10 @@ int
 warm_pool_start(const struct warm_settings *s, const char *python, const struct seccomp_filter *f,
                 int etc_fd)
 {
+	unsigned tiers = 0;
+
+	/* whatever fails below, warm_pool_check() starts nothing: the pool is cold for good */
+	zy_failed = true;
 	warm_settings = *s;
 	memset(&warm_config, 0, sizeof(warm_config));
 	warm_config.magic = WARM_CONFIG_MAGIC;
@@ -353,7 +347,7 @@ warm_pool_start(const struct warm_settings *s, const char *python, const struct 
 		if (zygote_spawn(&zy_cur) < 0)
 			return -1;
 		if (util_wait_readable(zy_cur.sock, WARM_ZYGOTE_READY_MS) == 1 &&
-		    zygote_read_ready(&zy_cur, &retry) == 1)
+		    zygote_read_ready(&zy_cur, &retry, &tiers) == 1)
 			break;
 		if (!retry)
 			log_msg(LOG_ERROR, "warm interpreters are unavailable, runs are cold");
@@ -363,7 +357,8 @@ warm_pool_start(const struct warm_settings *s, const char *python, const struct 
 		log_msg(LOG_WARN, "the zygote died while it imported: starting another");
 	}
 	zy_cur.ready = true;
-	warm_set_serving(true);
+	zy_failed = false;
+	warm_set_serving(tiers);
 	return 0;
 }
 
@@ -381,13 +376,14 @@ warm_pool_check(void)
 {
 	long long now = proc_now_ms();
 	bool retry;
+	unsigned tiers;
 
-	if (warm_state == NULL)
-		return; /* warm interpreters never started */
+	if (warm_state == NULL || zy_failed)
+		return; /* never started, or cannot: the pool is cold */
 	if (zy_next.pid > 0 && zy_next.sock >= 0) {
 		struct pollfd p = {.fd = zy_next.sock, .events = POLLIN};
 		if (poll(&p, 1, 0) == 1) {
-			if (zygote_read_ready(&zy_next, &retry) == 1) {
+			if (zygote_read_ready(&zy_next, &retry, &tiers) == 1) {
 				/* it serves: the one it succeeds ends once its templates have */
 				log_msg(LOG_INFO, "a new zygote serves (pid %d)", (int)zy_next.pid);
 				if (zy_cur.pid > 0) {
@@ -399,26 +395,53 @@ warm_pool_check(void)
 				zy_cur = zy_next;
 				zy_cur.ready = true;
 				zy_next = ZYGOTE_NONE;
-				warm_set_serving(true);
+				zy_backoff_ms = 1000;
+				warm_set_serving(tiers);
 			} else {
 				zygote_kill(&zy_next);
+				if (retry) {
+					zy_backoff_ms =
+					    zy_backoff_ms * 2 > 60000 ? 60000 : zy_backoff_ms * 2;
+				} else {
+					/* the serving one (if any) serves on; none is started again
+					 */
+					log_msg(LOG_ERROR,
+					        "no further zygote will be started: runs are "
+					        "cold once the serving one ends");
+					zy_failed = true;
+				}
 			}
 		} else if (now - zy_next.started_ms >= WARM_ZYGOTE_READY_MS) {
 			log_msg(LOG_ERROR, "a new zygote was not ready within %d s: killed",
 			        WARM_ZYGOTE_READY_MS / 1000);
 			zygote_kill(&zy_next);
+			zy_backoff_ms = 60000;
 		}
 	}
 	if (zy_cur.pid > 0 && zy_cur.sock >= 0) {
 		struct pollfd p = {.fd = zy_cur.sock, .events = POLLIN};
-		char c;
-		/* it says nothing after its ready report: readable means it is gone */
-		if (poll(&p, 1, 0) == 1 && read(zy_cur.sock, &c, 1) <= 0) {
-			warm_set_serving(false);
+		struct warm_ready note;
+		ssize_t r;
+
+		/* after its ready report it says only which tiers serve; EOF: it is gone */
+		while (poll(&p, 1, 0) == 1) {
+			r = read(zy_cur.sock, &note, sizeof(note));
+			if (r == (ssize_t)sizeof(note)) {
+				log_msg(LOG_INFO,
+				        "the zygote's tiers now serving: light %s, heavy %s",
+				        note.tiers & WARM_TIER_LIGHT ? "yes" : "no",
+				        note.tiers & WARM_TIER_HEAVY ? "yes" : "no");
+				warm_set_serving(note.tiers);
+				continue;
+			}
+			if (r < 0 && (errno == EINTR || errno == EAGAIN))
+				break;
+			warm_set_serving(0);
 			close_fd(&zy_cur.sock);
+			break;
 		}
 	}
-	if (zy_next.pid < 0 && now - zy_last_start_ms >= 1000 &&
+	if (!zy_failed && zy_next.pid < 0 && now - zy_last_start_ms >= zy_backoff_ms &&
 	    (zy_cur.pid < 0 || zy_cur.sock < 0 ||
 	     now - zy_cur.started_ms >= (long long)warm_settings.max_seconds * 1000)) {
 		bool renewal = zy_cur.pid > 0 && zy_cur.sock >= 0;
@@ -426,7 +449,8 @@ warm_pool_check(void)
 		log_msg(LOG_INFO, "starting a new zygote (%s)",
 		        renewal ? "the serving one's life is up" : "none serves");
 		metrics_zygote_started(renewal);
-		(void)zygote_spawn(&zy_next);
+		if (zygote_spawn(&zy_next) < 0)
+			zy_backoff_ms = 60000;
 	}
 }
 
@@ -447,7 +471,7 @@ warm_pool_reaped(pid_t pid, int status)
 			log_msg(LOG_WARN, "a zygote (pid %d) exited with status %d", (int)pid,
 			        WEXITSTATUS(status));
 		if (all[i] == &zy_cur)
-			warm_set_serving(false);
+			warm_set_serving(0);
 		close_fd(&all[i]->sock);
 		*all[i] = ZYGOTE_NONE;
 		return true;
@@ -458,7 +482,7 @@ warm_pool_reaped(pid_t pid, int status)
 void
 warm_pool_stop(void)
 {
-	warm_set_serving(false);
+	warm_set_serving(0);
 	zygote_kill(&zy_next);
 	zygote_kill(&zy_cur);
 	zygote_kill(&zy_old);
@@ -482,24 +506,36 @@ warm_worker_init(void)
 bool
 warm_serving(void)
 {
-	return warm_state != NULL && __atomic_load_n(&warm_state->serving, __ATOMIC_ACQUIRE);
+	return warm_state != NULL && __atomic_load_n(&warm_state->tiers, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Whether the serving zygote's template of that tier serves now. */
+static bool
+warm_tier_serving(bool heavy)
+{
+	unsigned t = warm_state != NULL ? __atomic_load_n(&warm_state->tiers, __ATOMIC_ACQUIRE) : 0;
+
+	return (t & (heavy ? WARM_TIER_HEAVY : WARM_TIER_LIGHT)) != 0;
 }
 
 pid_t
 warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
-               unsigned long long disk_bytes, const int fds[5], unsigned long long *as_base_bytes,
-               int *pidfd, char *why, size_t why_len)
+               unsigned long long disk_bytes, const int fds[5], long long deadline,
+               unsigned long long *as_base_bytes, int *pidfd, char *why, size_t why_len)
 {
 	static struct warm_box_request b;
 	struct warm_box_answer a = {0};
-	long long deadline = proc_now_ms() + WARM_ANSWER_MS;
 	int tier = heavy ? 1 : 0, sock = tier_sock[tier][0];
 	int rp[2], all[WARM_BOX_FDS], n, sent = -1;
 
 	*as_base_bytes = 0;
 	*pidfd = -1;
-	if (!warm_serving() || sock < 0 || (heavy && warm_settings.n_heavy == 0)) {
+	if (!warm_serving() || sock < 0) {
 		snprintf(why, why_len, "no zygote serves");
+		return -1;
+	}
+	if (!warm_tier_serving(heavy)) {
+		snprintf(why, why_len, "no %s template serves", heavy ? "heavy" : "light");
 		return -1;
 	}
 	if (proc_now_ms() - tier_failed_ms[tier] < 1000) {

@@ -14,8 +14,9 @@
 #define WARM_DEFAULT_MODULES "numpy,pandas,scipy,sympy,sklearn"
 /* The light tier's modules: the preloaded modules among these (CODEBOX_WARM_LIGHT_MODULES) */
 #define WARM_DEFAULT_LIGHT_MODULES "numpy"
-/* How long a worker waits for a template's clone, all told (then the run is cold): a bound on
- * what a sandbox built on the request's path may add (not counted in the kill grace) */
+/* How long a worker waits for templates' clones of one sandbox, all told (then the run is
+ * cold): a bound on what a sandbox built on the request's path may add (not counted in the
+ * kill grace) */
 #define WARM_ANSWER_MS 2000
 #define WARM_MAX_MODULES 32
 /* The interpreter whose library (libpython3.11) is embedded: warm runs need --python to be it. */
@@ -85,12 +86,13 @@ struct run_config;
  * Worker: has a template of the tier (heavy or light) clone a run's init for workdir under
  * run, with the child's ends of its pipes (stdout, stderr, error, control, report). The init
  * is not this process's child: it is watched and killed through the pidfd returned in *pidfd,
- * and reaped by the kernel. Returns its pid, with the template's address-space size in
- * *as_base_bytes, or -1 with the reason in why (the run is then cold; the tier is not asked
- * again for a second).
+ * and reaped by the kernel, waiting for the answer until deadline (proc_now_ms()). Returns its
+ * pid, with the template's address-space size in *as_base_bytes, or -1 with the reason in why
+ * (the run is then cold; the tier is not asked again for a second). A tier the zygote says
+ * does not serve now is not asked at all.
  */
 pid_t warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
-                     unsigned long long disk_bytes, const int fds[5],
+                     unsigned long long disk_bytes, const int fds[5], long long deadline,
                      unsigned long long *as_base_bytes, int *pidfd, char *why, size_t why_len);
 
 #endif

@@ -46,8 +46,13 @@ struct warm_zygote_config {
  * one), the sandbox's /etc directory (O_PATH) */
 enum { WARM_FD_LIGHT, WARM_FD_HEAVY, WARM_FD_ETC, WARM_FD_COUNT };
 
+/* The zygote's ready report, and later, whenever a tier starts or stops serving, the same
+ * message with tiers updated (the supervisor tells its workers). */
+#define WARM_TIER_LIGHT 1u
+#define WARM_TIER_HEAVY 2u
 struct warm_ready {
 	int32_t ok;
+	uint32_t tiers; /* WARM_TIER_*: the tiers whose template serves now */
 	char why[240];
 };
 

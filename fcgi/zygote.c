@@ -65,6 +65,7 @@ struct tier {
 	int serve_fd; /* -1: the tier is off */
 	struct tmpl cur, next, old;
 	long long last_fork_ms;
+	long long backoff_ms; /* between forks of one that keeps dying before it is ready */
 	bool replace_now;
 };
 
@@ -217,10 +218,13 @@ tier_check(struct tier *t)
 			ssize_t r = read(t->next.note_fd, &ready, sizeof(ready));
 			if (r != (ssize_t)sizeof(ready)) {
 				/* it died before it was ready (killed, or it crashed): another one
-				 * is forked, at most once a second */
+				 * is forked, after a second, then two, four... (at most a minute)
+				 */
 				log_msg(LOG_WARN, "the next %s ended before it was ready",
 				        tier_name(t));
 				tmpl_kill(&t->next);
+				t->backoff_ms =
+				    t->backoff_ms * 2 > 60000 ? 60000 : t->backoff_ms * 2;
 				return;
 			}
 			if (!ready.ok) {
@@ -239,6 +243,7 @@ tier_check(struct tier *t)
 			}
 			t->cur = t->next;
 			t->next = TMPL_NONE;
+			t->backoff_ms = 1000;
 		} else if (now - t->next.started_ms >= WARM_ZYGOTE_READY_MS) {
 			log_msg(LOG_ERROR,
 			        "the next %s was not ready within %d s: killed; the serving one "
@@ -253,8 +258,8 @@ tier_check(struct tier *t)
 	}
 	if (t->next.pid < 0 &&
 	    ((t->cur.pid > 0 && t->cur.retiring && t->cur.retire_fd >= 0 &&
-	      now - t->last_fork_ms >= 1000) ||
-	     (t->cur.pid < 0 && (t->replace_now || now - t->last_fork_ms >= 1000)))) {
+	      now - t->last_fork_ms >= t->backoff_ms) ||
+	     (t->cur.pid < 0 && (t->replace_now || now - t->last_fork_ms >= t->backoff_ms)))) {
 		log_msg(LOG_INFO, "forking the next %s (%s)", tier_name(t),
 		        t->cur.pid > 0 ? "the serving one's life is up" : "none serves");
 		t->last_fork_ms = now;
@@ -276,6 +281,19 @@ tier_poll_fds(const struct tier *t, struct pollfd *pfd, int *n)
 		    !(all[i] == &t->cur && t->cur.retiring))
 			pfd[(*n)++] = (struct pollfd){.fd = all[i]->note_fd, .events = POLLIN};
 	}
+}
+
+/* The tiers whose template serves now (WARM_TIER_*). */
+static unsigned
+zygote_serving(void)
+{
+	unsigned t = 0;
+
+	if (zygote_tiers[0].serve_fd >= 0 && zygote_tiers[0].cur.pid > 0)
+		t |= WARM_TIER_LIGHT;
+	if (zygote_tiers[1].serve_fd >= 0 && zygote_tiers[1].cur.pid > 0)
+		t |= WARM_TIER_HEAVY;
+	return t;
 }
 
 /* Retired by the supervisor: every template ends between two requests, then the zygote. */
@@ -351,12 +369,9 @@ zygote_main(void)
 	/* inherited across the execve (it had to be); nothing it starts may inherit it */
 	(void)fcntl(sock, F_SETFD, FD_CLOEXEC);
 	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* the signal mask is the supervisor's (SIGTERM, SIGINT blocked), inherited by the
+	 * templates and every init, as a cold init inherits its worker's */
 	sigaction(SIGCHLD, &dfl, NULL);
-	{
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-	}
 	/* nothing a run reads comes from the pool's stdin, nor names the pool's directory */
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull >= 0) {
@@ -375,12 +390,14 @@ zygote_main(void)
 	                                .serve_fd = fds[WARM_FD_LIGHT],
 	                                .cur = TMPL_NONE,
 	                                .next = TMPL_NONE,
-	                                .old = TMPL_NONE};
+	                                .old = TMPL_NONE,
+	                                .backoff_ms = 1000};
 	zygote_tiers[1] = (struct tier){.heavy = true,
 	                                .serve_fd = fds[WARM_FD_HEAVY],
 	                                .cur = TMPL_NONE,
 	                                .next = TMPL_NONE,
-	                                .old = TMPL_NONE};
+	                                .old = TMPL_NONE,
+	                                .backoff_ms = 1000};
 	if (cfg.settings.n_heavy == 0)
 		close_fd(&zygote_tiers[1].serve_fd);
 	if (interp_init(&cfg.settings, cfg.python, ready.why, sizeof(ready.why)) == 0) {
@@ -391,10 +408,11 @@ zygote_main(void)
 			         "needs a single-threaded process",
 			         threads);
 		} else {
-			/* the heavy tier's template forks from here: light modules only */
+			/* the heavy tier's template forks from here: light modules only; within
+			 * the supervisor's wait, leaving room for the collapse and the light one */
 			if (zygote_tiers[1].serve_fd >= 0)
 				tier_start(&zygote_tiers[1],
-				           WARM_ZYGOTE_READY_MS - (proc_now_ms() - t0) - 5000);
+				           WARM_ZYGOTE_READY_MS - (proc_now_ms() - t0) - 20000);
 			interp_collapse();
 			tier_start(&zygote_tiers[0], 10000);
 			ready.ok = zygote_tiers[0].serve_fd >= 0;
@@ -412,6 +430,7 @@ zygote_main(void)
 		}
 	}
 report:
+	ready.tiers = ready.ok ? zygote_serving() : 0;
 	if (util_write_all(sock, &ready, sizeof(ready)) < 0 || !ready.ok)
 		_exit(1);
 	for (;;) {
@@ -430,5 +449,12 @@ report:
 		}
 		for (int i = 0; i < 2; i++)
 			tier_check(&zygote_tiers[i]);
+		if (zygote_serving() != ready.tiers) {
+			/* the supervisor tells the workers: no request waits for a tier that is
+			 * not there */
+			ready.tiers = zygote_serving();
+			if (util_write_all(sock, &ready, sizeof(ready)) < 0)
+				zygote_retire();
+		}
 	}
 }

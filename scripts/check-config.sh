@@ -234,12 +234,15 @@ done
 meta_limit=$(values_of limit_conn codebox_meta | sort -n | tail -1)
 meta_limit=${meta_limit:-0}
 # port 8888's agent protocol has slots of its own, the pool's (the workers' default when
-# nginx passes none is 4)
+# nginx passes none is 4); a config without the agent server (image/codebox-config's
+# CODEBOX_AGENT_PORT=off) has none
 agent_slots=4
+agent_limit=$(values_of limit_conn codebox_agent | sort -n | head -1)
 if [[ -n $(values_of fastcgi_param CODEBOX_AGENT_SLOTS) ]]; then
 	agent_slots=$(one_value CODEBOX_AGENT_SLOTS)
+elif [[ -z $agent_limit ]]; then
+	agent_slots=0
 fi
-agent_limit=$(values_of limit_conn codebox_agent | sort -n | head -1)
 if [[ -n $agent_limit ]] && ((agent_limit < agent_slots)); then
 	fail "limit_conn codebox_agent ($agent_limit) must be at least CODEBOX_AGENT_SLOTS ($agent_slots), or nginx refuses below the pool's agent slots"
 fi

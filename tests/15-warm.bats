@@ -491,3 +491,19 @@ importing_zygote() {
 	run -0 curl -s "$BASE/isolation"
 	assert_equal "$(jq -r .details.interpreter <<<"$output")" warm
 }
+
+@test "warm: a zygote that cannot import its modules leaves the pool cold, once, never restarted" {
+	stack_stop
+	CODEBOX_WARM_MODULES=codebox_no_such_module CODEBOX_WARM_LIGHT_MODULES=codebox_no_such_module stack_start
+	execute 'print(6 * 7)'
+	assert_equal "$(field .stdout)" 42
+	run -0 curl -s "$BASE/isolation"
+	assert_equal "$(jq -r .details.interpreter <<<"$output")" cold
+	run -0 grep -c "warm interpreters are unavailable, runs are cold" "$STACK_DIR/logs/pool.log"
+	assert_output 1
+	# the supervisor's loop looks once a second: a few seconds, and no zygote was started again
+	sleep 3
+	run grep -c "starting a new zygote" "$STACK_DIR/logs/pool.log"
+	assert_output 0
+	[[ -z $(zygote_pid) ]]
+}

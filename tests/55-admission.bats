@@ -120,8 +120,10 @@ backlog_holds_one() {
 	ss -xlH | awk -v s="$STACK_DIR/fcgi.sock" '$5 == s && $3 > 0 { f = 1 } END { exit !f }'
 }
 
+# runs_at_least N: N runs hold execution slots (the pool's in-flight gauge: a run directory
+# may also be a sandbox built ahead, which holds none)
 runs_at_least() {
-	(($(runs_in_flight) >= $1))
+	(($(curl -s --max-time 5 "$BASE/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') >= $1))
 }
 
 # both_slots_work: two runs at once are both admitted and answered

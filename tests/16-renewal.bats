@@ -1,0 +1,45 @@
+#!/usr/bin/env bats
+# Renewal under load: with a short life (CODEBOX_WARM_MAX_SECONDS), zygotes and templates are
+# succeeded again and again while runs keep coming, and no run notices: none fails, none falls
+# back to a cold start, every one is answered.
+
+load helpers/stack
+
+setup_file() {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "warm interpreters only"
+	export CODEBOX_WARM=1 CODEBOX_WARM_MAX_SECONDS=6
+	stack_start
+}
+
+teardown_file() {
+	stack_stop
+}
+
+log_count() { # log_count PATTERN: lines of the pool's log matching PATTERN (grep -E)
+	grep -cE "$1" "$STACK_DIR/logs/pool.log" || true
+}
+
+@test "renewal: zygotes and templates succeeded under steady load: no run fails or falls back" {
+	local end i=0
+	# two renewals of the zygote, within a bound (its successor imports first: seconds, more
+	# under the sanitizers)
+	end=$((SECONDS + 240))
+	while ((SECONDS < end)) && (($(log_count "a new zygote serves") < 2)); do
+		# both tiers (test stacks preload numpy as the heavy tier's)
+		execute 'print(6 * 7)'
+		assert_equal "$(field .stdout)" 42
+		execute 'import numpy; print(int(numpy.int64(6) * 7))'
+		assert_equal "$(field .stdout)" 42
+		i=$((i + 1))
+	done
+	(($(log_count "a new zygote serves") >= 2))
+	(($(log_count "starting a new zygote \(the serving one's life is up\)") >= 2))
+	(($(log_count "forking the next (light|heavy) template") >= 1))
+	echo "# $i pairs of runs" >&3
+	assert_equal "$(log_count "this run is (cold|on the light one)")" 0
+	run -0 curl -s "$BASE/metrics"
+	assert_equal "$(awk '/^codebox_warm_fallbacks_total/ { n += $2 } END { print n + 0 }' <<<"$output")" 0
+	(($(awk '/^codebox_zygote_starts_total\{reason="renewal"\}/ { print $2 }' <<<"$output") >= 2))
+	assert_equal "$(awk '/^codebox_executions_by_tier_total\{port="execute",tier="cold"\}/ { print $2 }' <<<"$output")" 0
+	wait_for "a healthy pool" 100 no_run_leftovers
+}
