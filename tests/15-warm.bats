@@ -277,8 +277,13 @@ time.sleep(300)" '{timeoutSeconds: 1}'
 	wait_for "a healthy pool" 100 no_run_leftovers
 }
 
+# one_heavy: one heavy template, and the zygote says it serves (a replacement still importing
+# is one heavy template too, but serves nothing yet)
 one_heavy() {
-	[[ $(heavy_pids | wc -l) -eq 1 ]]
+	[[ $(heavy_pids | wc -l) -eq 1 ]] || return 1
+	local last
+	last=$(grep "tiers now serving" "$STACK_DIR/logs/pool.log" | tail -1)
+	[[ -z $last || $last == *"heavy yes"* ]]
 }
 
 fallbacks() {
