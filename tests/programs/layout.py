@@ -1,7 +1,10 @@
 # The address-space layout and randomness of processes: the bytes AT_RANDOM points at (glibc's
 # stack canary and pointer guard come from them) and the base addresses of libc, libpython, the
 # heap and the executable. With no argument, this process's; else each PID's (as root).
+# Run in a sandbox without /proc (a pod without a private /proc), it says "held" in its
+# directory and waits for SIGUSR1, so that the test reads its layout from outside, and prints [].
 import json
+import signal
 import struct
 import sys
 
@@ -37,6 +40,16 @@ def layout(pid):
 
 
 pids = sys.argv[1:] if len(sys.argv) > 1 else ["self"]
+if pids == ["self"]:
+    try:
+        open("/proc/self/auxv", "rb").close()
+    except FileNotFoundError:
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+        open("held", "w").close()
+        if signal.sigtimedwait([signal.SIGUSR1], 20) is None:
+            raise SystemExit("no /proc here, and nobody read this run from outside")
+        print("[]")
+        sys.exit(0)
 res = []
 for p in pids:
     try:
