@@ -32,6 +32,8 @@
 #include "log.h"
 #include "metrics.h"
 #include "multipart.h"
+#include "pycmd.h"
+#include "warm.h"
 #include "workspace.h"
 
 #include <dirent.h>
@@ -273,6 +275,56 @@ agent_run_config(const struct agent_config *ac, const struct run_config *run,
 	return 0;
 }
 
+/*
+ * Whether a command runs from a warm template, and on which tier: -1 cold (under /bin/sh, as
+ * any command), 0 light, 1 heavy. A plain Python invocation (pycmd.h) qualifies: its code,
+ * or a script that is a regular file of the workspace reached without a symlink (its first
+ * 64 KiB name the modules; a compiled or zipped one runs cold). So does nothing that would
+ * make a plain interpreter's start differ from a template's: a user site directory.
+ */
+static int
+agent_warm_tier(const struct agent_config *ac, const char *cmd, size_t len)
+{
+	static char head[64 * 1024];
+	struct pycmd pc;
+	const char *script;
+	ssize_t n;
+	int fd, tier = -1;
+
+	if (pycmd_parse(cmd, len, &pc) < 0)
+		return -1;
+	fd = workspace_open(ac->workspace_fd, ".local/lib", O_PATH);
+	if (fd >= 0) {
+		close(fd);
+		goto out;
+	}
+	if (pc.kind == PYCMD_CODE) {
+		tier = warm_wants_heavy(pc.argv[2], strlen(pc.argv[2]));
+		goto out;
+	}
+	script = pc.argv[1];
+	if (strncmp(script, "/app/", 5) == 0)
+		script += 5;
+	else if (script[0] == '/')
+		goto out;
+	len = strlen(script);
+	if (len >= 4 && strcmp(script + len - 4, ".pyc") == 0)
+		goto out;
+	fd = workspace_open(ac->workspace_fd, script, O_RDONLY);
+	if (fd < 0)
+		goto out;
+	do
+		n = read(fd, head, sizeof(head));
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n < 0 || (n >= 4 && memcmp(head, "PK\003\004", 4) == 0))
+		goto out;
+	tier = warm_wants_heavy(head, (size_t)n);
+out:
+	pycmd_free(&pc);
+	return tier;
+}
+
 static void
 agent_reply_run(FCGX_Request *req, const char *out, size_t out_len, const char *err, size_t err_len,
                 int exit_code)
@@ -356,6 +408,11 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	    .watch_client = true,
 	    .client_fd = req->ipcFd,
 	};
+	if (run->warm) {
+		int tier = agent_warm_tier(ac, spec.code, spec.code_len);
+		spec.caps.warm_command = tier >= 0;
+		spec.caps.heavy = tier == 1;
+	}
 	if (agent_run_config(ac, run, &cfg) < 0) {
 		snprintf(why, sizeof(why), "building the agent run's Landlock ruleset failed");
 		memset(&o, 0, sizeof(o));

@@ -19,11 +19,13 @@
 #include "interp.h"
 
 #include "log.h"
+#include "pycmd.h"
 #include "sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,10 @@ int _Py_HandleSystemExit(int *exitcode_p);
 static PyObject *warm_enter_fn;
 static PyObject *warm_leave_fn;
 static PyObject *warm_collect_fn;
+static PyObject *warm_command_fn;
+/* what the entry and command() import, imported once by the zygote (into sys.modules only:
+ * __main__ holds nothing a cold run's would not) */
+static const char *const entry_modules[] = {"io", "os", "random", "signal", "site", "sys"};
 
 static const char warm_enter_source[] =
     "_generators = []\n"
@@ -104,6 +110,35 @@ static const char warm_enter_source[] =
     "    if tf is not None:\n"
     "        tf.tempdir = None\n"
     "        tf._name_sequence = None\n"
+    "\n"
+    "def command(argv, orig_argv, executable, path0):\n"
+    "    # what a plain `python3 -c CODE` or `python3 SCRIPT` started from a shell has that\n"
+    "    # the template's `-I -u` has not: its arguments and executable, the first entry of\n"
+    "    # sys.path, the user site settings and buffered stdout and stderr. Returns the\n"
+    "    # flags' values as that interpreter has them, or None if its user site exists.\n"
+    "    import io, os, site, sys\n"
+    "    site.ENABLE_USER_SITE = True\n"
+    "    site.USER_BASE = None\n"
+    "    site.USER_SITE = None\n"
+    "    if os.path.isdir(site.getusersitepackages()):\n"
+    "        return None\n"
+    "    sys.argv = argv\n"
+    "    sys.orig_argv = orig_argv\n"
+    "    sys.executable = sys._base_executable = executable\n"
+    "    sys.path.insert(0, path0)\n"
+    "    for name, line in (('stdout', False), ('stderr', True)):\n"
+    "        old = getattr(sys, name)\n"
+    "        f = io.TextIOWrapper(io.open(old.fileno(), 'wb', -1, closefd=False),\n"
+    "                             old.encoding, old.errors, '\\n', line)\n"
+    "        f.mode = 'w'\n"
+    "        setattr(sys, name, f)\n"
+    "        setattr(sys, '__%s__' % name, f)\n"
+    "    names = type(sys.flags).__match_args__\n"
+    "    values = list(sys.flags)\n"
+    "    for k in ('no_user_site', 'ignore_environment', 'isolated'):\n"
+    "        values[names.index(k)] = 0\n"
+    "    values[names.index('safe_path')] = False\n"
+    "    return values\n"
     "\n"
     "def leave():\n"
     "    # what the interpreter's finalisation does that a program can see: wait for\n"
@@ -263,8 +298,10 @@ interp_init(const struct warm_settings *s, const char *python, char *why, size_t
 	warm_enter_fn = r ? PyDict_GetItemString(ns, "enter") : NULL;
 	warm_leave_fn = r ? PyDict_GetItemString(ns, "leave") : NULL;
 	warm_collect_fn = r ? PyDict_GetItemString(ns, "collect") : NULL;
+	warm_command_fn = r ? PyDict_GetItemString(ns, "command") : NULL;
 	Py_XDECREF(r);
-	if (warm_enter_fn == NULL || warm_leave_fn == NULL || warm_collect_fn == NULL) {
+	if (warm_enter_fn == NULL || warm_leave_fn == NULL || warm_collect_fn == NULL ||
+	    warm_command_fn == NULL) {
 		PyErr_Print();
 		snprintf(why, why_len, "defining the entry function failed");
 		return -1;
@@ -272,8 +309,11 @@ interp_init(const struct warm_settings *s, const char *python, char *why, size_t
 	Py_INCREF(warm_enter_fn);
 	Py_INCREF(warm_leave_fn);
 	Py_INCREF(warm_collect_fn);
+	Py_INCREF(warm_command_fn);
 	/* what the entry imports, imported now (a run's copy need not) */
-	PyRun_SimpleString("import os, random, signal, sys\n");
+	for (size_t i = 0; i < sizeof(entry_modules) / sizeof(entry_modules[0]); i++)
+		Py_XDECREF(PyImport_ImportModule(entry_modules[i]));
+	PyErr_Clear();
 	return interp_import(s, true, why, why_len);
 }
 
@@ -449,19 +489,19 @@ pack_strings(char *const *strs, char **area)
  * executable is not changed). Else the name at least.
  */
 static void
-warm_set_proc_view(const struct sandbox_spec *s)
+warm_set_proc_view(const struct sandbox_spec *s, char *const *argv)
 {
 	struct prctl_mm_map m = template_mm;
 	char *args, *env;
 
-	m.arg_end = pack_strings(s->argv, &args);
+	m.arg_end = pack_strings(argv, &args);
 	m.env_end = pack_strings(s->envp, &env);
 	m.arg_start = (unsigned long)args;
 	m.env_start = (unsigned long)env;
 	m.brk = (unsigned long)sbrk(0);
 	if (!template_mm_known || m.arg_end == 0 || m.env_end == 0 ||
 	    prctl(PR_SET_MM, PR_SET_MM_MAP, &m, sizeof(m), 0) < 0) {
-		sandbox_set_title(s->argv);
+		sandbox_set_title(argv);
 		return;
 	}
 	(void)prctl(PR_SET_NAME, "python3");
@@ -515,41 +555,48 @@ interp_prepare(const struct sandbox_spec *s)
 		return -1;
 	}
 	Py_DECREF(r);
-	warm_set_proc_view(s);
+	if (!s->agent) /* a command's are known with it (interp_enter_command) */
+		warm_set_proc_view(s, s->argv);
 	warm_prepared = true;
 	return 0;
 }
 
-void
-interp_enter(const struct sandbox_spec *s)
+/*
+ * Runs __main__ from the file at path as pymain_run_file does: __file__, __cached__ and a
+ * source loader for the run, then the code; error_fd (if not -1) is closed as execve would,
+ * right before. Returns the exit status, or -1 when the file cannot be opened (nothing ran).
+ */
+static int
+interp_run_file(const char *path, int error_fd)
 {
 	PyCompilerFlags cf = _PyCompilerFlags_INIT;
-	PyObject *r = NULL, *main_dict, *file;
-	char path[4200];
-	FILE *fp;
+	PyObject *main_dict, *file, *ext, *loader = NULL, *r;
+	FILE *fp = fopen(path, "rbe");
 	int code = 0;
 
-	if (!warm_prepared && interp_prepare(s) < 0)
-		return;
-	snprintf(path, sizeof(path), "%s/main.py", s->workdir);
-	fp = fopen(path, "rbe");
 	if (fp == NULL)
-		return;
+		return -1;
 	main_dict = PyModule_GetDict(PyImport_AddModule("__main__"));
 	file = PyUnicode_DecodeFSDefault(path);
-	if (file == NULL || PyDict_SetItemString(main_dict, "__file__", file) < 0 ||
-	    PyDict_SetItemString(main_dict, "__cached__", Py_None) < 0) {
+	ext = PyImport_ImportModule("_frozen_importlib_external");
+	if (ext != NULL && file != NULL)
+		loader = PyObject_CallMethod(ext, "SourceFileLoader", "sO", "__main__", file);
+	Py_XDECREF(ext);
+	if (file == NULL || loader == NULL ||
+	    PyDict_SetItemString(main_dict, "__file__", file) < 0 ||
+	    PyDict_SetItemString(main_dict, "__cached__", Py_None) < 0 ||
+	    PyDict_SetItemString(main_dict, "__loader__", loader) < 0) {
 		Py_XDECREF(file);
+		Py_XDECREF(loader);
 		fclose(fp);
 		PyErr_Clear();
-		return;
+		return -1;
 	}
 	Py_DECREF(file);
+	Py_DECREF(loader);
+	if (error_fd >= 0)
+		close(error_fd);
 	warm_in_run = 1;
-	/* from here on the run's code runs: no fallback. The error pipe's end is closed as
-	 * execve would close it. */
-	close(s->error_fd);
-	/* as `python3 main.py` runs it (pymain_run_file): __main__, __file__, the flags */
 	r = PyRun_FileExFlags(fp, path, Py_file_input, main_dict, main_dict, 1, &cf);
 	if (r != NULL) {
 		code = 0;
@@ -558,9 +605,19 @@ interp_enter(const struct sandbox_spec *s)
 		code = 1;
 	}
 	Py_XDECREF(r);
-	if (PyDict_DelItemString(main_dict, "__file__") < 0)
+	if (PyDict_DelItemString(main_dict, "__file__") < 0 ||
+	    PyDict_DelItemString(main_dict, "__cached__") < 0)
 		PyErr_Clear();
-	r = PyObject_CallNoArgs(warm_leave_fn);
+	return code;
+}
+
+/* What the interpreter does once __main__'s code has ended with code: finalisation, and the
+ * exit (or the death by SIGINT a KeyboardInterrupt asks for). */
+static noreturn void
+interp_exit(int code)
+{
+	PyObject *r = PyObject_CallNoArgs(warm_leave_fn);
+
 	if (r == NULL) {
 		if (!_Py_HandleSystemExit(&code)) /* sys.exit() in an atexit handler */
 			PyErr_Clear();
@@ -574,4 +631,137 @@ interp_enter(const struct sandbox_spec *s)
 		kill(getpid(), SIGINT);
 	}
 	_exit(code);
+}
+
+/* A list of str from argv's n first strings (file-system encoding, as the interpreter's own). */
+static PyObject *
+str_list(char *const *argv, int n)
+{
+	PyObject *l = PyList_New(0);
+
+	for (int i = 0; l != NULL && i < n; i++) {
+		PyObject *a = PyUnicode_DecodeFSDefault(argv[i]);
+		if (a == NULL || PyList_Append(l, a) < 0)
+			Py_CLEAR(l);
+		Py_XDECREF(a);
+	}
+	return l;
+}
+
+/*
+ * Port 8888: runs the agent's command in this interpreter when it is a plain Python
+ * invocation of this interpreter (pycmd.h), as the shell would have started it; returns when
+ * it is not, before anything of it ran, and the shell runs it.
+ */
+static void
+interp_enter_command(const struct sandbox_spec *s)
+{
+	struct pycmd pc;
+	char exe[PATH_MAX], real[PATH_MAX], want[PATH_MAX], script[PATH_MAX], dir[PATH_MAX];
+	const char *path = NULL, *slash;
+	PyObject *argv = NULL, *orig = NULL, *r = NULL, *flags = NULL, *nf = NULL, *nfields;
+	int code, skip;
+
+	if (s->command == NULL || pycmd_parse(s->command, strlen(s->command), &pc) < 0)
+		return;
+	for (int i = 0; s->envp[i] != NULL; i++)
+		if (strncmp(s->envp[i], "PATH=", 5) == 0)
+			path = s->envp[i] + 5;
+	/* the shell's choice must be this very interpreter */
+	if (pycmd_which(pc.argv[0], path, exe, sizeof(exe)) < 0 || realpath(exe, real) == NULL ||
+	    realpath(s->python, want) == NULL || strcmp(real, want) != 0)
+		goto out;
+	dir[0] = '\0';
+	if (pc.kind == PYCMD_SCRIPT) {
+		/* __file__ is the script's path made absolute, sys.path[0] its real directory */
+		int n = pc.argv[1][0] == '/'
+		            ? snprintf(script, sizeof(script), "%s", pc.argv[1])
+		            : snprintf(script, sizeof(script), "/app/%s", pc.argv[1]);
+		if (n < 0 || (size_t)n >= sizeof(script) || realpath(script, dir) == NULL)
+			goto out;
+		slash = strrchr(dir, '/');
+		if (slash == dir)
+			dir[1] = '\0';
+		else if (slash != NULL)
+			dir[slash - dir] = '\0';
+	}
+	skip = pc.kind == PYCMD_CODE ? 3 : 2;
+	argv = str_list(pc.argv + skip - 1, pc.argc - skip + 1);
+	orig = str_list(pc.argv, pc.argc);
+	if (argv == NULL || orig == NULL)
+		goto out;
+	if (pc.kind == PYCMD_CODE)
+		PyList_SetItem(argv, 0, PyUnicode_FromString("-c"));
+	r = PyObject_CallFunction(warm_command_fn, "OOss", argv, orig, exe, dir);
+	if (r == NULL || r == Py_None)
+		goto out;
+	/* sys.flags as that interpreter's (subprocess passes them on to child interpreters) */
+	flags = PySys_GetObject("flags"); /* borrowed */
+	nfields = flags ? PyObject_GetAttrString((PyObject *)Py_TYPE(flags), "n_fields") : NULL;
+	if (nfields != NULL && PyList_Check(r) && PyLong_AsLong(nfields) == PyList_GET_SIZE(r)) {
+		nf = PyStructSequence_New(Py_TYPE(flags));
+		for (Py_ssize_t i = 0; nf != NULL && i < PyList_GET_SIZE(r); i++)
+			PyStructSequence_SetItem(nf, i, Py_NewRef(PyList_GET_ITEM(r, i)));
+	}
+	Py_XDECREF(nfields);
+	if (nf == NULL || PySys_SetObject("flags", nf) < 0)
+		goto out;
+	Py_DECREF(nf);
+	nf = NULL;
+	warm_set_proc_view(s, pc.argv);
+	slash = strrchr(exe, '/');
+	(void)prctl(PR_SET_NAME, slash ? slash + 1 : exe);
+	/* from here on the command runs: no fallback */
+	close(s->error_fd);
+	if (pc.kind == PYCMD_CODE) {
+		PyCompilerFlags cf = _PyCompilerFlags_INIT;
+		PyObject *main_dict = PyModule_GetDict(PyImport_AddModule("__main__"));
+
+		warm_in_run = 1;
+		/* as pymain_run_command: the code as a string named <string> */
+		Py_XDECREF(r);
+		r = PyRun_StringFlags(pc.argv[2], Py_file_input, main_dict, main_dict, &cf);
+		if (r != NULL) {
+			code = 0;
+		} else if (!_Py_HandleSystemExit(&code)) {
+			PyErr_Print();
+			code = 1;
+		}
+	} else {
+		code = interp_run_file(script, -1);
+		if (code < 0) {
+			PySys_FormatStderr("%s: can't open file %R: [Errno %d] %s\n", pc.argv[0],
+			                   PyUnicode_DecodeFSDefault(script), errno,
+			                   strerror(errno));
+			code = 2;
+		}
+	}
+	interp_exit(code);
+out:
+	PyErr_Clear();
+	Py_XDECREF(nf);
+	Py_XDECREF(r);
+	Py_XDECREF(argv);
+	Py_XDECREF(orig);
+	pycmd_free(&pc);
+}
+
+void
+interp_enter(const struct sandbox_spec *s)
+{
+	char path[4200];
+	int code;
+
+	if (!warm_prepared && interp_prepare(s) < 0)
+		return;
+	if (s->agent) {
+		interp_enter_command(s);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/main.py", s->workdir);
+	/* as `python3 main.py` runs it (pymain_run_file); once it has begun, no fallback */
+	code = interp_run_file(path, s->error_fd);
+	if (code < 0)
+		return;
+	interp_exit(code);
 }

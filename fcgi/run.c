@@ -326,7 +326,8 @@ box_fits(const struct run_box *box, const struct run_caps *caps)
 	return box->active && box->caps.memory_bytes == caps->memory_bytes &&
 	       box->caps.max_processes == caps->max_processes &&
 	       box->caps.disk_bytes == caps->disk_bytes &&
-	       box->caps.cpu_millicores == caps->cpu_millicores && box->caps.heavy == caps->heavy;
+	       box->caps.cpu_millicores == caps->cpu_millicores && box->caps.heavy == caps->heavy &&
+	       box->caps.warm_command == caps->warm_command;
 }
 
 static void
@@ -635,8 +636,9 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 	child.sb.ctl_fd = ctl_p[0];
 	child.sb.report_fd = rep_p[1];
 
-	/* warm: Python programs only (an agent's command is a shell's), with init */
-	if (allow_warm && cfg->warm && ns_mode && cfg->workspace_fd < 0) {
+	/* warm: Python programs, and an agent's command that is a plain Python invocation (any
+	 * other is a shell's), with init */
+	if (allow_warm && cfg->warm && ns_mode && (cfg->workspace_fd < 0 || caps->warm_command)) {
 		/* one bound for both tiers' answers: the heavy tier has half, so that a heavy
 		 * template that does not answer leaves the light one time to */
 		long long t0 = proc_now_ms();
@@ -782,6 +784,8 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	    .fsize_bytes = spec->caps.disk_bytes,
 	    /* warm: the template's own address space is shared, not the run's */
 	    .as_bytes = cfg->cgroup == NULL ? spec->caps.memory_bytes + box->as_base_bytes : 0,
+	    .as_exec_bytes =
+	        cfg->cgroup == NULL && box->as_base_bytes ? spec->caps.memory_bytes : 0,
 	    /* a backstop only: CPU time can exceed wall time only with threads */
 	    .cpu_limit_seconds = spec->wall_ms / 1000 + 2,
 	};
@@ -884,8 +888,10 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	w->client_fd = spec->watch_client ? spec->client_fd : -1;
 	w->t0 = proc_now_ms();
 	/* the tier is a build-time cap too: the next box is built for the last request's */
-	caps.heavy =
-	    cfg->warm && cfg->workspace_fd < 0 && warm_wants_heavy(spec->code, spec->code_len);
+	if (cfg->workspace_fd < 0)
+		caps.heavy = cfg->warm && warm_wants_heavy(spec->code, spec->code_len);
+	else
+		caps.heavy = cfg->warm && caps.warm_command && caps.heavy;
 	s->last = caps;
 	s->last_known = true;
 	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||

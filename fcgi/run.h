@@ -52,6 +52,9 @@ struct run_caps {
 	/* warm: the heavy tier's template, for a program that names its modules (set by
 	 * run_execute() from the code, warm_wants_heavy()) */
 	bool heavy;
+	/* an agent's command that is a plain Python invocation (pycmd.h): it may run warm, on
+	 * the tier heavy names (set by the agent's endpoint) */
+	bool warm_command;
 };
 
 struct limits;

@@ -226,6 +226,7 @@ sandbox_read_request(int fd, struct sandbox_spec *s, char **code, size_t *code_l
 	s->nproc = (unsigned long)req.nproc;
 	s->fsize_bytes = req.fsize_bytes;
 	s->as_bytes = req.as_bytes;
+	s->as_exec_bytes = req.as_exec_bytes;
 	s->cpu_limit_seconds = (long)req.cpu_limit_seconds;
 	s->max_result_bytes = req.max_result_bytes;
 	return 0;
@@ -454,9 +455,17 @@ sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 	if (s->stdin_fd < 0 || dup2(s->stdin_fd, 0) < 0)
 		sandbox_fail(s, SANDBOX_STDIO, 0);
 	close(s->stdin_fd);
-	if (sandbox_write_code(code, code_len) < 0)
-		sandbox_fail(s, SANDBOX_CODE, 0);
-	free(code);
+	if (s->agent) {
+		/* a command runs in the workspace; enter() runs it if it is a plain Python
+		 * invocation (pycmd.h), else the shell does, as cold */
+		if (chdir("/app") < 0)
+			sandbox_fail(s, SANDBOX_CHDIR, 0);
+		s->command = code;
+	} else {
+		if (sandbox_write_code(code, code_len) < 0)
+			sandbox_fail(s, SANDBOX_CODE, 0);
+		free(code);
+	}
 	free(input);
 	if (sandbox_rlimits(s) < 0)
 		sandbox_fail(s, SANDBOX_RLIMITS, 0);
@@ -466,6 +475,15 @@ sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 	close(handoff_fd);
 	if (prepared)
 		s->enter(s);
+	if (s->agent) {
+		static char *agent_argv[4] = {"/bin/sh", "-c", NULL, NULL};
+		agent_argv[2] = (char *)s->command;
+		s->argv = agent_argv;
+		s->python = "/bin/sh";
+	}
+	/* what is exec'd has only its own pages: the cold limit */
+	if (s->as_exec_bytes && set_limit(RLIMIT_AS, s->as_exec_bytes, s->as_exec_bytes) < 0)
+		sandbox_fail(s, SANDBOX_RLIMITS, 0);
 	execve(s->python, s->argv, s->envp);
 	sandbox_fail(s, SANDBOX_EXEC, 0);
 }

@@ -76,6 +76,8 @@ struct sandbox_request {
 	uint64_t nproc; /* RLIMIT_NPROC, 0: not set */
 	uint64_t fsize_bytes;
 	uint64_t as_bytes; /* RLIMIT_AS, 0: not set */
+	/* warm: RLIMIT_AS for a program that execs instead (a template's pages are then gone) */
+	uint64_t as_exec_bytes;
 	int64_t cpu_limit_seconds;
 };
 
@@ -114,8 +116,9 @@ struct sandbox_spec {
 
 	long cpu_limit_seconds;
 	unsigned long long fsize_bytes;
-	unsigned long nproc;         /* 0: not set */
-	unsigned long long as_bytes; /* 0: not set */
+	unsigned long nproc;              /* 0: not set */
+	unsigned long long as_bytes;      /* 0: not set */
+	unsigned long long as_exec_bytes; /* warm: RLIMIT_AS once the program execs */
 	unsigned long nofile;
 
 	int landlock_fd;  /* -1: no Landlock */
@@ -134,6 +137,7 @@ struct sandbox_spec {
 	bool orphan_init;
 	/* an agent run: the request's code is a shell command, run as /bin/sh -c in /app */
 	bool agent;
+	const char *command;     /* warm: the agent's command, once read (enter() may run it) */
 	int workspace_fd;        /* -1, or the workspace init attaches; closed before the program */
 	size_t max_result_bytes; /* from the request */
 

@@ -46,7 +46,7 @@
 /* The run's configuration: the template's base and the worker's request. */
 static void
 template_run_config(const struct template_base *base, const struct warm_box_request *req,
-                    int landlock_fd, struct run_config *run)
+                    int landlock_fd, int workspace_fd, struct run_config *run)
 {
 	*run = (struct run_config){
 	    .python = base->python,
@@ -64,7 +64,7 @@ template_run_config(const struct template_base *base, const struct warm_box_requ
 	    .etc_fd = base->etc_fd,
 	    .landlock_fd = landlock_fd,
 	    .seccomp = req->seccomp && base->seccomp->prog.filter != NULL ? base->seccomp : NULL,
-	    .workspace_fd = -1,
+	    .workspace_fd = workspace_fd,
 	    .warm = true,
 	};
 }
@@ -78,7 +78,9 @@ template_clone(const struct template_base *base, struct warm_box_request *req, c
 	struct run_config run;
 	pid_t pid;
 
-	template_run_config(base, req, req->landlock_fd ? fds[WARM_BOX_FD_LANDLOCK] : -1, &run);
+	template_run_config(base, req, req->landlock_fd ? fds[WARM_BOX_FD_LANDLOCK] : -1,
+	                    req->workspace ? fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd] : -1,
+	                    &run);
 	run_child_prepare(&run, req->workdir, req->disk_bytes, &child);
 	child.sb.stdout_fd = fds[0];
 	child.sb.stderr_fd = fds[1];
@@ -103,7 +105,8 @@ template_clone(const struct template_base *base, struct warm_box_request *req, c
 static bool
 template_request_ok(const struct warm_box_request *req, int n)
 {
-	return req->magic == WARM_BOX_MAGIC && n == (req->landlock_fd ? 7 : 6) &&
+	return req->magic == WARM_BOX_MAGIC && req->landlock_fd <= 1 && req->workspace <= 1 &&
+	       n == WARM_BOX_FD_LANDLOCK + req->landlock_fd + req->workspace &&
 	       req->workdir[0] == '/' && memchr(req->workdir, '\0', sizeof(req->workdir)) &&
 	       (req->clone_flags & CLONE_NEWPID) && req->run_uid != 0;
 }
@@ -155,7 +158,7 @@ template_main(const struct template_base *base, const struct template_args *t)
 	for (;;) {
 		static struct warm_box_request req;
 		struct warm_box_answer a = {0};
-		int fds[WARM_BOX_FDS] = {-1, -1, -1, -1, -1, -1, -1};
+		int fds[WARM_BOX_FDS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 		int n, pidfd = -1;
 		long long life_ms = (long long)ws->max_seconds * 1000 - (proc_now_ms() - t0);
 		struct pollfd pfd[2] = {{.fd = t->serve_fd, .events = POLLIN},

@@ -562,6 +562,7 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 	    .high_pids = run->high_pids,
 	    .seccomp = run->seccomp != NULL,
 	    .landlock_fd = run->landlock_fd >= 0,
+	    .workspace = run->workspace_fd >= 0,
 	    .disk_bytes = disk_bytes,
 	};
 	memcpy(b.workdir, workdir, strlen(workdir) + 1);
@@ -574,9 +575,13 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 	for (int i = 0; i < 5; i++)
 		all[i] = fds[i];
 	all[WARM_BOX_FD_ANSWER] = rp[1];
-	all[WARM_BOX_FD_LANDLOCK] = run->landlock_fd;
+	n = WARM_BOX_FD_LANDLOCK;
+	if (run->landlock_fd >= 0)
+		all[n++] = run->landlock_fd;
+	if (run->workspace_fd >= 0)
+		all[n++] = run->workspace_fd;
 	/* the socket is shared by every worker: never block in sendmsg(), one deadline for all */
-	while ((sent = util_send_fds(sock, &b, sizeof(b), all, WARM_BOX_FDS, MSG_DONTWAIT)) < 0 &&
+	while ((sent = util_send_fds(sock, &b, sizeof(b), all, n, MSG_DONTWAIT)) < 0 &&
 	       (errno == EAGAIN || errno == EINTR) && proc_now_ms() < deadline) {
 		struct pollfd out = {.fd = sock, .events = POLLOUT};
 		long long left = deadline - proc_now_ms();

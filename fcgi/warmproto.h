@@ -70,13 +70,14 @@ struct warm_box_request {
 	uint8_t mask_proc;
 	uint8_t high_pids;
 	uint8_t seccomp;     /* the filter is applied (the run's configuration has one) */
-	uint8_t landlock_fd; /* the last fd is the worker's Landlock ruleset */
+	uint8_t landlock_fd; /* fd 6 is the worker's Landlock ruleset */
+	uint8_t workspace;   /* the last fd is port 8888's workspace: an agent's command */
 	uint64_t disk_bytes;
 	char workdir[4096]; /* the run's directory, on the host: wiped once it is mounted */
 };
 /* its fds: stdout, stderr, error, control, report (the child's ends), the answer's socket,
  * and the ruleset when landlock_fd */
-enum { WARM_BOX_FD_ANSWER = 5, WARM_BOX_FD_LANDLOCK = 6, WARM_BOX_FDS = 7 };
+enum { WARM_BOX_FD_ANSWER = 5, WARM_BOX_FD_LANDLOCK = 6, WARM_BOX_FDS = 8 };
 
 struct warm_box_answer {
 	int32_t pid; /* or -errno */

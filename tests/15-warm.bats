@@ -64,6 +64,8 @@ warm_remote() {
 		$'raise KeyboardInterrupt'
 		$'class A:\n    def __del__(self):\n        print("del ran")\na = A()\nprint("end")'
 		$'import sys\nsys.stdout.write("no newline")'
+		$'print(sorted(globals()), type(__loader__).__name__, __cached__, __spec__)'
+		$'print(sys)'
 	)
 	local p want got
 	for p in "${programs[@]}"; do

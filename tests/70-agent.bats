@@ -284,3 +284,41 @@ pool_busy() {
 	done
 	assert_equal "$(grep -c "the sandbox built ahead is gone" "$STACK_DIR/logs/pool.log" || true)" "$before"
 }
+
+# tier_runs PORT: runs finished from a warm template (light and heavy) on PORT (execute, agent)
+tier_runs() {
+	curl -s "$BASE/metrics" | awk -v p="port=\"$1\"" '/^codebox_executions_by_tier_total/ &&
+		index($0, p) && !/tier="cold"/ { n += $2 } END { print n + 0 }'
+}
+
+@test "agent: a plain python command runs warm, with exactly the shell's outputs and exit codes" {
+	local before cmd warm n=0
+	run -0 curl -s "$BASE/isolation"
+	warm=$(jq -r .details.interpreter <<<"$output")
+	agent_run "mkdir -p lib && printf '%s\\n' 'import sys' 'print(__file__, sys.argv, sys.path[0], type(__loader__).__name__, sorted(globals()))' 'raise SystemExit(5)' > lib/s.py"
+	before=$(tier_runs agent)
+	# each as a plain invocation (warm), then behind the shell's exec (cold): byte for byte
+	for cmd in \
+		"python3 -c 'import sys, os, site; print(sys.argv, sys.orig_argv, sys.executable, sys.path, sys.flags, os.getcwd(), sorted(globals()), __name__, type(__loader__).__name__, site.ENABLE_USER_SITE, site.USER_SITE)' a 'b c'" \
+		"python -c 'import sys; print(sys.executable, sys.orig_argv, open(\"/proc/self/cmdline\").read(), open(\"/proc/self/comm\").read())'" \
+		"python3 -c 'import sys; print(sys.stdout.line_buffering, sys.stderr.line_buffering, type(sys.stdout.buffer).__name__, sys.stdout.mode, sys.stdout.encoding, sys.stderr.errors)'" \
+		"python3 lib/s.py x 'y z'" \
+		"python3 /app/lib/s.py" \
+		"python3 -c 'import numpy; print(numpy.arange(4).sum())'" \
+		"python3 -c 'raise ValueError(\"no\")'" \
+		"python3 -c 'import sys; print(\"partial\"); sys.exit(3)'" \
+		"python3 -c 'import os; print(\"lost in the buffer\"); os._exit(4)'" \
+		"python3 -c 'import subprocess, sys; print(subprocess._args_from_interpreter_flags())'" \
+		"python3 -c 'import time; print(\"lost at the timeout\"); time.sleep(30)'"; do
+		agent_run "$cmd"
+		local w=$reply
+		agent_run "exec $cmd"
+		assert_equal "$w" "$reply"
+		n=$((n + 1))
+	done
+	echo "# interpreter: $warm, warm runs $(($(tier_runs agent) - before)) of $n" >&3
+	if [[ $warm == warm ]]; then
+		assert_equal "$(($(tier_runs agent) - before))" "$n"
+	fi
+	still_serving
+}
