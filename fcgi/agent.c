@@ -55,6 +55,7 @@
 #define AGENT_TIMED_OUT_EXIT 124
 /* A command the sandbox could not start (as a shell reports "cannot execute"). */
 #define AGENT_NOT_STARTED_EXIT 126
+#define AGENT_LOST_EXIT 125
 /* The longest listing returned; more entries are cut (logged). */
 #define AGENT_MAX_LIST_ENTRIES 10000
 /* The largest /execute body read: a command is at most maxCodeBytes, escaped. */
@@ -486,11 +487,18 @@ done:
 not_started:
 	flock(lock_fd, LOCK_UN);
 	metrics_record_error(METRICS_PORT_AGENT);
-	history_end(ac->history, NULL, AGENT_NOT_STARTED_EXIT, true);
-	log_msg(LOG_ERROR, "agent command could not start: %s", why);
-	{
+	history_end(ac->history, NULL,
+	            o.fault == RUN_FAULT_LOST ? AGENT_LOST_EXIT : AGENT_NOT_STARTED_EXIT, true);
+	if (o.fault == RUN_FAULT_LOST) {
+		/* as a container runtime says it failed (125): not the command's doing */
+		static const char msg[] = "codebox: the command's sandbox was killed from outside "
+		                          "while it ran; see the service log\n";
+		log_msg(LOG_ERROR, "agent command lost: %s", why);
+		agent_reply_run(req, "", 0, msg, sizeof(msg) - 1, AGENT_LOST_EXIT);
+	} else {
 		static const char msg[] =
 		    "codebox: the sandbox could not start the command; see the service log\n";
+		log_msg(LOG_ERROR, "agent command could not start: %s", why);
 		agent_reply_run(req, "", 0, msg, sizeof(msg) - 1, AGENT_NOT_STARTED_EXIT);
 	}
 	run_outcome_free(&o);

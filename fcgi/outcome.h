@@ -60,6 +60,7 @@ enum run_fault {
 	RUN_FAULT_CLONE,   /* clone() with the namespace flags */
 	RUN_FAULT_UID_MAP, /* writing the user namespace's maps */
 	RUN_FAULT_CGROUP,  /* creating or joining the run's cgroup */
+	RUN_FAULT_LOST,    /* init was killed from outside while the program ran */
 	RUN_FAULT_OTHER,
 };
 

@@ -175,6 +175,7 @@ run_blame(struct isolation *iso, const struct run_outcome *f, const char *why)
 	case RUN_FAULT_STEP:
 		return sandbox_blame(iso, (enum sandbox_step)f->fault_step, f->fault_detail, why);
 	case RUN_FAULT_NONE:
+	case RUN_FAULT_LOST:
 	case RUN_FAULT_OTHER:
 		break;
 	}
@@ -1171,9 +1172,17 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		out->cpu_ms = rusage_cpu_ms(&w->ru);
 		out->max_rss_bytes = (long long)w->ru.ru_maxrss * 1024;
 		if (box->ns_mode && !run_read_report(&w->rb, spec->max_result_bytes, &f, out)) {
-			/* init died without a word (killed, or OOM): the run is lost */
+			/* init died without a word: the run is lost. The OOM killer's doing is the
+			 * program's (memory); any other kill came from outside, the sandbox's fault
+			 */
 			f.have_status = false;
 			out->result_status = RESULT_NONE;
+			if (!w->timed_out && !f.oom && !box->oom_stopped && !out->abandoned) {
+				set_fault(
+				    out, RUN_FAULT_LOST, why, why_len,
+				    "the run's init was killed from outside before it reported");
+				rc = -1;
+			}
 		} else if (!box->ns_mode) {
 			out->result_status = result_read(box->wd.fd, spec->max_result_bytes,
 			                                 &out->result_json, &out->result_len);

@@ -267,8 +267,14 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 		metrics_record_error(METRICS_PORT_EXECUTE);
 		history_end(&wc->history, NULL, 0, false);
 		log_msg(LOG_ERROR, "run failed: %s", why);
-		worker_send_error(req, 500, NULL, "sandbox_error",
-		                  "the sandbox could not run the program; see the service log");
+		if (o.fault == RUN_FAULT_LOST)
+			/* not the program's doing: a new sandbox would run it */
+			worker_send_error(req, 503, NULL, "sandbox_unavailable",
+			                  "the run's sandbox was killed from outside; retry");
+		else
+			worker_send_error(
+			    req, 500, NULL, "sandbox_error",
+			    "the sandbox could not run the program; see the service log");
 		run_outcome_free(&o);
 		request_free(&r);
 		return;

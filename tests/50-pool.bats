@@ -101,6 +101,30 @@ two_in_flight() {
 	assert_equal "$code" 200
 }
 
+@test "pool: a run whose init is killed from outside is the sandbox's fault: 503, never the program's -9" {
+	local m="codebox-lost-$RANDOM$RANDOM" prog init
+	run -0 curl -s "$BASE/isolation"
+	[[ $(jq -r .layers.pidns <<<"$output") == true ]] || skip "no pid namespace: the program is its own init"
+	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
+	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/lost" -w '%{http_code}' \
+		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/lost_code" 3>&- &
+	wait_for "the run to start" 100 pgrep -f -- "$m"
+	prog=$(pgrep -f -- "$m" | head -1)
+	init=$(ps -o ppid= -p "$prog" | tr -d ' ')
+	assert_equal "$(cat "/proc/$init/comm")" codebox-init
+	kill -KILL "$init"
+	wait
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/lost_code")" 503
+	reply=$(cat "$BATS_TEST_TMPDIR/lost")
+	assert_equal "$(field .error)" sandbox_unavailable
+	assert_equal "$(field .message)" "the run's sandbox was killed from outside; retry"
+	run -0 grep -c "the run's init was killed from outside before it reported" "$STACK_DIR/logs/pool.log"
+	wait_for "the run to die with its init" 50 marker_gone "$m"
+	wait_for "no leftovers" 50 no_run_leftovers
+	post '{"code":"print(1)"}'
+	assert_equal "$code" 200
+}
+
 @test "pool: /readyz is 503 and a timed-out upstream 504 (JSON) when no worker answers" {
 	local pids
 	wait_for "a full pool" 50 full_pool

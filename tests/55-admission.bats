@@ -499,7 +499,7 @@ ms_since() {
 
 @test "supervision: a SIGKILLed pool stops the stack with status 1, and the next start sweeps what it left" {
 	own_stack_start
-	local dead
+	local dead left
 	sleepers 2 2 killed
 	wait_for "two runs in flight" 100 runs_at_least 2
 	dead=$(pool_pid)
@@ -524,8 +524,10 @@ ms_since() {
 	wait_for "the new stack" 1200 ready "$BASE"
 	post '{"code":"print(1)"}'
 	assert_equal "$code" 200
-	if [[ -d /sys/fs/cgroup/pids/codebox-$dead || -n $(find /sys/fs/cgroup/memory -maxdepth 4 -name "codebox-$dead" 2>/dev/null) ]]; then
-		echo "the dead pool's cgroups are still there" >&2
+	# memory, pids and cpu (the cgroup2 tree's), wherever this host mounts them
+	left=$(find /sys/fs/cgroup -maxdepth 5 -type d -name "codebox-$dead" 2>/dev/null)
+	if [[ -n $left ]]; then
+		echo "the dead pool's cgroups are still there: $left" >&2
 		return 1
 	fi
 	kill -TERM "$STACK_PID"

@@ -322,3 +322,27 @@ tier_runs() {
 	fi
 	still_serving
 }
+
+# command_init MARKER: the init of the sandbox whose command has MARKER in its arguments
+command_init() {
+	local p pp
+	for p in $(pgrep -f -- "$1"); do
+		pp=$(ps -o ppid= -p "$p" | tr -d ' ')
+		[[ -n $pp && $(cat "/proc/$pp/comm" 2>/dev/null) == codebox-init ]] && echo "$pp" && return 0
+	done
+	return 1
+}
+
+@test "agent: a command whose init is killed from outside is the sandbox's fault: exit code 125" {
+	local m="codebox-lost-$RANDOM$RANDOM" init
+	client run "python3 -c 'import time; time.sleep(60)' $m" >"$BATS_TEST_TMPDIR/lost" 3>&- &
+	wait_for "the command to start" 100 command_init "$m"
+	init=$(command_init "$m")
+	kill -KILL "$init"
+	wait
+	reply=$(cat "$BATS_TEST_TMPDIR/lost")
+	assert_equal "$(field .exit_code)" 125
+	assert_equal "$(field .stderr)" "codebox: the command's sandbox was killed from outside while it ran; see the service log"
+	wait_for "the command to die with its init" 50 marker_gone "$m"
+	still_serving
+}
