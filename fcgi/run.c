@@ -105,6 +105,17 @@
  * template that does not answer within WARM_ANSWER_MS, a dead one) is a cold run with one log
  * line, never a failed request; a heavy program the heavy tier cannot take gets the light one.
  *
+ * Port 8888's commands run under /bin/sh in a box built for the request, cold, except those
+ * the shell would only split into words and execute as this interpreter (pycmd.h: `python3
+ * -c CODE ...`, `python script.py ...`). Those are cloned from the tier their code (or the
+ * script's first 64 KiB) names, with the workspace's fd sent along, and the program becomes
+ * the interpreter the shell would have started (interp_enter_command(): argv, executable,
+ * sys.path[0], flags, buffered stdio, /proc/self/cmdline); if PATH finds another
+ * interpreter, the program execs the shell after all, with the cold RLIMIT_AS.
+ *
+ * A run whose init is killed from outside (no report, no timeout, no OOM kill, no hang-up)
+ * is lost: the sandbox's fault (RUN_FAULT_LOST: 503 on port 8080, exit code 125 on 8888).
+ *
  * Renewal: a template is succeeded after CODEBOX_WARM_MAX_RUNS runs or
  * CODEBOX_WARM_MAX_SECONDS (its successor forked by the zygote; the old one serves until the
  * successor is ready), and the zygote after CODEBOX_WARM_MAX_SECONDS (its successor started by

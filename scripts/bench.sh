@@ -89,13 +89,15 @@ source "$here/scripts/stack-lib.sh"
 # stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM] [POOL]: a private stack on a random loopback
 # port
 stack_start() {
-	local port
+	local port agent_port
 	port=$(codebox_free_port)
+	agent_port=$(codebox_free_port)
 	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
-		--agent-port "$(codebox_free_port)" --run-uid-base "$(codebox_uid_base "$port")" \
+		--agent-port "$agent_port" --run-uid-base "$(codebox_uid_base "$port")" \
 		--pool "${4:-$pool}" --quiet >"$work/$1.out" 2>&1 &
 	stack=$!
 	base="http://127.0.0.1:$port"
+	agent_base="http://127.0.0.1:$agent_port"
 	codebox_wait_ready "$base" "$stack" "$work/$1" && return 0
 	cat "$work/$1.out" >&2
 	exit 1
@@ -142,6 +144,27 @@ time_http() {
 			--data-binary "$body" "$base/execute" | awk '{ printf "%.2f\n", $1 * 1000 }' >>"$out"
 		jq -r '.details.cpuMs // empty' reply.json >>"$out.cpu"
 	done
+}
+
+# time_agent FILE COMMAND: runs COMMAND on port 8888 $runs times; curl's total time in ms per
+# line (the protocol has no details: no CPU time)
+time_agent() {
+	local out=$1 body i
+	body=$(jq -cn --arg c "$2" '{command: $c}')
+	: >"$out"
+	for ((i = 0; i < runs; i++)); do
+		curl -s -o agent.json --max-time 60 -w '%{time_total}\n' -H 'Content-Type: application/json' \
+			--data-binary "$body" "$agent_base/execute" | awk '{ printf "%.2f\n", $1 * 1000 }' >>"$out"
+		[[ $(jq -r .exit_code agent.json) == 0 ]] || {
+			echo "bench: the command failed on port 8888: $(cat agent.json)" >&2
+			exit 1
+		}
+	done
+}
+
+# median FILE: the median of one number per line
+median() {
+	stats "$1" | awk '{ print $1 }'
 }
 
 # paired FILE BODY: alternates one bare `python3 -I -c pass` and one request, $runs times,
@@ -247,6 +270,26 @@ for mode in "${modes[@]}"; do
 	printf "%-50s %s   cpu %s\n" "$mode: print(1)" "$(stats "$mode-print1.ms")" "$(stats "$mode-print1.ms.cpu")"
 	printf "%-50s %s   cpu %s\n" "$mode: café program (numpy)" "$(stats "$mode-cafe.ms")" "$(stats "$mode-cafe.ms.cpu")"
 	printf "%-50s %s   cpu %s\n" "$mode: five-module program" "$(stats "$mode-five.ms")" "$(stats "$mode-five.ms.cpu")"
+	# port 8888: the same programs as an agent types them, against port 8080's
+	curl -s -o /dev/null -F "file=@$here/tests/programs/cafe.py;filename=cafe.py" "$agent_base/upload"
+	time_agent "$mode-agent-print1.ms" 'python3 -c "print(1)"'
+	time_agent "$mode-agent-cafe.ms" 'python3 cafe.py'
+	runs_saved=$runs
+	runs=$(((runs + 9) / 10))
+	time_agent "$mode-agent-pandas.ms" 'python -c "import pandas; print(pandas.__version__)"'
+	time_http "$mode-pandas.ms" '{"code":"import pandas; print(pandas.__version__)"}'
+	runs=$runs_saved
+	printf "%-50s %s   8080: %s\n" "$mode, port 8888: python3 -c \"print(1)\"" "$(stats "$mode-agent-print1.ms")" "$(median "$mode-print1.ms")"
+	printf "%-50s %s   8080: %s\n" "$mode, port 8888: python3 cafe.py" "$(stats "$mode-agent-cafe.ms")" "$(median "$mode-cafe.ms")"
+	printf "%-50s %s   8080: %s\n" "$mode, port 8888: python -c \"import pandas\"" "$(stats "$mode-agent-pandas.ms")" "$(median "$mode-pandas.ms")"
+	# mixed traffic: each 8080 run after an 8888 command meets the box its worker built ahead
+	gone=$(grep -c "the sandbox built ahead is gone" "$work/$mode/logs/pool.log" || true)
+	for ((i = 0; i < runs; i++)); do
+		curl -s -o /dev/null --max-time 60 --data-binary "$print1" "$base/execute"
+		curl -s -o /dev/null --max-time 60 -H 'Content-Type: application/json' \
+			--data-binary '{"command":"echo mixed"}' "$agent_base/execute"
+	done
+	echo "$mode: mixed 8080 + 8888 traffic, $runs of each: $(($(grep -c "the sandbox built ahead is gone" "$work/$mode/logs/pool.log" || true) - gone)) sandboxes built ahead lost"
 	echo "$mode: PSS of the whole stack after warm-up: $(pss_mb "$mode") MiB"
 	if command -v wrk >/dev/null; then
 		for c in 4 20; do
@@ -257,6 +300,90 @@ for mode in "${modes[@]}"; do
 		echo "wrk is not installed: no throughput numbers (scripts/install-deps.sh installs it)"
 	fi
 	stack_stop
+done
+
+# ---- the warm path under faults and renewals (issue 18's goals) ----
+# metric NAME: the sum of a /metrics series (every label)
+metric() {
+	curl -s "$base/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+}
+
+# load SECONDS TAG: four clients for SECONDS (at most 2000 requests each), two sending print(1)
+# and two a heavy program (scipy: the heavy tier); one line "ms http-status run-status" per
+# request in TAG-light.lat and TAG-heavy.lat
+load() {
+	local until=$((EPOCHSECONDS + $1)) tag=$2 c
+	: >"$tag-light.lat"
+	: >"$tag-heavy.lat"
+	for c in light light heavy heavy; do
+		(
+			body=$print1
+			[[ $c == heavy ]] && body='{"code":"import scipy.special\nprint(scipy.special.gamma(5))"}'
+			for ((n = 0; n < 2000 && EPOCHSECONDS < until; n++)); do
+				curl -s -o "$tag-$c.$BASHPID.json" --max-time 60 -w '%{time_total} %{http_code}\n' \
+					--data-binary "$body" "$base/execute" |
+					awk -v s="$(jq -r .status "$tag-$c.$BASHPID.json" 2>/dev/null)" '{ printf "%.2f %s %s\n", $1 * 1000, $2, s }' \
+						>>"$tag-$c.lat"
+			done
+		) &
+	done
+	wait
+}
+
+# p99 FILE: the 99th percentile of the first column; bad FILE: requests not 200 + succeeded
+p99() {
+	sort -n "$1" | awk '{ v[NR] = $1 } END { printf "%.1f", v[int(NR * 0.99 + 0.999)] }'
+}
+bad() {
+	awk '$2 != 200 || $3 != "succeeded"' "$1" | wc -l
+}
+
+echo "# warm under renewals and kills: 4 clients (2 print(1), 2 heavy: scipy), p99 in ms"
+stack_start steady "" 1
+for ((i = 0; i < 30; i++)); do
+	curl -s -o /dev/null --max-time 60 --data-binary "$print1" "$base/execute"
+done
+load 20 steady
+printf "%-50s light p99 %s, heavy p99 %s, bad %s\n" "steady (no renewal), 20 s:" \
+	"$(p99 steady-light.lat)" "$(p99 steady-heavy.lat)" "$(($(bad steady-light.lat) + $(bad steady-heavy.lat)))"
+# kills under load: the heavy template, then the zygote (and its templates with it)
+for victim in heavy zygote; do
+	fb=$(metric codebox_warm_fallbacks_total)
+	load 25 "kill-$victim" &
+	loader=$!
+	sleep 3
+	zygote=$(pgrep -x -P "$(pgrep -o -f -- "--runs-dir $work/steady/runs")" codebox-zygote || true)
+	if [[ $victim == heavy ]]; then
+		pkill -KILL -x -P "$zygote" codebox-heavy || echo "bench: no heavy template to kill" >&2
+	else
+		kill -KILL "$zygote" || echo "bench: no zygote to kill" >&2
+	fi
+	wait "$loader"
+	printf "%-50s light max %s, heavy max %s ms; fallbacks %s (4 runs in flight at most); bad %s\n" \
+		"SIGKILL of the $victim under load, 25 s:" \
+		"$(sort -n "kill-$victim-light.lat" | tail -1 | cut -d' ' -f1)" \
+		"$(sort -n "kill-$victim-heavy.lat" | tail -1 | cut -d' ' -f1)" \
+		"$(($(metric codebox_warm_fallbacks_total) - fb))" \
+		"$(($(bad "kill-$victim-light.lat") + $(bad "kill-$victim-heavy.lat")))"
+done
+stack_stop
+CODEBOX_WARM_MAX_SECONDS=8 stack_start renew "" 1
+for ((i = 0; i < 30; i++)); do
+	curl -s -o /dev/null --max-time 60 --data-binary "$print1" "$base/execute"
+done
+starts=$(metric codebox_zygote_starts_total)
+fb=$(metric codebox_warm_fallbacks_total)
+load 40 renew
+printf "%-50s light p99 %s, heavy p99 %s, bad %s, fallbacks %s, zygote renewals %s\n" \
+	"CODEBOX_WARM_MAX_SECONDS=8, 40 s:" "$(p99 renew-light.lat)" "$(p99 renew-heavy.lat)" \
+	"$(($(bad renew-light.lat) + $(bad renew-heavy.lat)))" "$(($(metric codebox_warm_fallbacks_total) - fb))" \
+	"$(($(metric codebox_zygote_starts_total) - starts))"
+stack_stop
+
+# CPU per run, warm against cold (details.cpuMs medians): what holds where CPU is the limit
+for prog in print1 cafe five; do
+	awk -v w="$(median "warm-$prog.ms.cpu")" -v c="$(median "cold-$prog.ms.cpu")" -v p="$prog" \
+		'BEGIN { printf "%-50s %8.2f   (%s / %s ms)\n", "cpu per run, warm/cold: " p, (c > 0 ? w / c : 0), w, c }'
 done
 
 if [[ -n $before ]]; then
