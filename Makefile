@@ -33,7 +33,7 @@ NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd
+           outcome tier pycmd mcp
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
 UNIT_DEPS_result  = result jsonw utf8
@@ -50,6 +50,7 @@ UNIT_DEPS_seccomp = seccomp log jsonw isolation
 UNIT_DEPS_outcome = outcome capture utf8
 UNIT_DEPS_tier    = tier
 UNIT_DEPS_pycmd   = pycmd
+UNIT_DEPS_mcp     = mcp jsonw capture utf8 result outcome
 
 .PHONY: all help deps build run test unit bats asan asan-build bats-run asan-run check lint \
         format clean bench

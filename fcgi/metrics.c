@@ -144,7 +144,13 @@ metrics_worker_exited(int worker_index, bool restart)
 		add(&metrics_mem->worker_restarts, 1);
 }
 
-static const char *const metrics_port_names[METRICS_PORT_COUNT] = {"execute", "agent"};
+static const char *const metrics_port_names[METRICS_PORT_COUNT] = {"execute", "agent", "mcp"};
+
+const char *
+metrics_port_name(enum metrics_port port)
+{
+	return port < METRICS_PORT_COUNT ? metrics_port_names[port] : "?";
+}
 static const char *const metrics_status_names[METRICS_NSTATUS] = {"succeeded", "failed",
                                                                   "timed_out", "error"};
 

@@ -14,6 +14,7 @@
 enum metrics_port {
 	METRICS_PORT_EXECUTE, /* port 8080's POST /execute */
 	METRICS_PORT_AGENT,   /* port 8888's POST /execute */
+	METRICS_PORT_MCP,     /* port 8080's POST /mcp, tools/call */
 	METRICS_PORT_COUNT,
 };
 
@@ -34,6 +35,9 @@ void metrics_run_end(int worker_index);
 
 /* Counts a finished run: its status, the limit it exceeded, its duration. */
 void metrics_record_run(enum metrics_port port, const struct run_outcome *o);
+
+/* The port label's value: execute, agent, mcp. */
+const char *metrics_port_name(enum metrics_port port);
 
 /* Counts a run the sandbox could not start (a 500 on port 8080, exit 126 on 8888). */
 void metrics_record_error(enum metrics_port port);

@@ -19,6 +19,7 @@
 #include "landlock.h"
 #include "limits.h"
 #include "log.h"
+#include "mcp.h"
 #include "metrics.h"
 #include "reply.h"
 #include "request.h"
@@ -167,13 +168,103 @@ worker_client_gone(FCGX_Request *req)
 	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
+/* What came of admitting and running one request (worker_run()). */
+enum worker_ran {
+	WORKER_RAN,       /* o holds the outcome: answer it */
+	WORKER_BUSY,      /* every execution slot is in use: 429 */
+	WORKER_STUCK,     /* the slots' lock was not free in time: 503 */
+	WORKER_LOST,      /* the run's init was killed from outside: 503 */
+	WORKER_FAILED,    /* the sandbox could not run it: 500 */
+	WORKER_ABANDONED, /* the client left: no answer */
+};
+
+/*
+ * Admits r (an execution slot of the pool's) and runs it, with its metrics, audit trail entry
+ * and log lines, for POST /execute and MCP's tools/call alike. o is filled when WORKER_RAN
+ * (run_outcome_free() it); the slot is free again before this returns.
+ */
+static enum worker_ran
+worker_run(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
+           FCGX_Request *req, const struct limits *l, const char *request_id,
+           const struct request *r, enum metrics_port port, struct run_outcome *o)
+{
+	char why[512];
+	int rc;
+
+	memset(o, 0, sizeof(*o));
+	/* the pool, not nginx, is the authority on execution slots: it knows what runs */
+	switch (slots_acquire(wc->slots, wc->index, l->max_concurrent_executions)) {
+	case SLOTS_TAKEN:
+		break;
+	case SLOTS_FULL:
+		log_msg(LOG_INFO, "all %ld execution slots are in use: 429",
+		        l->max_concurrent_executions);
+		metrics_record_busy();
+		return WORKER_BUSY;
+	case SLOTS_STUCK:
+		/* a bounded wait, not nginx's 504 much later: /readyz says the same meanwhile */
+		log_msg(LOG_ERROR,
+		        "the execution slots' lock was not free within %d ms: the pool cannot "
+		        "admit runs (503)",
+		        SLOTS_LOCK_WAIT_MS);
+		return WORKER_STUCK;
+	}
+
+	struct run_spec spec = {
+	    .code = r->code,
+	    .code_len = r->code_len,
+	    .stdin_data = r->stdin_data,
+	    .stdin_len = r->stdin_len,
+	    .wall_ms = r->wall_ms,
+	    .max_stdout_bytes = l->max_stdout_bytes,
+	    .max_stderr_bytes = l->max_stderr_bytes,
+	    .max_result_bytes = l->max_result_bytes,
+	    .caps = run_caps_from_limits(l),
+	    .watch_client = true,
+	    .client_fd = req->ipcFd,
+	};
+	history_begin(&wc->history, metrics_port_name(port), r->code, r->code_len, request_id);
+	metrics_run_begin(run->worker_index);
+	rc = run_execute(run, &spec, slot, o, why, sizeof(why));
+	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
+	 * so a client that sends its next request the moment it has this reply finds it free */
+	slots_release(wc->slots, wc->index);
+	metrics_run_end(run->worker_index);
+	if (rc == 0 && o->abandoned) {
+		history_end(&wc->history, o, o->exit_code, o->has_exit_code);
+		log_msg(LOG_INFO, "the client left during the run; killed it after %lld ms",
+		        o->duration_ms);
+		run_outcome_free(o);
+		return WORKER_ABANDONED;
+	}
+	if (rc < 0) {
+		enum run_fault fault = o->fault;
+		metrics_record_error(port);
+		history_end(&wc->history, NULL, 0, false);
+		log_msg(LOG_ERROR, "run failed: %s", why);
+		run_outcome_free(o);
+		return fault == RUN_FAULT_LOST ? WORKER_LOST : WORKER_FAILED;
+	}
+	metrics_record_run(port, o);
+	history_end(&wc->history, o, o->exit_code, o->has_exit_code);
+	log_msg(LOG_INFO,
+	        "%s status=%s exitCode=%d durationMs=%lld cpuMs=%lld stdoutBytes=%llu "
+	        "stderrBytes=%llu tier=%s%s%s",
+	        metrics_port_name(port), run_status_string(o->status),
+	        o->has_exit_code ? o->exit_code : 0, o->duration_ms, o->cpu_ms,
+	        (unsigned long long)o->out.total_bytes, (unsigned long long)o->err.total_bytes,
+	        run_tier_string(o->tier), o->fallback != RUN_FALLBACK_NONE ? " fallback=" : "",
+	        o->fallback != RUN_FALLBACK_NONE ? run_fallback_string(o->fallback) : "");
+	return WORKER_RAN;
+}
+
 static void
 worker_execute(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
                FCGX_Request *req, const struct limits *l, const char *request_id)
 {
 	struct request r;
 	struct run_outcome o;
-	char message[256], why[512];
+	char message[256];
 	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
 	char *body = NULL, *reply;
 	size_t len;
@@ -210,95 +301,249 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 		request_free(&r);
 		return;
 	}
-	/* the pool, not nginx, is the authority on execution slots: it knows what runs */
-	switch (slots_acquire(wc->slots, wc->index, l->max_concurrent_executions)) {
-	case SLOTS_TAKEN:
+	switch (worker_run(wc, run, slot, req, l, request_id, &r, METRICS_PORT_EXECUTE, &o)) {
+	case WORKER_RAN:
+		reply = reply_outcome(&o, l->max_result_bytes, r.details, request_id, &len);
+		if (reply == NULL) {
+			worker_send_error(req, 500, NULL, "sandbox_error",
+			                  "the worker is out of memory");
+		} else {
+			worker_send(req, 200, NULL, reply, len);
+			free(reply);
+		}
+		run_outcome_free(&o);
 		break;
-	case SLOTS_FULL:
-		log_msg(LOG_INFO, "all %ld execution slots are in use: 429",
-		        l->max_concurrent_executions);
-		metrics_record_busy();
+	case WORKER_BUSY:
 		worker_send_error(req, 429, "Retry-After: 1", "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
-		request_free(&r);
-		return;
-	case SLOTS_STUCK:
-		/* a bounded wait, not nginx's 504 much later: /readyz says the same meanwhile */
-		log_msg(LOG_ERROR,
-		        "the execution slots' lock was not free within %d ms: the pool cannot "
-		        "admit runs (503)",
-		        SLOTS_LOCK_WAIT_MS);
+		break;
+	case WORKER_STUCK:
 		worker_send_error(req, 503, NULL, "sandbox_unavailable",
 		                  "the sandbox cannot admit runs right now; retry shortly");
-		request_free(&r);
-		return;
+		break;
+	case WORKER_LOST:
+		/* not the program's doing: a new sandbox would run it */
+		worker_send_error(req, 503, NULL, "sandbox_unavailable",
+		                  "the run's sandbox was killed from outside; retry");
+		break;
+	case WORKER_FAILED:
+		worker_send_error(req, 500, NULL, "sandbox_error",
+		                  "the sandbox could not run the program; see the service log");
+		break;
+	case WORKER_ABANDONED:
+		break;
 	}
-
-	struct run_spec spec = {
-	    .code = r.code,
-	    .code_len = r.code_len,
-	    .stdin_data = r.stdin_data,
-	    .stdin_len = r.stdin_len,
-	    .wall_ms = r.wall_ms,
-	    .max_stdout_bytes = l->max_stdout_bytes,
-	    .max_stderr_bytes = l->max_stderr_bytes,
-	    .max_result_bytes = l->max_result_bytes,
-	    .caps = run_caps_from_limits(l),
-	    .watch_client = true,
-	    .client_fd = req->ipcFd,
-	};
-	history_begin(&wc->history, "execute", r.code, r.code_len, request_id);
-	metrics_run_begin(run->worker_index);
-	int rc = run_execute(run, &spec, slot, &o, why, sizeof(why));
-	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
-	 * so a client that sends its next request the moment it has this reply finds it free */
-	slots_release(wc->slots, wc->index);
-	if (rc == 0 && o.abandoned) {
-		metrics_run_end(run->worker_index);
-		history_end(&wc->history, &o, o.exit_code, o.has_exit_code);
-		log_msg(LOG_INFO, "the client left during the run; killed it after %lld ms",
-		        o.duration_ms);
-		run_outcome_free(&o);
-		request_free(&r);
-		return;
-	}
-	if (rc < 0) {
-		metrics_run_end(run->worker_index);
-		metrics_record_error(METRICS_PORT_EXECUTE);
-		history_end(&wc->history, NULL, 0, false);
-		log_msg(LOG_ERROR, "run failed: %s", why);
-		if (o.fault == RUN_FAULT_LOST)
-			/* not the program's doing: a new sandbox would run it */
-			worker_send_error(req, 503, NULL, "sandbox_unavailable",
-			                  "the run's sandbox was killed from outside; retry");
-		else
-			worker_send_error(
-			    req, 500, NULL, "sandbox_error",
-			    "the sandbox could not run the program; see the service log");
-		run_outcome_free(&o);
-		request_free(&r);
-		return;
-	}
-	metrics_run_end(run->worker_index);
-	metrics_record_run(METRICS_PORT_EXECUTE, &o);
-	history_end(&wc->history, &o, o.exit_code, o.has_exit_code);
-	reply = reply_outcome(&o, l->max_result_bytes, r.details, request_id, &len);
-	if (reply == NULL) {
-		worker_send_error(req, 500, NULL, "sandbox_error", "the worker is out of memory");
-	} else {
-		worker_send(req, 200, NULL, reply, len);
-		free(reply);
-	}
-	log_msg(LOG_INFO,
-	        "execute status=%s exitCode=%d durationMs=%lld cpuMs=%lld stdoutBytes=%llu "
-	        "stderrBytes=%llu tier=%s%s%s",
-	        run_status_string(o.status), o.has_exit_code ? o.exit_code : 0, o.duration_ms,
-	        o.cpu_ms, (unsigned long long)o.out.total_bytes,
-	        (unsigned long long)o.err.total_bytes, run_tier_string(o.tier),
-	        o.fallback != RUN_FALLBACK_NONE ? " fallback=" : "",
-	        o.fallback != RUN_FALLBACK_NONE ? run_fallback_string(o.fallback) : "");
-	run_outcome_free(&o);
 	request_free(&r);
+}
+
+/* an MCP answer, as JSON (a JSON-RPC error when out of memory) */
+static void
+worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *body, size_t len)
+{
+	static const char oom[] =
+	    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"the "
+	    "worker is out of memory\"}}";
+
+	if (body == NULL)
+		worker_send(req, 500, NULL, oom, sizeof(oom) - 1);
+	else
+		worker_send(req, status, extra_header, body, len);
+	free(body);
+}
+
+/* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way */
+static void
+worker_mcp_call(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
+                FCGX_Request *req, const struct limits *l, const char *request_id,
+                const struct mcp_message *m, const char *tool_name)
+{
+	const char *name = json_string_value(json_object_get(m->params, "name"));
+	json_t *args = json_object_get(m->params, "arguments");
+	struct request r;
+	struct run_outcome o;
+	char message[256], *text, *reply, *answer;
+	size_t len, reply_len;
+
+	if (name == NULL || strcmp(name, tool_name) != 0) {
+		snprintf(message, sizeof(message), "unknown tool: %s (this server has %s)",
+		         name ? name : "(none)", tool_name);
+		answer = mcp_error(m->id, MCP_INVALID_PARAMS, message, &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+		return;
+	}
+	if (args != NULL && !json_is_object(args)) {
+		answer = mcp_error(m->id, MCP_INVALID_PARAMS, "arguments must be an object", &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+		return;
+	}
+	/* the same checks and messages as POST /execute's; a model can act on them */
+	text = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+	if (text == NULL) {
+		worker_mcp_send(req, 500, NULL, NULL, 0);
+		return;
+	}
+	if (request_parse(&r, text, strlen(text), l, message, sizeof(message)) < 0) {
+		free(text);
+		log_msg(LOG_INFO, "mcp: rejected: %s", message);
+		answer = mcp_call_error(m->id, message, &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+		return;
+	}
+	free(text);
+	switch (worker_run(wc, run, slot, req, l, request_id, &r, METRICS_PORT_MCP, &o)) {
+	case WORKER_RAN:
+		reply = reply_outcome(&o, l->max_result_bytes, r.details, request_id, &reply_len);
+		answer =
+		    reply ? mcp_call_answer(m->id, &o, reply, reply_len, l->max_result_bytes, &len)
+		          : NULL;
+		free(reply);
+		worker_mcp_send(req, 200, NULL, answer, len);
+		run_outcome_free(&o);
+		break;
+	case WORKER_BUSY:
+		answer = mcp_error(m->id, MCP_BUSY, "all execution slots are in use; retry shortly",
+		                   &len);
+		worker_mcp_send(req, 429, "Retry-After: 1", answer, len);
+		break;
+	case WORKER_STUCK:
+		answer = mcp_error(m->id, MCP_BUSY,
+		                   "the sandbox cannot admit runs right now; retry shortly", &len);
+		worker_mcp_send(req, 503, NULL, answer, len);
+		break;
+	case WORKER_LOST:
+		answer = mcp_error(m->id, MCP_BUSY,
+		                   "the run's sandbox was killed from outside; retry", &len);
+		worker_mcp_send(req, 503, NULL, answer, len);
+		break;
+	case WORKER_FAILED:
+		answer =
+		    mcp_error(m->id, -32603,
+		              "the sandbox could not run the program; see the service log", &len);
+		worker_mcp_send(req, 500, NULL, answer, len);
+		break;
+	case WORKER_ABANDONED:
+		break;
+	}
+	request_free(&r);
+}
+
+/*
+ * POST /mcp: one JSON-RPC message (mcp.h). The Origin allow-list and MCP-Protocol-Version are
+ * checked first, as the specification says; notifications and responses get 202.
+ */
+static void
+worker_mcp(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
+           FCGX_Request *req, const struct limits *l, const char *request_id)
+{
+	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
+	const char *origin = FCGX_GetParam("HTTP_ORIGIN", req->envp);
+	const char *version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", req->envp);
+	struct mcp_message m;
+	char message[256], *body = NULL, *caps = NULL, *tool = NULL, *name = NULL, *answer = NULL;
+	size_t len = 0, caps_len, tool_len = 0;
+	long n;
+
+	if (method == NULL || strcmp(method, "POST") != 0) {
+		/* no stream from the server (GET), no session to end (DELETE) */
+		worker_send_error(
+		    req, 405, "Allow: POST", "method_not_allowed",
+		    "use POST for /mcp: this server sends no stream and keeps no session");
+		return;
+	}
+	if (!mcp_origin_allowed(origin, FCGX_GetParam("CODEBOX_MCP_ORIGINS", req->envp))) {
+		log_msg(LOG_WARN, "mcp: refused the origin %s (403)", origin);
+		snprintf(message, sizeof(message),
+		         "the origin %.120s is not allowed (CODEBOX_MCP_ORIGINS)", origin);
+		answer = mcp_error(NULL, MCP_INVALID_REQUEST, message, &len);
+		worker_mcp_send(req, 403, NULL, answer, len);
+		return;
+	}
+	if (version != NULL && !mcp_version_supported(version)) {
+		snprintf(message, sizeof(message),
+		         "unsupported MCP-Protocol-Version %.40s; this server speaks %s to %s",
+		         version, mcp_versions[0], "2024-10-07");
+		answer = mcp_error(NULL, MCP_INVALID_REQUEST, message, &len);
+		worker_mcp_send(req, 400, NULL, answer, len);
+		return;
+	}
+	n = worker_read_body(req, wc->max_body_bytes, &body);
+	if (n == -2 || n < 0) {
+		answer = mcp_error(NULL, MCP_INVALID_REQUEST,
+		                   n == -2 ? "the request body is larger than this server accepts"
+		                           : "the request body could not be read",
+		                   &len);
+		worker_mcp_send(req, n == -2 ? 413 : 400, NULL, answer, len);
+		return;
+	}
+	mcp_parse(body, (size_t)n, &m);
+	free(body);
+	switch (m.kind) {
+	case MCP_MSG_UNPARSABLE:
+		answer = mcp_error(NULL, MCP_PARSE_ERROR, m.why, &len);
+		worker_mcp_send(req, 400, NULL, answer, len);
+		goto out;
+	case MCP_MSG_INVALID:
+		answer = mcp_error(m.id, MCP_INVALID_REQUEST, m.why, &len);
+		worker_mcp_send(req, 400, NULL, answer, len);
+		goto out;
+	case MCP_MSG_NOTIFICATION:
+	case MCP_MSG_RESPONSE:
+		worker_send_as(req, 202, "application/json", NULL, "", 0);
+		goto out;
+	case MCP_MSG_REQUEST:
+		break;
+	}
+	/* the tool is GET /tool's: one description everywhere */
+	caps = reply_capabilities(wc->probe, l, wc->files_contained, &caps_len);
+	tool = caps ? tool_render(caps, caps_len, TOOL_ANTHROPIC, &tool_len) : NULL;
+	name = tool ? mcp_tool_name(tool, tool_len) : NULL;
+	if (name == NULL) {
+		worker_mcp_send(req, 500, NULL, NULL, 0);
+		goto out;
+	}
+	if (strcmp(m.method, "initialize") == 0) {
+		json_t *d = json_loadb(tool, tool_len, 0, NULL);
+		const char *desc = json_string_value(json_object_get(d, "description"));
+		const char *want = json_string_value(json_object_get(m.params, "protocolVersion"));
+		char *instructions = NULL;
+		if (desc != NULL &&
+		    asprintf(
+		        &instructions,
+		        "codebox runs Python programs in isolated sandboxes. Its one tool, %s: "
+		        "%s",
+		        name, desc) < 0)
+			instructions = NULL;
+		answer = instructions
+		             ? mcp_result(m.id, mcp_initialize(want, CODEBOX_VERSION, instructions),
+		                          &len)
+		             : NULL;
+		free(instructions);
+		json_decref(d);
+		worker_mcp_send(req, 200, NULL, answer, len);
+	} else if (strcmp(m.method, "ping") == 0) {
+		answer = mcp_result(m.id, json_object(), &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+	} else if (strcmp(m.method, "tools/list") == 0) {
+		answer = mcp_result(m.id, mcp_tools(tool, tool_len), &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+	} else if (strcmp(m.method, "tools/call") == 0) {
+		if (m.params == NULL) {
+			answer =
+			    mcp_error(m.id, MCP_INVALID_PARAMS, "tools/call needs params", &len);
+			worker_mcp_send(req, 200, NULL, answer, len);
+		} else {
+			worker_mcp_call(wc, run, slot, req, l, request_id, &m, name);
+		}
+	} else {
+		snprintf(message, sizeof(message), "method not found: %.120s", m.method);
+		answer = mcp_error(m.id, MCP_METHOD_NOT_FOUND, message, &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+	}
+out:
+	free(caps);
+	free(tool);
+	free(name);
+	mcp_message_free(&m);
 }
 
 /* What a worker owns across requests: one slot per stream of runs (run.h). */
@@ -348,6 +593,8 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 		log_msg(LOG_WARN, "a request's limits were capped: %s", why);
 	if (strcmp(endpoint, "execute") == 0) {
 		worker_execute(wc, run, &slots->execute, req, &l, request_id);
+	} else if (strcmp(endpoint, "mcp") == 0) {
+		worker_mcp(wc, run, &slots->execute, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
 		bool agent_on = wc->agent.workspace_fd >= 0;

@@ -1,0 +1,312 @@
+/*
+ * mcp.c - the Model Context Protocol's messages (mcp.h).
+ *
+ * Stateless Streamable HTTP: every POST carries one JSON-RPC message and gets one JSON answer
+ * (or 202 for a notification or a response); no session id, no server-initiated stream (GET
+ * and DELETE are 405, as the specification allows). The one tool is GET /tool's, so that its
+ * description and input schema never drift from the sandbox; its output schema is POST
+ * /execute's answer, which a call returns as structuredContent, spliced in as written (a
+ * result.json number is never re-encoded).
+ */
+#include "mcp.h"
+
+#include "capture.h"
+#include "jsonw.h"
+#include "result.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const mcp_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
+                                    "2024-11-05", "2024-10-07", NULL};
+
+bool
+mcp_version_supported(const char *v)
+{
+	for (int i = 0; v != NULL && mcp_versions[i] != NULL; i++)
+		if (strcmp(v, mcp_versions[i]) == 0)
+			return true;
+	return false;
+}
+
+const char *
+mcp_negotiate(const char *requested)
+{
+	return mcp_version_supported(requested) ? requested : mcp_versions[0];
+}
+
+bool
+mcp_origin_allowed(const char *origin, const char *allowed)
+{
+	size_t n;
+
+	if (origin == NULL)
+		return true;
+	n = strlen(origin);
+	while (allowed != NULL && *allowed != '\0') {
+		size_t k = strcspn(allowed, " ,");
+		if (k == n && n > 0 && strncmp(allowed, origin, n) == 0)
+			return true;
+		allowed += k;
+		allowed += strspn(allowed, " ,");
+	}
+	return false;
+}
+
+void
+mcp_parse(const char *body, size_t len, struct mcp_message *m)
+{
+	json_error_t err;
+	json_t *v, *method;
+
+	memset(m, 0, sizeof(*m));
+	m->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &err);
+	if (m->root == NULL) {
+		m->kind = MCP_MSG_UNPARSABLE;
+		snprintf(m->why, sizeof(m->why), "the body is not JSON: %.120s", err.text);
+		return;
+	}
+	m->kind = MCP_MSG_INVALID;
+	if (json_is_array(m->root)) {
+		snprintf(m->why, sizeof(m->why), "batches are not supported: send one message");
+		return;
+	}
+	if (!json_is_object(m->root)) {
+		snprintf(m->why, sizeof(m->why), "a message is a JSON object");
+		return;
+	}
+	v = json_object_get(m->root, "id");
+	if (v != NULL && (json_is_string(v) || json_is_integer(v)))
+		m->id = v;
+	v = json_object_get(m->root, "jsonrpc");
+	if (!json_is_string(v) || strcmp(json_string_value(v), "2.0") != 0) {
+		snprintf(m->why, sizeof(m->why), "jsonrpc must be \"2.0\"");
+		return;
+	}
+	method = json_object_get(m->root, "method");
+	if (method == NULL) {
+		if (m->id != NULL && (json_object_get(m->root, "result") != NULL ||
+		                      json_object_get(m->root, "error") != NULL)) {
+			m->kind = MCP_MSG_RESPONSE;
+			return;
+		}
+		snprintf(m->why, sizeof(m->why), "a request has a method");
+		return;
+	}
+	if (!json_is_string(method)) {
+		snprintf(m->why, sizeof(m->why), "method must be a string");
+		return;
+	}
+	v = json_object_get(m->root, "id");
+	if (v != NULL && m->id == NULL) {
+		snprintf(m->why, sizeof(m->why), "id must be a string or an integer");
+		return;
+	}
+	m->params = json_object_get(m->root, "params");
+	if (m->params != NULL && !json_is_object(m->params)) {
+		snprintf(m->why, sizeof(m->why), "params must be an object");
+		m->params = NULL;
+		return;
+	}
+	m->method = json_string_value(method);
+	m->kind = m->id != NULL ? MCP_MSG_REQUEST : MCP_MSG_NOTIFICATION;
+}
+
+void
+mcp_message_free(struct mcp_message *m)
+{
+	json_decref(m->root);
+	memset(m, 0, sizeof(*m));
+}
+
+/* {"jsonrpc":"2.0","id":<id>, into w */
+static void
+put_head(struct jsonw *w, const json_t *id)
+{
+	char *s = id ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+
+	jsonw_lit(w, "{\"jsonrpc\":\"2.0\",\"id\":");
+	if (id != NULL && s == NULL)
+		w->failed = true;
+	jsonw_lit(w, s ? s : "null");
+	free(s);
+}
+
+char *
+mcp_error(const json_t *id, int code, const char *message, size_t *len)
+{
+	struct jsonw w;
+
+	jsonw_init(&w);
+	put_head(&w, id);
+	jsonw_lit(&w, ",\"error\":{\"code\":");
+	jsonw_int(&w, code);
+	jsonw_lit(&w, ",\"message\":");
+	jsonw_cstr(&w, message);
+	jsonw_lit(&w, "}}");
+	return jsonw_take(&w, len);
+}
+
+char *
+mcp_result(const json_t *id, json_t *result, size_t *len)
+{
+	struct jsonw w;
+	char *s = result ? json_dumps(result, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+	json_decref(result);
+	if (s == NULL)
+		return NULL;
+	jsonw_init(&w);
+	put_head(&w, id);
+	jsonw_lit(&w, ",\"result\":");
+	jsonw_lit(&w, s);
+	jsonw_lit(&w, "}");
+	free(s);
+	return jsonw_take(&w, len);
+}
+
+json_t *
+mcp_initialize(const char *requested_version, const char *server_version, const char *instructions)
+{
+	return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
+	                 mcp_negotiate(requested_version), "capabilities", "tools", "listChanged",
+	                 0, "serverInfo", "name", "codebox", "title", "codebox Python sandbox",
+	                 "version", server_version, "instructions", instructions);
+}
+
+/* POST /execute's answer, as JSON Schema: the eight keys (details may follow) */
+static json_t *
+output_schema(void)
+{
+	return json_pack(
+	    "{s:s, s:{s:{s:s, s:[s,s,s]}, s:{s:[s,s]}, s:{s:s}, s:{s:s}, s:{}, s:{s:[s,s]}, "
+	    "s:{s:s, s:i}, s:{s:s}, s:{s:s}}, s:[s,s,s,s,s,s,s,s]}",
+	    "type", "object", "properties", "status", "type", "string", "enum", "succeeded",
+	    "failed", "timed_out", "exitCode", "type", "integer", "null", "stdout", "type",
+	    "string", "stderr", "type", "string", "result", "resultError", "type", "string", "null",
+	    "durationMs", "type", "integer", "minimum", 0, "truncated", "type", "boolean",
+	    "details", "type", "object", "required", "status", "exitCode", "stdout", "stderr",
+	    "result", "resultError", "durationMs", "truncated");
+}
+
+json_t *
+mcp_tools(const char *tool, size_t len)
+{
+	json_t *t = json_loadb(tool, len, 0, NULL), *out = NULL;
+	json_t *name = json_object_get(t, "name"), *desc = json_object_get(t, "description");
+	json_t *schema = json_object_get(t, "input_schema");
+
+	if (json_is_string(name) && json_is_string(desc) && json_is_object(schema))
+		out = json_pack("{s:[{s:O, s:s, s:O, s:O, s:o, s:{s:b, s:b, s:b, s:b}}]}", "tools",
+		                "name", name, "title", "Run Python in a sandbox", "description",
+		                desc, "inputSchema", schema, "outputSchema", output_schema(),
+		                "annotations", "readOnlyHint", 0, "destructiveHint", 0,
+		                "idempotentHint", 0, "openWorldHint", 0);
+	json_decref(t);
+	return out;
+}
+
+char *
+mcp_tool_name(const char *tool, size_t len)
+{
+	json_t *t = json_loadb(tool, len, 0, NULL);
+	const char *name = json_string_value(json_object_get(t, "name"));
+	char *out = name ? strdup(name) : NULL;
+
+	json_decref(t);
+	return out;
+}
+
+/* one captured stream into f, under its name */
+static int
+put_stream(FILE *f, const char *name, const struct capture *c)
+{
+	size_t n;
+	char *s = capture_utf8(c, &n);
+
+	if (s == NULL)
+		return -1;
+	if (n == 0) {
+		fprintf(f, "%s: (empty)\n", name);
+	} else {
+		fprintf(f, "%s:\n", name);
+		fwrite(s, 1, n, f);
+		if (s[n - 1] != '\n')
+			fputc('\n', f);
+	}
+	free(s);
+	return 0;
+}
+
+/* The text a model reads: what happened, then each stream, then the result. */
+static char *
+call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
+{
+	char *text = NULL, errbuf[128];
+	const char *rerr;
+	FILE *f = open_memstream(&text, len);
+	int bad = 0;
+
+	if (f == NULL)
+		return NULL;
+	if (o->status == RUN_TIMED_OUT)
+		fprintf(f, "status: timed_out (stopped at the wall-clock limit after %lld ms)\n",
+		        o->duration_ms);
+	else
+		fprintf(f, "status: %s, exit code %d (%lld ms)\n", run_status_string(o->status),
+		        o->exit_code, o->duration_ms);
+	bad |= put_stream(f, "stdout", &o->out);
+	bad |= put_stream(f, "stderr", &o->err);
+	if (capture_truncated(&o->out) || capture_truncated(&o->err))
+		fprintf(f, "(output past the limit was discarded: truncated)\n");
+	if (o->result_status == RESULT_OK && o->result_json != NULL) {
+		fprintf(f, "result.json: ");
+		fwrite(o->result_json, 1, o->result_len, f);
+		fputc('\n', f);
+	}
+	rerr = result_error_string(o->result_status, max_result_bytes, errbuf, sizeof(errbuf));
+	if (rerr != NULL)
+		fprintf(f, "result.json was not accepted: %s\n", rerr);
+	if (fclose(f) != 0 || bad) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+char *
+mcp_call_answer(const json_t *id, const struct run_outcome *o, const char *reply, size_t reply_len,
+                size_t max_result_bytes, size_t *len)
+{
+	struct jsonw w;
+	size_t tlen;
+	char *text = call_text(o, max_result_bytes, &tlen);
+
+	if (text == NULL)
+		return NULL;
+	jsonw_init(&w);
+	put_head(&w, id);
+	jsonw_lit(&w, ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
+	jsonw_str(&w, text, tlen);
+	jsonw_lit(&w, "}],\"structuredContent\":");
+	jsonw_raw(&w, reply, reply_len);
+	jsonw_lit(&w, ",\"isError\":");
+	jsonw_lit(&w, o->status == RUN_SUCCEEDED ? "false" : "true");
+	jsonw_lit(&w, "}}");
+	free(text);
+	return jsonw_take(&w, len);
+}
+
+char *
+mcp_call_error(const json_t *id, const char *text, size_t *len)
+{
+	struct jsonw w;
+
+	jsonw_init(&w);
+	put_head(&w, id);
+	jsonw_lit(&w, ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
+	jsonw_cstr(&w, text);
+	jsonw_lit(&w, "}],\"isError\":true}}");
+	return jsonw_take(&w, len);
+}

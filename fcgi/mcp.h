@@ -1,0 +1,95 @@
+/*
+ * mcp.h - the Model Context Protocol at POST /mcp (Streamable HTTP, stateless): JSON-RPC 2.0
+ * messages in, one JSON answer out. What the protocol says, without FastCGI or runs: the
+ * worker (worker.c) reads the request, asks here what to answer, and runs the tool's program
+ * as POST /execute would.
+ */
+#ifndef CODEBOX_MCP_H
+#define CODEBOX_MCP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "outcome.h"
+
+/* JSON-RPC 2.0's error codes */
+#define MCP_PARSE_ERROR -32700
+#define MCP_INVALID_REQUEST -32600
+#define MCP_METHOD_NOT_FOUND -32601
+#define MCP_INVALID_PARAMS -32602
+/* the implementation-defined range: every execution slot is in use (HTTP 429) */
+#define MCP_BUSY -32000
+
+/* The protocol versions served, newest first (those of the official TypeScript SDK). */
+extern const char *const mcp_versions[];
+
+/* Whether v is one of mcp_versions. */
+bool mcp_version_supported(const char *v);
+
+/* The version initialize answers: the client's when served, else the newest. */
+const char *mcp_negotiate(const char *requested);
+
+/*
+ * Whether a request from origin may be served: no Origin header (not a browser), or an
+ * origin listed exactly in allowed (origins separated by spaces or commas; NULL or empty:
+ * none). The specification's defence against DNS rebinding.
+ */
+bool mcp_origin_allowed(const char *origin, const char *allowed);
+
+enum mcp_kind {
+	MCP_MSG_REQUEST,      /* method and id: it gets an answer */
+	MCP_MSG_NOTIFICATION, /* method, no id: 202 */
+	MCP_MSG_RESPONSE,     /* a client's result or error: 202 */
+	MCP_MSG_INVALID,      /* error MCP_INVALID_REQUEST (why), id when one could be read */
+	MCP_MSG_UNPARSABLE,   /* error MCP_PARSE_ERROR */
+};
+
+struct mcp_message {
+	enum mcp_kind kind;
+	json_t *root;
+	json_t *id;         /* borrowed from root; NULL for none */
+	const char *method; /* borrowed */
+	json_t *params;     /* borrowed; NULL when absent */
+	char why[160];
+};
+
+/* Reads one JSON-RPC message (a batch is MCP_MSG_INVALID). Free with mcp_message_free(). */
+void mcp_parse(const char *body, size_t len, struct mcp_message *m);
+void mcp_message_free(struct mcp_message *m);
+
+/* {"jsonrpc":"2.0","id":id,"error":{"code","message"}}; id NULL: null. Caller frees. */
+char *mcp_error(const json_t *id, int code, const char *message, size_t *len);
+
+/* {"jsonrpc":"2.0","id":id,"result":result}; result is stolen. Caller frees. */
+char *mcp_result(const json_t *id, json_t *result, size_t *len);
+
+/*
+ * initialize's result: the negotiated version, serverInfo, capabilities.tools and the
+ * instructions. NULL when out of memory.
+ */
+json_t *mcp_initialize(const char *requested_version, const char *server_version,
+                       const char *instructions);
+
+/*
+ * tools/list's result from GET /tool's document (its Anthropic form: name, description,
+ * input_schema): the one tool, with its outputSchema (POST /execute's answer). NULL when
+ * tool is not that document.
+ */
+json_t *mcp_tools(const char *tool, size_t len);
+
+/* The tool's name in GET /tool's document, or NULL (caller frees). */
+char *mcp_tool_name(const char *tool, size_t len);
+
+/*
+ * tools/call's answer for a run: a text block a model reads well (the status, stdout, stderr,
+ * the result), the /execute answer (reply, reply_len bytes, as reply_outcome() wrote it) as
+ * structuredContent, and isError when the program did not succeed. Caller frees.
+ */
+char *mcp_call_answer(const json_t *id, const struct run_outcome *o, const char *reply,
+                      size_t reply_len, size_t max_result_bytes, size_t *len);
+
+/* tools/call's answer for a tool error the model can act on (isError, one text block). */
+char *mcp_call_error(const json_t *id, const char *text, size_t *len);
+
+#endif

@@ -1,0 +1,179 @@
+/* Unit tests for mcp.c: versions, origins, messages, answers. */
+#include <stdlib.h>
+
+#include "mcp.h"
+#include "tap.h"
+
+static const char tool[] =
+    "{\"name\":\"code_executor\",\"description\":\"Runs Python.\",\"input_schema\":{\"type\":"
+    "\"object\",\"properties\":{\"code\":{\"type\":\"string\"}},\"required\":[\"code\"]}}";
+
+static enum mcp_kind
+kind_of(const char *body)
+{
+	struct mcp_message m;
+	enum mcp_kind k;
+
+	mcp_parse(body, strlen(body), &m);
+	k = m.kind;
+	mcp_message_free(&m);
+	return k;
+}
+
+int
+main(void)
+{
+	struct mcp_message m;
+	struct run_outcome o;
+	char *s;
+	size_t len;
+	json_t *j, *id;
+
+	/* versions */
+	ok(mcp_version_supported("2025-06-18") && mcp_version_supported("2024-11-05"),
+	   "the SDK's versions are served");
+	ok(!mcp_version_supported("2099-01-01") && !mcp_version_supported(NULL), "others are not");
+	is_str(mcp_negotiate("2025-03-26"), "2025-03-26", "a served version is the client's");
+	is_str(mcp_negotiate("1999-01-01"), mcp_versions[0], "else the newest");
+	is_str(mcp_negotiate(NULL), mcp_versions[0], "none asked: the newest");
+
+	/* origins */
+	ok(mcp_origin_allowed(NULL, ""), "no Origin (not a browser) is allowed");
+	ok(!mcp_origin_allowed("http://evil.example", ""), "an Origin with an empty list is not");
+	ok(!mcp_origin_allowed("http://evil.example", NULL), "nor with no list");
+	ok(mcp_origin_allowed("http://localhost:6274", "http://a.example, http://localhost:6274"),
+	   "a listed origin is allowed");
+	ok(!mcp_origin_allowed("http://localhost:627", "http://localhost:6274"),
+	   "a prefix of a listed origin is not");
+	ok(!mcp_origin_allowed("http://localhost:62745", "http://localhost:6274"),
+	   "nor a longer one");
+	ok(!mcp_origin_allowed("", "http://a.example"), "an empty Origin is not listed");
+
+	/* messages */
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}") == MCP_MSG_REQUEST,
+	   "a request");
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"ping\",\"params\":{}}") ==
+	       MCP_MSG_REQUEST,
+	   "a string id");
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}") ==
+	       MCP_MSG_NOTIFICATION,
+	   "a notification");
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}") == MCP_MSG_RESPONSE,
+	   "a client's response");
+	ok(kind_of("{bad") == MCP_MSG_UNPARSABLE, "not JSON");
+	ok(kind_of("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]") == MCP_MSG_INVALID,
+	   "a batch");
+	ok(kind_of("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}") == MCP_MSG_INVALID,
+	   "another jsonrpc");
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}") == MCP_MSG_INVALID,
+	   "a fractional id");
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}") == MCP_MSG_INVALID,
+	   "a null id");
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}") == MCP_MSG_INVALID,
+	   "a method that is not a string");
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":[1]}") ==
+	       MCP_MSG_INVALID,
+	   "positional params");
+	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"x\"}") ==
+	       MCP_MSG_UNPARSABLE,
+	   "a duplicate key");
+	{
+		const char *b = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\","
+		                "\"params\":{\"name\":\"t\"}}";
+		mcp_parse(b, strlen(b), &m);
+	}
+	ok(m.kind == MCP_MSG_REQUEST && strcmp(m.method, "tools/call") == 0 &&
+	       json_integer_value(m.id) == 7 && json_is_object(m.params),
+	   "method, id and params are read");
+	mcp_message_free(&m);
+
+	/* answers */
+	id = json_string("x\"y");
+	s = mcp_error(id, MCP_METHOD_NOT_FOUND, "method not found: a", &len);
+	is_str(s,
+	       "{\"jsonrpc\":\"2.0\",\"id\":\"x\\\"y\",\"error\":{\"code\":-32601,\"message\":"
+	       "\"method not found: a\"}}",
+	       "an error, with its id escaped");
+	free(s);
+	s = mcp_error(NULL, MCP_PARSE_ERROR, "no", &len);
+	is_str(s,
+	       "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"no\"}}",
+	       "an error without id");
+	free(s);
+	s = mcp_result(id, json_object(), &len);
+	is_str(s, "{\"jsonrpc\":\"2.0\",\"id\":\"x\\\"y\",\"result\":{}}", "a result");
+	ok(len == strlen(s), "its length");
+	free(s);
+	j = mcp_initialize("2025-03-26", "1.2.3", "Runs Python.");
+	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	is_str(s,
+	       "{\"capabilities\":{\"tools\":{\"listChanged\":false}},\"instructions\":\"Runs "
+	       "Python.\",\"protocolVersion\":\"2025-03-26\",\"serverInfo\":{\"name\":\"codebox\","
+	       "\"title\":\"codebox Python sandbox\",\"version\":\"1.2.3\"}}",
+	       "initialize's result");
+	free(s);
+	json_decref(j);
+
+	j = mcp_tools(tool, strlen(tool));
+	ok(json_array_size(json_object_get(j, "tools")) == 1, "one tool");
+	{
+		json_t *t = json_array_get(json_object_get(j, "tools"), 0);
+		is_str(json_string_value(json_object_get(t, "name")), "code_executor",
+		       "/tool's name");
+		is_str(json_string_value(json_object_get(t, "description")), "Runs Python.",
+		       "/tool's description");
+		json_t *doc = json_loads(tool, 0, NULL);
+		ok(json_equal(json_object_get(t, "inputSchema"),
+		              json_object_get(doc, "input_schema")),
+		   "/tool's input schema");
+		json_decref(doc);
+		ok(json_array_size(
+		       json_object_get(json_object_get(t, "outputSchema"), "required")) == 8,
+		   "the output schema requires /execute's eight keys");
+	}
+	json_decref(j);
+	ok(mcp_tools("{}", 2) == NULL, "no tool from another document");
+	s = mcp_tool_name(tool, strlen(tool));
+	is_str(s, "code_executor", "the tool's name");
+	free(s);
+
+	memset(&o, 0, sizeof(o));
+	capture_init(&o.out, 100);
+	capture_init(&o.err, 100);
+	capture_append(&o.out, "42", 2);
+	capture_append(&o.err, "warn\n", 5);
+	o.status = RUN_FAILED;
+	o.has_exit_code = true;
+	o.exit_code = 3;
+	o.duration_ms = 12;
+	o.result_status = RESULT_OK;
+	o.result_json = strdup("{\"n\":123456789012345678901234567890}");
+	o.result_len = strlen(o.result_json);
+	{
+		const char *reply = "{\"status\":\"failed\",\"big\":1e999}";
+		s = mcp_call_answer(id, &o, reply, strlen(reply), 100, &len);
+	}
+	is_str(s,
+	       "{\"jsonrpc\":\"2.0\",\"id\":\"x\\\"y\",\"result\":{\"content\":[{\"type\":\"text\","
+	       "\"text\":\"status: failed, exit code 3 (12 ms)\\nstdout:\\n42\\nstderr:\\nwarn\\n"
+	       "result.json: {\\\"n\\\":123456789012345678901234567890}\\n\"}],"
+	       "\"structuredContent\":{\"status\":\"failed\",\"big\":1e999},\"isError\":true}}",
+	       "a call's answer: the text, the /execute answer spliced as written, isError");
+	free(s);
+	o.status = RUN_TIMED_OUT;
+	o.has_exit_code = false;
+	s = mcp_call_answer(id, &o, "{}", 2, 100, &len);
+	ok(s != NULL &&
+	       strstr(s, "status: timed_out (stopped at the wall-clock limit after 12 ms)"),
+	   "a timeout says so");
+	free(s);
+	run_outcome_free(&o);
+	s = mcp_call_error(id, "code must be at most 5 bytes", &len);
+	is_str(s,
+	       "{\"jsonrpc\":\"2.0\",\"id\":\"x\\\"y\",\"result\":{\"content\":[{\"type\":\"text\","
+	       "\"text\":\"code must be at most 5 bytes\"}],\"isError\":true}}",
+	       "a tool error");
+	free(s);
+	json_decref(id);
+	return tap_done();
+}

@@ -1,0 +1,170 @@
+#!/usr/bin/env bats
+# POST /mcp: the Model Context Protocol (Streamable HTTP, stateless), raw over HTTP: every
+# method, every error the specification names, admission as /execute's. A stack with 2
+# execution slots, so that filling them is cheap.
+
+load helpers/stack
+
+setup_file() {
+	local conf
+	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 2;/' \
+		's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  2;/')
+	stack_start --conf-dir "$conf"
+}
+
+teardown_file() {
+	stack_stop
+}
+
+# mcp BODY [curl args...]: POSTs BODY to /mcp; sets $code, and $reply to the body
+mcp() {
+	local body=$1
+	shift
+	code=$(curl -s -o "$BATS_TEST_TMPDIR/mcp" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}' \
+		--max-time 60 -H 'Content-Type: application/json' \
+		-H 'Accept: application/json, text/event-stream' --data-binary @- "$@" "$BASE/mcp" <<<"$body")
+	reply=$(cat "$BATS_TEST_TMPDIR/mcp")
+}
+
+# call ID ARGUMENTS: tools/call of the one tool
+call() {
+	mcp "$(jq -cn --argjson id "$1" --argjson a "$2" \
+		'{jsonrpc: "2.0", id: $id, method: "tools/call", params: {name: "code_executor", arguments: $a}}')"
+}
+
+@test "mcp: initialize negotiates each served version, else answers the newest" {
+	local v
+	for v in 2025-11-25 2025-06-18 2025-03-26 2024-11-05; do
+		mcp "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"$v\",\"capabilities\":{},\"clientInfo\":{\"name\":\"bats\",\"version\":\"1\"}}}"
+		assert_equal "$code" 200
+		assert_equal "$(field .result.protocolVersion)" "$v"
+	done
+	mcp '{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2099-01-01","capabilities":{},"clientInfo":{"name":"bats","version":"1"}}}'
+	assert_equal "$(field .result.protocolVersion)" 2025-11-25
+	assert_equal "$(field .id)" i
+	run -0 jq -e '.result.serverInfo.name == "codebox" and .result.capabilities.tools != null' <<<"$reply"
+	# the instructions are the live description: modules with versions, the limits
+	[[ $(field .result.instructions) == *"numpy $(curl -s "$BASE/capabilities" | jq -r '.modules[] | select(.importName == "numpy") | .version')"* ]]
+	# stateless: no session
+	run grep -ci '^mcp-session-id' "$BATS_TEST_TMPDIR/headers"
+	assert_output 0
+}
+
+@test "mcp: notifications and responses are 202 with no body; ping answers {}" {
+	mcp '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+	assert_equal "$code" 202
+	assert_equal "$reply" ""
+	mcp '{"jsonrpc":"2.0","id":5,"result":{}}'
+	assert_equal "$code" 202
+	mcp '{"jsonrpc":"2.0","id":7,"method":"ping"}'
+	assert_equal "$code" 200
+	assert_equal "$reply" '{"jsonrpc":"2.0","id":7,"result":{}}'
+}
+
+@test "mcp: tools/list serves /tool's one tool, with /execute's answer as its output schema" {
+	local tool
+	tool=$(curl -s "$BASE/tool")
+	mcp '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
+	assert_equal "$code" 200
+	run -0 jq -e --argjson t "$tool" '.result.tools | length == 1 and .[0].name == $t.name and
+		.[0].description == $t.description and .[0].inputSchema == $t.input_schema and
+		.[0].outputSchema.required == ["status", "exitCode", "stdout", "stderr", "result",
+		"resultError", "durationMs", "truncated"]' <<<"$reply"
+}
+
+@test "mcp: tools/call runs the program as /execute does: text for the model, the answer as structuredContent" {
+	local want
+	execute "$(cat "$ROOT/tests/programs/cafe.py")"
+	want=$reply
+	call 3 "$(jq -cn --rawfile c "$ROOT/tests/programs/cafe.py" '{code: $c}')"
+	assert_equal "$code" 200
+	run -0 jq -e --argjson w "$want" '.result.isError == false and
+		(.result.structuredContent | del(.durationMs)) == ($w | del(.durationMs))' <<<"$reply"
+	[[ $(field '.result.content[0].text') == "status: succeeded, exit code 0 ("*$'ms)\nstdout:\n'"$(jq -r .stdout <<<"$want")"* ]]
+	# counted, and logged with its request id
+	run -0 curl -s "$BASE/metrics"
+	assert_output --partial 'codebox_executions_total{port="mcp",status="succeeded"} 1'
+	run -0 grep -c '"requestId":"[0-9a-f]*","msg":"mcp status=succeeded' "$STACK_DIR/logs/pool.log"
+}
+
+@test "mcp: a failing program and a timeout are isError, with what they printed" {
+	call 4 '{"code":"import sys\nprint(\"partial\")\nsys.exit(3)"}'
+	run -0 jq -e '.result.isError == true and .result.structuredContent.exitCode == 3 and
+		.result.structuredContent.stdout == "partial\n"' <<<"$reply"
+	[[ $(field '.result.content[0].text') == "status: failed, exit code 3 ("* ]]
+	call 5 '{"code":"import time\nprint(\"started\", flush=True)\ntime.sleep(30)","timeoutSeconds":1}'
+	run -0 jq -e '.result.isError == true and .result.structuredContent.status == "timed_out" and
+		.result.structuredContent.stdout == "started\n"' <<<"$reply"
+	[[ $(field '.result.content[0].text') == "status: timed_out (stopped at the wall-clock limit after "* ]]
+}
+
+@test "mcp: bad arguments are a tool error with /execute's message; a bad call a JSON-RPC error" {
+	call 6 '{}'
+	assert_equal "$code" 200
+	run -0 jq -e '.result.isError == true and .result.content[0].text == "body must be {\"code\": \"<non-empty string>\"}"' <<<"$reply"
+	call 7 '{"code":"print(1)","timeoutSeconds":0}'
+	run -0 jq -e '.result.isError == true' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"rm_rf","arguments":{"code":"1"}}}'
+	run -0 jq -e '.error.code == -32602 and .id == 8' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"code_executor","arguments":[1]}}'
+	run -0 jq -e '.error.code == -32602' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":10,"method":"tools/call"}'
+	run -0 jq -e '.error.code == -32602' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":11,"method":"resources/list"}'
+	assert_equal "$code" 200
+	run -0 jq -e '.error.code == -32601 and .id == 11' <<<"$reply"
+}
+
+@test "mcp: malformed messages are JSON-RPC errors with the right codes, HTTP 400" {
+	mcp '{"jsonrpc":"2.0","id":1,'
+	assert_equal "$code" 400
+	run -0 jq -e '.error.code == -32700 and .id == null' <<<"$reply"
+	mcp '[{"jsonrpc":"2.0","id":1,"method":"ping"}]'
+	assert_equal "$code" 400
+	run -0 jq -e '.error.code == -32600' <<<"$reply"
+	mcp '{"jsonrpc":"1.0","id":1,"method":"ping"}'
+	run -0 jq -e '.error.code == -32600 and .id == 1' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}'
+	run -0 jq -e '.error.code == -32700' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":{},"method":"ping"}'
+	run -0 jq -e '.error.code == -32600' <<<"$reply"
+}
+
+@test "mcp: GET and DELETE are 405 (no stream, no session); a foreign Origin 403; an unknown protocol version 400" {
+	local m
+	for m in GET DELETE PUT; do
+		code=$(curl -s -o /dev/null -D "$BATS_TEST_TMPDIR/h" -w '%{http_code}' -X "$m" "$BASE/mcp")
+		assert_equal "$code" 405
+		run -0 grep -i '^allow: POST' "$BATS_TEST_TMPDIR/h"
+	done
+	mcp '{"jsonrpc":"2.0","id":1,"method":"ping"}' -H 'Origin: http://evil.example'
+	assert_equal "$code" 403
+	run -0 jq -e '.error.code == -32600 and (.error.message | contains("http://evil.example"))' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":1,"method":"ping"}' -H 'MCP-Protocol-Version: 1999-01-01'
+	assert_equal "$code" 400
+	mcp '{"jsonrpc":"2.0","id":1,"method":"ping"}' -H 'MCP-Protocol-Version: 2025-06-18'
+	assert_equal "$code" 200
+}
+
+# in_flight N: the pool's gauge of runs in flight is N
+in_flight() {
+	[[ $(curl -s "$BASE/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == "$1" ]]
+}
+
+@test "mcp: a call while every execution slot runs is 429 with Retry-After, as /execute's" {
+	local m="codebox-mcp-busy-$RANDOM" i
+	marker_body "$m" 'import time; time.sleep(20)' >"$BATS_TEST_TMPDIR/req"
+	for i in 1 2; do
+		curl -s -o "$BATS_TEST_TMPDIR/busy.$i" --max-time 60 --data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" 3>&- &
+	done
+	wait_for "both slots running" 100 in_flight 2
+	call 12 '{"code":"print(1)"}'
+	assert_equal "$code" 429
+	assert_equal "$(header Retry-After)" 1
+	run -0 jq -e '.error.code == -32000 and .id == 12 and .error.message == "all execution slots are in use; retry shortly"' <<<"$reply"
+	pkill -KILL -f -- "$m" || true
+	wait
+	wait_for "a free slot" 100 in_flight 0
+	call 13 '{"code":"print(1)"}'
+	assert_equal "$(field .result.structuredContent.stdout)" 1
+}
