@@ -120,15 +120,19 @@ mcp_message_free(struct mcp_message *m)
 	memset(m, 0, sizeof(*m));
 }
 
-/* {"jsonrpc":"2.0","id":<id>, into w */
+/* {"jsonrpc":"2.0","id":<id>, into w; no id when none could be read (the specification's
+ * form: the official SDK refuses "id": null) */
 static void
 put_head(struct jsonw *w, const json_t *id)
 {
 	char *s = id ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
 
-	jsonw_lit(w, "{\"jsonrpc\":\"2.0\",\"id\":");
-	if (id != NULL && s == NULL)
+	jsonw_lit(w, "{\"jsonrpc\":\"2.0\"");
+	if (id == NULL)
+		return;
+	if (s == NULL)
 		w->failed = true;
+	jsonw_lit(w, ",\"id\":");
 	jsonw_lit(w, s ? s : "null");
 	free(s);
 }

@@ -58,7 +58,7 @@ struct mcp_message {
 void mcp_parse(const char *body, size_t len, struct mcp_message *m);
 void mcp_message_free(struct mcp_message *m);
 
-/* {"jsonrpc":"2.0","id":id,"error":{"code","message"}}; id NULL: null. Caller frees. */
+/* {"jsonrpc":"2.0","id":id,"error":{"code","message"}}; id NULL: no id. Caller frees. */
 char *mcp_error(const json_t *id, int code, const char *message, size_t *len);
 
 /* {"jsonrpc":"2.0","id":id,"result":result}; result is stolen. Caller frees. */

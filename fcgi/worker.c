@@ -341,7 +341,7 @@ static void
 worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *body, size_t len)
 {
 	static const char oom[] =
-	    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"the "
+	    "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32603,\"message\":\"the "
 	    "worker is out of memory\"}}";
 
 	if (body == NULL)

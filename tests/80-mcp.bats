@@ -4,6 +4,7 @@
 # execution slots, so that filling them is cheap.
 
 load helpers/stack
+load helpers/mcp
 
 setup_file() {
 	local conf
@@ -118,7 +119,7 @@ call() {
 @test "mcp: malformed messages are JSON-RPC errors with the right codes, HTTP 400" {
 	mcp '{"jsonrpc":"2.0","id":1,'
 	assert_equal "$code" 400
-	run -0 jq -e '.error.code == -32700 and .id == null' <<<"$reply"
+	run -0 jq -e '.error.code == -32700 and (has("id") | not)' <<<"$reply"
 	mcp '[{"jsonrpc":"2.0","id":1,"method":"ping"}]'
 	assert_equal "$code" 400
 	run -0 jq -e '.error.code == -32600' <<<"$reply"
@@ -167,4 +168,39 @@ in_flight() {
 	wait_for "a free slot" 100 in_flight 0
 	call 13 '{"code":"print(1)"}'
 	assert_equal "$(field .result.structuredContent.stdout)" 1
+}
+
+# ---- the official TypeScript SDK's client (tests/helpers/mcp_client.mjs) ----
+
+@test "mcp: the official SDK's client connects, lists the tool and pings" {
+	run -0 mcp_client "$BASE/mcp" connect
+	run -0 jq -e '.protocolVersion == "2025-11-25" and .serverInfo.name == "codebox" and
+		.capabilities.tools != null and (.instructions | contains("code_executor")) and
+		.sessionId == null' <<<"$output"
+	run -0 mcp_client "$BASE/mcp" list
+	run -0 jq -e --argjson t "$(curl -s "$BASE/tool")" '.tools | length == 1 and .[0].name == $t.name and
+		.[0].inputSchema == $t.input_schema' <<<"$output"
+	run -0 mcp_client "$BASE/mcp" ping
+}
+
+@test "mcp: the SDK's client calls the café program; its answer passes the SDK's outputSchema check" {
+	run -0 mcp_client "$BASE/mcp" call code_executor "$(jq -cn --rawfile c "$ROOT/tests/programs/cafe.py" '{code: $c}')"
+	run -0 jq -e --argjson w "$(execute "$(cat "$ROOT/tests/programs/cafe.py")"; echo "$reply")" \
+		'.isError == false and .structuredContent.stdout == $w.stdout and
+		.structuredContent.status == "succeeded" and .content[0].type == "text"' <<<"$output"
+}
+
+@test "mcp: through the SDK, a failing program and a timeout are tool errors, not exceptions" {
+	run -0 mcp_client "$BASE/mcp" call code_executor '{"code":"raise ValueError(\"no\")"}'
+	run -0 jq -e '.isError == true and .structuredContent.exitCode == 1 and
+		(.structuredContent.stderr | contains("ValueError: no"))' <<<"$output"
+	run -0 mcp_client "$BASE/mcp" call code_executor '{"code":"import time\ntime.sleep(30)","timeoutSeconds":1}'
+	run -0 jq -e '.isError == true and .structuredContent.status == "timed_out"' <<<"$output"
+}
+
+@test "mcp: through the SDK, an unknown tool and a refused Origin fail as the SDK reports them" {
+	run -1 mcp_client "$BASE/mcp" call rm_rf '{"code":"1"}'
+	[[ $output == *'"code":-32602'* ]]
+	run -1 mcp_client --header='Origin: http://evil.example' "$BASE/mcp" connect
+	[[ $output == *403* ]]
 }

@@ -96,9 +96,8 @@ main(void)
 	       "an error, with its id escaped");
 	free(s);
 	s = mcp_error(NULL, MCP_PARSE_ERROR, "no", &len);
-	is_str(s,
-	       "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"no\"}}",
-	       "an error without id");
+	is_str(s, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,\"message\":\"no\"}}",
+	       "an error without id has no id key (the SDK refuses \"id\": null)");
 	free(s);
 	s = mcp_result(id, json_object(), &len);
 	is_str(s, "{\"jsonrpc\":\"2.0\",\"id\":\"x\\\"y\",\"result\":{}}", "a result");
