@@ -18,7 +18,8 @@ set -euo pipefail
 usage() {
 	cat <<USAGE
 usage: $0 [--port PORT] [--agent-port PORT] [--rundir DIR] [--pool BIN] [--python PATH]
-          [--conf-dir DIR] [--agent-workspace-bytes N] [--run-uid-base UID] [--quiet]
+          [--conf-dir DIR] [--agent-workspace-bytes N] [--run-uid-base UID]
+          [--auth-tokens FILE] [--quiet]
   --port PORT     loopback port nginx listens on (default 8080)
   --agent-port PORT
                   loopback port of the agent-sandbox protocol (default 8888)
@@ -31,6 +32,9 @@ usage: $0 [--port PORT] [--agent-port PORT] [--rundir DIR] [--pool BIN] [--pytho
   --run-uid-base UID
                   a root pool's runs use host uids UID.. UID+workers (default 20000); two
                   pools on one host need ranges of their own (the pool refuses a used one)
+  --auth-tokens FILE
+                  require a bearer token from FILE (one a line, >= 16 bytes) on every
+                  request but the probes (nginx/codebox-auth.conf)
   --quiet         do not copy the logs to the terminal
 USAGE
 }
@@ -44,6 +48,7 @@ pool="$here/build/codebox-pool"
 python=/usr/bin/python3
 confdir="$here/nginx"
 uid_base=""
+auth_tokens=""
 quiet=0
 while (($#)); do
 	case $1 in
@@ -81,6 +86,13 @@ while (($#)); do
 		;;
 	--run-uid-base)
 		uid_base=${2:?}
+		shift 2
+		;;
+	--auth-tokens)
+		auth_tokens=$(realpath -e "${2:?}") || {
+			echo "codebox-run: no token file ${2}" >&2
+			exit 1
+		}
 		shift 2
 		;;
 	--quiet)
@@ -138,6 +150,9 @@ sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\112
 	-e "/codebox-agent-listen/!s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+|\1127.0.0.1:$port|" \
 	-e "s|^\(\s*fastcgi_[a-z]*_timeout\s\+\)[0-9]\+s; # codebox-agent-read-timeout|\1${agent_read}s; # codebox-agent-read-timeout|" \
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
+if [[ -n $auth_tokens ]]; then
+	echo "codebox_auth_tokens $auth_tokens;" >"$rundir/conf/codebox-auth.conf"
+fi
 
 # one check gives every number: the pool size, how long a drain may take, the ceilings, the
 # memory budget of all runs

@@ -17,6 +17,17 @@
  * Server-level only: the post-read phase runs before a location is chosen, so the server's
  * value is the one in force. HTTP/2 requests read their bodies differently and are left
  * alone (codebox does not enable HTTP/2).
+ *
+ * And bearer tokens: with a token file, a request must carry `Authorization: Bearer <token>`
+ * with one of its tokens, else it is answered 401 (through the server's error_page for 401)
+ * with `WWW-Authenticate: Bearer realm="codebox"`. The file holds one token a line (blank
+ * lines and lines starting with # are skipped), each at least 16 bytes; it is read with the
+ * configuration, so a reload rotates the tokens. The comparison takes the same time whatever
+ * the bytes given: every token is compared in full, with no early exit. Internal redirects
+ * (error pages) are not checked again. The check runs before the location's own `return`s,
+ * and before limit_conn counts the request.
+ *
+ *     codebox_auth_tokens  /etc/codebox/tokens/tokens;   # http, server, location; off: none
  */
 
 #include <ngx_config.h>
@@ -25,7 +36,12 @@
 
 typedef struct {
 	ngx_msec_t body_deadline;
+	ngx_array_t *tokens; /* of ngx_str_t; NULL: no check (off, or unset and inherited) */
+	ngx_flag_t tokens_set;
 } ngx_http_codebox_loc_conf_t;
+
+#define CODEBOX_TOKEN_MIN 16
+#define CODEBOX_TOKEN_FILE_MAX 65536
 
 typedef struct {
 	ngx_http_request_t *request;
@@ -38,12 +54,18 @@ static void ngx_http_codebox_cleanup(void *data);
 static void *ngx_http_codebox_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_codebox_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
 static ngx_int_t ngx_http_codebox_init(ngx_conf_t *cf);
+static char *ngx_http_codebox_auth_tokens(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static ngx_int_t ngx_http_codebox_access_handler(ngx_http_request_t *r);
 
 static ngx_command_t ngx_http_codebox_commands[] = {
 
     {ngx_string("codebox_body_deadline"), NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_CONF_TAKE1,
      ngx_conf_set_msec_slot, NGX_HTTP_LOC_CONF_OFFSET,
      offsetof(ngx_http_codebox_loc_conf_t, body_deadline), NULL},
+
+    {ngx_string("codebox_auth_tokens"),
+     NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1,
+     ngx_http_codebox_auth_tokens, NGX_HTTP_LOC_CONF_OFFSET, 0, NULL},
 
     ngx_null_command};
 
@@ -193,6 +215,7 @@ ngx_http_codebox_create_loc_conf(ngx_conf_t *cf)
 	}
 
 	conf->body_deadline = NGX_CONF_UNSET_MSEC;
+	/* tokens: NULL and tokens_set 0 (inherit) */
 
 	return conf;
 }
@@ -204,6 +227,10 @@ ngx_http_codebox_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 	ngx_http_codebox_loc_conf_t *conf = child;
 
 	ngx_conf_merge_msec_value(conf->body_deadline, prev->body_deadline, 0);
+	if (!conf->tokens_set) {
+		conf->tokens = prev->tokens;
+		conf->tokens_set = prev->tokens_set;
+	}
 
 	return NGX_CONF_OK;
 }
@@ -223,5 +250,171 @@ ngx_http_codebox_init(ngx_conf_t *cf)
 
 	*h = ngx_http_codebox_post_read_handler;
 
+	/* the rewrite phase, not access: a location's `return` (404, 405) runs there, and a
+	 * request without a token learns nothing, not even which routes exist. Its handlers run
+	 * last-registered first, so this one, registered after the rewrite module's, is first */
+	h = ngx_array_push(&cmcf->phases[NGX_HTTP_REWRITE_PHASE].handlers);
+	if (h == NULL) {
+		return NGX_ERROR;
+	}
+
+	*h = ngx_http_codebox_access_handler;
+
 	return NGX_OK;
+}
+
+/* codebox_auth_tokens FILE | off: the tokens, read now (a reload reads them again) */
+static char *
+ngx_http_codebox_auth_tokens(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+	ngx_http_codebox_loc_conf_t *clcf = conf;
+	ngx_str_t *value = cf->args->elts, name, *t;
+	ngx_file_t file;
+	ngx_file_info_t fi;
+	u_char *buf, *p, *end, *eol;
+	ssize_t n;
+	size_t size;
+	ngx_uint_t line = 0;
+
+	(void)cmd;
+	if (clcf->tokens_set) {
+		return "is duplicate";
+	}
+	clcf->tokens_set = 1;
+	if (value[1].len == 3 && ngx_strncmp(value[1].data, "off", 3) == 0) {
+		clcf->tokens = NULL;
+		return NGX_CONF_OK;
+	}
+	name = value[1];
+	if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
+		return NGX_CONF_ERROR;
+	}
+	ngx_memzero(&file, sizeof(ngx_file_t));
+	file.name = name;
+	file.log = cf->log;
+	file.fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+	if (file.fd == NGX_INVALID_FILE) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+		                   "codebox_auth_tokens: cannot open \"%V\"", &name);
+		return NGX_CONF_ERROR;
+	}
+	if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR || !ngx_is_file(&fi) ||
+	    ngx_file_size(&fi) > CODEBOX_TOKEN_FILE_MAX) {
+		ngx_conf_log_error(
+		    NGX_LOG_EMERG, cf, 0,
+		    "codebox_auth_tokens: \"%V\" is not a regular file of at most %d bytes", &name,
+		    CODEBOX_TOKEN_FILE_MAX);
+		ngx_close_file(file.fd);
+		return NGX_CONF_ERROR;
+	}
+	size = (size_t)ngx_file_size(&fi);
+	buf = ngx_pnalloc(cf->pool, size + 1);
+	n = buf ? ngx_read_file(&file, buf, size, 0) : NGX_ERROR;
+	ngx_close_file(file.fd);
+	if (n != (ssize_t)size) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "codebox_auth_tokens: cannot read \"%V\"",
+		                   &name);
+		return NGX_CONF_ERROR;
+	}
+	clcf->tokens = ngx_array_create(cf->pool, 4, sizeof(ngx_str_t));
+	if (clcf->tokens == NULL) {
+		return NGX_CONF_ERROR;
+	}
+	for (p = buf, end = buf + size; p < end; p = eol + 1) {
+		eol = ngx_strlchr(p, end, '\n');
+		if (eol == NULL) {
+			eol = end;
+		}
+		line++;
+		n = eol - p;
+		while (n > 0 && (p[n - 1] == '\r' || p[n - 1] == ' ' || p[n - 1] == '\t')) {
+			n--;
+		}
+		if (n == 0 || p[0] == '#') {
+			continue;
+		}
+		if (n < CODEBOX_TOKEN_MIN) {
+			ngx_conf_log_error(
+			    NGX_LOG_EMERG, cf, 0,
+			    "codebox_auth_tokens: the token on line %ui of \"%V\" is shorter "
+			    "than %d bytes",
+			    line, &name, CODEBOX_TOKEN_MIN);
+			return NGX_CONF_ERROR;
+		}
+		t = ngx_array_push(clcf->tokens);
+		if (t == NULL) {
+			return NGX_CONF_ERROR;
+		}
+		t->data = p;
+		t->len = (size_t)n;
+	}
+	if (clcf->tokens->nelts == 0) {
+		ngx_conf_log_error(
+		    NGX_LOG_EMERG, cf, 0,
+		    "codebox_auth_tokens: \"%V\" holds no token (every request would be "
+		    "refused)",
+		    &name);
+		return NGX_CONF_ERROR;
+	}
+	return NGX_CONF_OK;
+}
+
+/* Whether given is one of tokens, in time that depends on the tokens' lengths only. */
+static ngx_uint_t
+ngx_http_codebox_token_ok(ngx_array_t *tokens, u_char *given, size_t len)
+{
+	ngx_str_t *t = tokens->elts;
+	ngx_uint_t found = 0, i;
+	size_t k;
+
+	for (i = 0; i < tokens->nelts; i++) {
+		u_char diff = (u_char)(t[i].len != len);
+		for (k = 0; k < t[i].len; k++) {
+			diff |= t[i].data[k] ^ (len ? given[k % len] : 0);
+		}
+		found |= (diff == 0);
+	}
+	return found;
+}
+
+static ngx_int_t
+ngx_http_codebox_access_handler(ngx_http_request_t *r)
+{
+	ngx_http_codebox_loc_conf_t *clcf;
+	ngx_table_elt_t *auth, *h;
+	u_char *v;
+	size_t len;
+
+	clcf = ngx_http_get_module_loc_conf(r, ngx_http_codebox_module);
+	if (clcf->tokens == NULL || r->internal || r != r->main) {
+		return NGX_DECLINED;
+	}
+	auth = r->headers_in.authorization;
+	if (auth != NULL && auth->value.len > 7 &&
+	    ngx_strncasecmp(auth->value.data, (u_char *)"Bearer ", 7) == 0) {
+		v = auth->value.data + 7;
+		len = auth->value.len - 7;
+		while (len > 0 && *v == ' ') {
+			v++;
+			len--;
+		}
+		if (ngx_http_codebox_token_ok(clcf->tokens, v, len)) {
+			return NGX_DECLINED;
+		}
+	}
+	h = ngx_list_push(&r->headers_out.headers);
+	if (h == NULL) {
+		return NGX_HTTP_INTERNAL_SERVER_ERROR;
+	}
+	h->hash = 1;
+	ngx_str_set(&h->key, "WWW-Authenticate");
+	if (auth == NULL) {
+		ngx_str_set(&h->value, "Bearer realm=\"codebox\"");
+	} else {
+		ngx_str_set(&h->value, "Bearer realm=\"codebox\", error=\"invalid_token\"");
+		ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+		              "codebox_auth_tokens: an invalid bearer token");
+	}
+	r->headers_out.www_authenticate = h;
+	return NGX_HTTP_UNAUTHORIZED;
 }
