@@ -476,8 +476,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	exit_code = o.status == RUN_TIMED_OUT ? AGENT_TIMED_OUT_EXIT : o.exit_code;
 	history_end(ac->history, &o, exit_code, true);
 	agent_reply_run(req, out, out_len, err, err_len, exit_code);
-	log_msg(LOG_INFO, "agent execute status=%s exit_code=%d durationMs=%lld",
-	        run_status_string(o.status), exit_code, o.duration_ms);
+	run_log_outcome("agent", &o, true, exit_code);
 done:
 	free(out);
 	free(err);

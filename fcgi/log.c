@@ -51,20 +51,42 @@ log_level_string(enum log_level level)
 	return "info";
 }
 
+static void log_line(enum log_level level, const char *fields, const char *msg);
+
 void
 log_msg(enum log_level level, const char *fmt, ...)
 {
-	char msg[1024], ts[64];
-	struct timespec now;
-	struct tm tm;
-	struct jsonw w;
+	char msg[1024];
 	va_list ap;
-	size_t len;
-	char *line;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	log_line(level, NULL, msg);
+}
+
+void
+log_msg_fields(enum log_level level, const char *fields, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_line(level, fields, msg);
+}
+
+static void
+log_line(enum log_level level, const char *fields, const char *msg)
+{
+	char ts[64];
+	struct timespec now;
+	struct tm tm;
+	struct jsonw w;
+	size_t len;
+	char *line;
+
 	clock_gettime(CLOCK_REALTIME, &now);
 	gmtime_r(&now.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -83,6 +105,8 @@ log_msg(enum log_level level, const char *fmt, ...)
 		jsonw_lit(&w, ",\"requestId\":");
 		jsonw_cstr(&w, log_request_id);
 	}
+	if (fields != NULL)
+		jsonw_lit(&w, fields);
 	jsonw_lit(&w, ",\"msg\":");
 	jsonw_cstr(&w, msg); /* our own messages are ASCII */
 	jsonw_lit(&w, "}\n");

@@ -19,4 +19,9 @@ void log_set_request_id(const char *id);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* log_msg() with fields of the line's own before msg: fields is JSON members, each written
+ * as ,"key":value (e.g. by jsonw), so that a log pipeline reads them as data. */
+void log_msg_fields(enum log_level level, const char *fields, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -127,6 +127,7 @@
 
 #include "cgroup.h"
 #include "isolation.h"
+#include "jsonw.h"
 #include "limits.h"
 #include "log.h"
 #include "proc.h"
@@ -1265,4 +1266,50 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			return -1;
 	}
 	return run_collect(cfg, spec, s, &w, rc, out, why, why_len);
+}
+
+/*
+ * The outcome's log line: as fields a log pipeline reads (api, status, exitCode, durationMs,
+ * cpuMs, the byte counts, the tier and a fallback), and as text.
+ */
+void
+run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code, int exit_code)
+{
+	struct jsonw w;
+	char *fields;
+
+	jsonw_init(&w);
+	jsonw_lit(&w, ",\"api\":");
+	jsonw_cstr(&w, api);
+	jsonw_lit(&w, ",\"status\":");
+	jsonw_cstr(&w, run_status_string(o->status));
+	jsonw_lit(&w, ",\"exitCode\":");
+	if (has_exit_code)
+		jsonw_int(&w, exit_code);
+	else
+		jsonw_lit(&w, "null");
+	jsonw_lit(&w, ",\"durationMs\":");
+	jsonw_int(&w, o->duration_ms);
+	jsonw_lit(&w, ",\"cpuMs\":");
+	jsonw_int(&w, o->cpu_ms);
+	jsonw_lit(&w, ",\"stdoutBytes\":");
+	jsonw_int(&w, (long long)o->out.total_bytes);
+	jsonw_lit(&w, ",\"stderrBytes\":");
+	jsonw_int(&w, (long long)o->err.total_bytes);
+	jsonw_lit(&w, ",\"tier\":");
+	jsonw_cstr(&w, run_tier_string(o->tier));
+	if (o->fallback != RUN_FALLBACK_NONE) {
+		jsonw_lit(&w, ",\"fallback\":");
+		jsonw_cstr(&w, run_fallback_string(o->fallback));
+	}
+	fields = jsonw_take(&w, NULL);
+	log_msg_fields(LOG_INFO, fields,
+	               "%s status=%s exitCode=%d durationMs=%lld cpuMs=%lld stdoutBytes=%llu "
+	               "stderrBytes=%llu tier=%s%s%s",
+	               api, run_status_string(o->status), has_exit_code ? exit_code : 0,
+	               o->duration_ms, o->cpu_ms, (unsigned long long)o->out.total_bytes,
+	               (unsigned long long)o->err.total_bytes, run_tier_string(o->tier),
+	               o->fallback != RUN_FALLBACK_NONE ? " fallback=" : "",
+	               o->fallback != RUN_FALLBACK_NONE ? run_fallback_string(o->fallback) : "");
+	free(fields);
 }

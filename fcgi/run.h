@@ -205,4 +205,9 @@ bool run_blame(struct isolation *iso, const struct run_outcome *f, const char *w
  */
 int run_init_reaper(void);
 
+/* The outcome's log line, fields and text; api names the surface (execute, agent, mcp) and
+ * exit_code is what the client was told (when has_exit_code). */
+void run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code,
+                     int exit_code);
+
 #endif

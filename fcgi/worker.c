@@ -247,14 +247,7 @@ worker_run(const struct worker_config *wc, const struct run_config *run, struct 
 	}
 	metrics_record_run(port, o);
 	history_end(&wc->history, o, o->exit_code, o->has_exit_code);
-	log_msg(LOG_INFO,
-	        "%s status=%s exitCode=%d durationMs=%lld cpuMs=%lld stdoutBytes=%llu "
-	        "stderrBytes=%llu tier=%s%s%s",
-	        metrics_port_name(port), run_status_string(o->status),
-	        o->has_exit_code ? o->exit_code : 0, o->duration_ms, o->cpu_ms,
-	        (unsigned long long)o->out.total_bytes, (unsigned long long)o->err.total_bytes,
-	        run_tier_string(o->tier), o->fallback != RUN_FALLBACK_NONE ? " fallback=" : "",
-	        o->fallback != RUN_FALLBACK_NONE ? run_fallback_string(o->fallback) : "");
+	run_log_outcome(metrics_port_name(port), o, o->has_exit_code, o->exit_code);
 	return WORKER_RAN;
 }
 

@@ -57,14 +57,21 @@ teardown_file() {
 	assert_line --regexp '^X-Request-Id: [0-9a-f]{32}'
 }
 
-@test "smoke: the request id appears in nginx's access log and the worker's log" {
+@test "smoke: the request id joins nginx's access log and the worker's log, both JSON with fields" {
 	post '{"code":"print(1)"}' -H 'X-Request-Id: trace-smoke-1'
 	assert_equal "$code" 200
 	assert_equal "$(header X-Request-Id)" trace-smoke-1
 	run -0 grep -c '"requestId":"trace-smoke-1"' "$STACK_DIR/logs/access.log"
 	run -0 grep -c '"requestId":"trace-smoke-1"' "$STACK_DIR/logs/pool.log"
-	# and the access log is JSON
-	run -0 jq -e 'select(.requestId == "trace-smoke-1") | .status == 200' "$STACK_DIR/logs/access.log"
+	# and the access log is JSON, with the server's port, the upstream's status, the agent
+	run -0 jq -e --argjson port "${BASE##*:}" 'select(.requestId == "trace-smoke-1") |
+		.status == 200 and .serverPort == $port and .upstreamStatus == "200" and
+		(.userAgent | startswith("curl/"))' "$STACK_DIR/logs/access.log"
+	# the pool's line carries the outcome as fields
+	run -0 jq -e 'select(.requestId == "trace-smoke-1" and .api == "execute") |
+		.status == "succeeded" and .exitCode == 0 and (.durationMs | type) == "number" and
+		(.cpuMs | type) == "number" and .stdoutBytes == 2 and .stderrBytes == 0 and
+		(.tier | IN("cold", "light", "heavy"))' "$STACK_DIR/logs/pool.log"
 }
 
 @test "smoke: details.requestId is the request id" {
