@@ -7,9 +7,11 @@ WARN      = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototy
             -Wformat=2 -Wvla -Wswitch-enum
 HARDEN    = -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
 CFLAGS   ?= -O2 -g
-# what GET /metrics reports as codebox_build_info{version}
-VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo unknown)
-CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE -DCODEBOX_VERSION='"$(VERSION)"'
+# the release (VERSION: the image's tag), and what the binary reports (GET /metrics'
+# codebox_build_info{version}, MCP's serverInfo): the release and the commit it was built from
+VERSION  := $(shell cat VERSION 2>/dev/null)
+BUILD_VERSION ?= $(VERSION)+$(shell git describe --always --dirty 2>/dev/null || echo unknown)
+CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE -DCODEBOX_VERSION='"$(BUILD_VERSION)"'
 
 LDFLAGS  += -pie -Wl,-z,relro,-z,now
 LDLIBS    = -lfcgi -ljansson -lseccomp -lm $(shell pkg-config --libs python-3.11-embed)
@@ -83,8 +85,16 @@ deps:
 
 build: deps $(POOL) $(NGX_MOD)
 
-$(NGX_MOD): nginx/module/ngx_http_codebox_module.c nginx/module/config scripts/build-nginx-module.sh
+# built again when Debian updates nginx (its binary) or nginx-dev (its sources)
+$(NGX_MOD): nginx/module/ngx_http_codebox_module.c nginx/module/config scripts/build-nginx-module.sh \
+            $(wildcard /usr/sbin/nginx /usr/share/nginx/src/conf_flags)
 	scripts/build-nginx-module.sh $(@D)
+
+# the objects that carry the version are rebuilt when it changes (a commit, a dirty tree)
+$(BUILD)/.version: FORCE | $(BUILD)/.dir
+	@echo '$(BUILD_VERSION)' | cmp -s - $@ || echo '$(BUILD_VERSION)' >$@
+$(BUILD)/metrics.o $(BUILD)/worker.o: $(BUILD)/.version
+.PHONY: FORCE
 
 $(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) -c -o $@ $<
@@ -168,7 +178,6 @@ clean:
 .SECONDARY:
 
 # ---- image and deployment ----
-VERSION    := $(shell cat VERSION)
 IMAGE      ?= localhost/codebox:$(VERSION)
 BASE_IMAGE ?= localhost/codebox-base:bookworm
 export CONTAINERS_CONF := $(CURDIR)/image/containers.conf
@@ -189,11 +198,12 @@ image-test: image
 # docker where an engine answers; otherwise podman on a debootstrap base (no registry here)
 image:
 	@if docker info >/dev/null 2>&1; then \
-	    docker build -f image/Dockerfile -t $(IMAGE) . && \
+	    docker build --build-arg CODEBOX_BUILD_VERSION=$(BUILD_VERSION) -f image/Dockerfile -t $(IMAGE) . && \
 	    echo "image: $(IMAGE) is $$(( $$(docker image inspect --format '{{.Size}}' $(IMAGE)) / 1000000 )) MB"; \
 	else \
 	    scripts/install-deps.sh --image && scripts/build-base.sh --tag $(BASE_IMAGE) && \
 	    podman build --isolation chroot --build-arg BASE=$(BASE_IMAGE) \
+	        --build-arg CODEBOX_BUILD_VERSION=$(BUILD_VERSION) \
 	        -f image/Dockerfile -t $(IMAGE) . && \
 	    echo "image: $(IMAGE) is $$(( $$(podman image inspect --format '{{.Size}}' $(IMAGE)) / 1000000 )) MB"; \
 	fi

@@ -16,12 +16,15 @@
 
 #include "util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,8 +157,169 @@ metrics_port_name(enum metrics_port port)
 static const char *const metrics_status_names[METRICS_NSTATUS] = {"succeeded", "failed",
                                                                   "timed_out", "error"};
 
+/* The answers nginx logged by status (nginx-status-<code>.log beside the busy log, two bytes
+ * a line: see nginx.conf), as codebox_http_responses_total. */
+static void
+render_statuses(FILE *f, const char *nginx_busy_log)
+{
+	char dir[4096];
+	const char *slash = nginx_busy_log ? strrchr(nginx_busy_log, '/') : NULL;
+	struct dirent *e;
+	DIR *d;
+	int fd;
+
+	fprintf(f, "# HELP codebox_http_responses_total Answers sent, by HTTP status (nginx's and "
+	           "the pool's alike, both ports).\n"
+	           "# TYPE codebox_http_responses_total counter\n");
+	if (slash == NULL || (size_t)(slash - nginx_busy_log) >= sizeof(dir))
+		return;
+	memcpy(dir, nginx_busy_log, (size_t)(slash - nginx_busy_log));
+	dir[slash - nginx_busy_log] = '\0';
+	fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (int n = 0; n < 1000 && (e = readdir(d)) != NULL; n++) {
+		unsigned code;
+		char tail[8];
+		struct stat sb;
+
+		bool other = strcmp(e->d_name, "nginx-status-other.log") == 0;
+
+		if (!other && (sscanf(e->d_name, "nginx-status-%3u.%4s", &code, tail) != 2 ||
+		               strcmp(tail, "log") != 0 || code < 100 || code > 599))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(sb.st_mode))
+			continue;
+		if (other)
+			fprintf(f, "codebox_http_responses_total{code=\"other\"} %lld\n",
+			        (long long)sb.st_size / 2);
+		else
+			fprintf(f, "codebox_http_responses_total{code=\"%u\"} %lld\n", code,
+			        (long long)sb.st_size / 2);
+	}
+	closedir(d);
+}
+
+/* utime + stime (clock ticks) and RSS (pages) of pid, from /proc/<pid>/stat; 0 when gone */
+static int
+proc_usage(pid_t pid, unsigned long long *ticks, unsigned long long *rss_pages,
+           unsigned long long *start_ticks)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v[24];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	if (p == NULL)
+		return -1;
+	p += 2; /* past ") " at field 3, the state */
+	for (int i = 0; i < 22; i++) {
+		p = strchr(p, ' ');
+		if (p == NULL)
+			return -1;
+		v[i] = strtoull(++p, NULL, 10);
+	}
+	/* after the state: v[0] is field 4 (ppid); utime 14, stime 15, starttime 22, rss 24 */
+	*ticks = v[10] + v[11];
+	*start_ticks = v[18];
+	*rss_pages = v[20];
+	return 0;
+}
+
+/*
+ * The pool's process_* series: its supervisor and the supervisor's children (the workers and
+ * the zygote), summed; the start time and descriptors are the supervisor's.
+ */
+static void
+render_process(FILE *f)
+{
+	pid_t sup = getppid();
+	char path[96], kids[4096];
+	unsigned long long ticks = 0, rss = 0, start = 0, t, r, st;
+	long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	double boot = 0;
+	int fds = 0, fd;
+	ssize_t n;
+	FILE *up;
+	DIR *d;
+	struct rlimit lim = {0};
+
+	if (proc_usage(sup, &ticks, &rss, &start) < 0 || hz <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)sup, (int)sup);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, kids, sizeof(kids) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	for (char *k = n > 0 ? (kids[n] = '\0', kids) : NULL, *end; k != NULL && *k; k = end) {
+		long pid = strtol(k, &end, 10);
+		if (end == k)
+			break;
+		if (proc_usage((pid_t)pid, &t, &r, &st) == 0) {
+			ticks += t;
+			rss += r;
+		}
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)sup);
+	d = opendir(path);
+	for (struct dirent *e; d != NULL && fds < 1000000 && (e = readdir(d)) != NULL;)
+		fds += e->d_name[0] != '.';
+	if (d != NULL)
+		closedir(d);
+	(void)prlimit(sup, RLIMIT_NOFILE, NULL, &lim);
+	up = fopen("/proc/stat", "re");
+	for (char line[256]; up != NULL && fgets(line, sizeof(line), up) != NULL;)
+		if (sscanf(line, "btime %lf", &boot) == 1)
+			break;
+	if (up != NULL)
+		fclose(up);
+	fprintf(f,
+	        "# HELP process_cpu_seconds_total CPU time of the pool's supervisor and its "
+	        "children (workers, zygote), user and system.\n"
+	        "# TYPE process_cpu_seconds_total counter\n"
+	        "process_cpu_seconds_total %.2f\n"
+	        "# HELP process_resident_memory_bytes Resident memory of the pool's supervisor and "
+	        "its children, summed (pages they share count in each).\n"
+	        "# TYPE process_resident_memory_bytes gauge\n"
+	        "process_resident_memory_bytes %llu\n"
+	        "# HELP process_start_time_seconds When the pool's supervisor started, in seconds "
+	        "since the epoch.\n"
+	        "# TYPE process_start_time_seconds gauge\n"
+	        "process_start_time_seconds %.2f\n",
+	        (double)ticks / (double)hz, rss * (unsigned long long)page,
+	        boot + (double)start / (double)hz);
+	if (d != NULL || fds > 0)
+		fprintf(f,
+		        "# HELP process_open_fds Open descriptors of the pool's supervisor.\n"
+		        "# TYPE process_open_fds gauge\n"
+		        "process_open_fds %d\n",
+		        fds);
+	if (lim.rlim_max > 0)
+		fprintf(f,
+		        "# HELP process_max_fds The supervisor's descriptor limit.\n"
+		        "# TYPE process_max_fds gauge\n"
+		        "process_max_fds %llu\n",
+		        (unsigned long long)lim.rlim_cur);
+}
+
 char *
-metrics_render(const char *nginx_busy_log, const char *python_version, size_t *len)
+metrics_render(const char *nginx_busy_log, const char *python_version,
+               const struct metrics_capacity *cap, size_t *len)
 {
 	char *buf = NULL;
 	size_t size = 0;
@@ -177,12 +341,13 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 	        "codebox_build_info{version=\"%s\",python=\"%s\"} 1\n",
 	        CODEBOX_VERSION, python_version ? python_version : "unknown");
 
-	fprintf(f, "# HELP codebox_executions_total Runs finished, by surface (execute: port "
-	           "8080, agent: port 8888) and status (error: the sandbox could not run it).\n"
+	fprintf(f, "# HELP codebox_executions_total Runs finished, by API (execute: POST /execute, "
+	           "agent: port 8888's commands, mcp: tools/call) and status (error: the sandbox "
+	           "could not run it).\n"
 	           "# TYPE codebox_executions_total counter\n");
 	for (int p = 0; p < METRICS_PORT_COUNT; p++)
 		for (int s = 0; s < METRICS_NSTATUS; s++)
-			fprintf(f, "codebox_executions_total{port=\"%s\",status=\"%s\"} %llu\n",
+			fprintf(f, "codebox_executions_total{api=\"%s\",status=\"%s\"} %llu\n",
 			        metrics_port_names[p], metrics_status_names[s],
 			        (unsigned long long)get(&m->runs[p][s]));
 
@@ -190,7 +355,7 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 	           "# TYPE codebox_limit_exceeded_total counter\n");
 	for (int p = 0; p < METRICS_PORT_COUNT; p++)
 		for (int l = RUN_LIMIT_TIME; l < METRICS_NLIMITS; l++)
-			fprintf(f, "codebox_limit_exceeded_total{port=\"%s\",limit=\"%s\"} %llu\n",
+			fprintf(f, "codebox_limit_exceeded_total{api=\"%s\",limit=\"%s\"} %llu\n",
 			        metrics_port_names[p], run_limit_string((enum run_limit)l),
 			        (unsigned long long)get(&m->limits[p][l]));
 
@@ -201,7 +366,7 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 		for (size_t b = 0; b < METRICS_NBUCKETS; b++) {
 			cum += get(&m->buckets[p][b]);
 			fprintf(f,
-			        "codebox_execution_duration_seconds_bucket{port=\"%s\",le=\"%g\"} "
+			        "codebox_execution_duration_seconds_bucket{api=\"%s\",le=\"%g\"} "
 			        "%llu\n",
 			        metrics_port_names[p], (double)metrics_buckets_ms[b] / 1000, cum);
 		}
@@ -210,11 +375,11 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 		for (int s = 0; s < 3; s++)
 			count += get(&m->runs[p][s]);
 		fprintf(f,
-		        "codebox_execution_duration_seconds_bucket{port=\"%s\",le=\"+Inf\"} %llu\n",
+		        "codebox_execution_duration_seconds_bucket{api=\"%s\",le=\"+Inf\"} %llu\n",
 		        metrics_port_names[p], count);
-		fprintf(f, "codebox_execution_duration_seconds_sum{port=\"%s\"} %.3f\n",
+		fprintf(f, "codebox_execution_duration_seconds_sum{api=\"%s\"} %.3f\n",
 		        metrics_port_names[p], (double)get(&m->duration_ms_sum[p]) / 1000);
-		fprintf(f, "codebox_execution_duration_seconds_count{port=\"%s\"} %llu\n",
+		fprintf(f, "codebox_execution_duration_seconds_count{api=\"%s\"} %llu\n",
 		        metrics_port_names[p], count);
 	}
 
@@ -225,7 +390,7 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 	for (int p = 0; p < METRICS_PORT_COUNT; p++)
 		for (int t = 0; t < RUN_TIER_COUNT; t++)
 			fprintf(f,
-			        "codebox_executions_by_tier_total{port=\"%s\",tier=\"%s\"} %llu\n",
+			        "codebox_executions_by_tier_total{api=\"%s\",tier=\"%s\"} %llu\n",
 			        metrics_port_names[p], run_tier_string((enum run_tier)t),
 			        (unsigned long long)get(&m->tiers[p][t]));
 	fprintf(f, "# HELP codebox_warm_fallbacks_total Runs that could have been warm and were "
@@ -251,6 +416,14 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 	        "# TYPE codebox_executions_in_flight gauge\n"
 	        "codebox_executions_in_flight %u\n",
 	        in_flight);
+	/* capacity: saturation is in_flight / slots */
+	fprintf(f,
+	        "# HELP codebox_execution_slots Runs the pool admits at once, by API (execute and "
+	        "mcp share port 8080's; agent: port 8888's).\n"
+	        "# TYPE codebox_execution_slots gauge\n"
+	        "codebox_execution_slots{api=\"execute\"} %ld\n"
+	        "codebox_execution_slots{api=\"agent\"} %ld\n",
+	        cap ? cap->execute_slots : 0, cap ? cap->agent_slots : 0);
 
 	if (nginx_busy_log != NULL && stat(nginx_busy_log, &sb) == 0)
 		nginx_busy = (long long)sb.st_size / 2;
@@ -267,6 +440,8 @@ metrics_render(const char *nginx_busy_log, const char *python_version, size_t *l
 	        "# TYPE codebox_worker_restarts_total counter\n"
 	        "codebox_worker_restarts_total %llu\n",
 	        (unsigned long long)get(&m->worker_restarts));
+	render_statuses(f, nginx_busy_log);
+	render_process(f);
 out:
 	if (fclose(f) != 0) {
 		free(buf);

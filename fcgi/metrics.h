@@ -58,6 +58,13 @@ void metrics_worker_exited(int worker_index, bool restart);
  * two-byte line to for each 429 it answers itself (limit_conn), or NULL; its size counts them.
  * python_version labels the build info. Returns a newly allocated text (caller frees) or NULL.
  */
-char *metrics_render(const char *nginx_busy_log, const char *python_version, size_t *len);
+/* What the pool admits at once: codebox_execution_slots */
+struct metrics_capacity {
+	long execute_slots; /* port 8080's (POST /execute and MCP's tools/call) */
+	long agent_slots;   /* port 8888's; 0 when it is off */
+};
+
+char *metrics_render(const char *nginx_busy_log, const char *python_version,
+                     const struct metrics_capacity *cap, size_t *len);
 
 #endif

@@ -28,29 +28,42 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 	/* JSON_ALLOW_NUL: "\u0000" is legal JSON; Python itself rejects such code later.
 	 * JSON_REJECT_DUPLICATES: {"code": "a", "code": "b"} is ambiguous, never last-wins */
 	r->root = json_loadb(body, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &err);
+	/* each message ends with where and what, as the reference sandbox's do (its validator's
+	 * error types: missing, string_type, string_too_short, extra_forbidden...) */
 	if (r->root == NULL) {
 		snprintf(message, message_len, "%s",
-		         strstr(err.text, "duplicate") ? BODY_SHAPE " (a key appears twice)"
+		         strstr(err.text, "duplicate") ? BODY_SHAPE
+		             " (a key appears twice) (body: json_invalid)"
 		                                       : BODY_SHAPE
-		             " (the body is not valid UTF-8 JSON)");
+		             " (the body is not valid UTF-8 JSON) (body: json_invalid)");
 		goto invalid;
 	}
 	if (!json_is_object(r->root)) {
-		snprintf(message, message_len, "%s", BODY_SHAPE);
+		snprintf(message, message_len, "%s (body: model_type)", BODY_SHAPE);
 		goto invalid;
 	}
 	code = json_object_get(r->root, "code");
-	if (!json_is_string(code) || json_string_length(code) == 0) {
-		snprintf(message, message_len, "%s", BODY_SHAPE);
+	if (code == NULL || !json_is_string(code) || json_string_length(code) == 0) {
+		snprintf(message, message_len, "%s (code: %s)", BODY_SHAPE,
+		         code == NULL            ? "missing"
+		         : !json_is_string(code) ? "string_type"
+		                                 : "string_too_short");
 		goto invalid;
 	}
 	json_object_foreach(r->root, key, v)
 	{
 		if (strcmp(key, "code") != 0 && strcmp(key, "stdin") != 0 &&
 		    strcmp(key, "timeoutSeconds") != 0 && strcmp(key, "details") != 0) {
+			/* the key as the client sent it, bounded and printable only */
+			char shown[41];
+			size_t n = 0;
+			for (const char *k = key; *k && n < sizeof(shown) - 1; k++)
+				shown[n++] = (*k >= 0x20 && *k < 0x7f && *k != '"') ? *k : '?';
+			shown[n] = '\0';
 			snprintf(message, message_len,
 			         "unknown key in body; allowed keys are code, stdin, "
-			         "timeoutSeconds and details");
+			         "timeoutSeconds and details (%s%s: extra_forbidden)",
+			         shown, strlen(key) > n ? "..." : "");
 			goto invalid;
 		}
 	}
@@ -58,7 +71,9 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 	if (v != NULL) {
 		if (!json_is_string(v) || json_string_length(v) > l->max_stdin_bytes) {
 			snprintf(message, message_len,
-			         "stdin must be a string of at most %zu bytes", l->max_stdin_bytes);
+			         "stdin must be a string of at most %zu bytes (stdin: %s)",
+			         l->max_stdin_bytes,
+			         json_is_string(v) ? "string_too_long" : "string_type");
 			goto invalid;
 		}
 		r->stdin_data = json_string_value(v);
@@ -69,8 +84,12 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 		double t = json_is_number(v) ? json_number_value(v) : NAN;
 		if (!(t > 0) || t > (double)l->execution_timeout_seconds) {
 			snprintf(message, message_len,
-			         "timeoutSeconds must be a number greater than 0 and at most %ld",
-			         l->execution_timeout_seconds);
+			         "timeoutSeconds must be a number greater than 0 and at most %ld "
+			         "(timeoutSeconds: %s)",
+			         l->execution_timeout_seconds,
+			         !json_is_number(v) ? "float_type"
+			         : t > 0            ? "less_than_equal"
+			                            : "greater_than");
 			goto invalid;
 		}
 		/* round up so that a tiny positive limit still lets the run start */
@@ -81,12 +100,14 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 	v = json_object_get(r->root, "details");
 	if (v != NULL) {
 		if (!json_is_boolean(v)) {
-			snprintf(message, message_len, "details must be true or false");
+			snprintf(message, message_len,
+			         "details must be true or false (details: bool_type)");
 			goto invalid;
 		}
 		r->details = json_is_true(v);
 	}
 	if (json_string_length(code) > l->max_code_bytes) {
+		/* the reference sandbox's message, exactly (API.md part 1) */
 		snprintf(message, message_len, "code must be at most %zu bytes", l->max_code_bytes);
 		goto invalid;
 	}

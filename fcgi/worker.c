@@ -271,8 +271,11 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 	/* the same bound and message as nginx's client_max_body_size (check-config.sh) */
 	n = worker_read_body(req, wc->max_body_bytes, &body);
 	if (n == -2) {
-		worker_send_error(req, 413, NULL, "request_too_large",
-		                  "the request body is larger than this server accepts");
+		char msg[128];
+		snprintf(msg, sizeof(msg),
+		         "the request body is larger than this server accepts (at most %zu bytes)",
+		         wc->max_body_bytes);
+		worker_send_error(req, 413, NULL, "request_too_large", msg);
 		return;
 	}
 	if (n < 0) {
@@ -619,7 +622,14 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 		free(doc);
 	} else if (strcmp(endpoint, "metrics") == 0) {
 		size_t len;
-		char *doc = metrics_render(wc->nginx_busy_log, wc->probe->python_version, &len);
+		const char *as = FCGX_GetParam("CODEBOX_AGENT_SLOTS", req->envp);
+		struct metrics_capacity cap = {
+		    .execute_slots = l.max_concurrent_executions,
+		    /* codebox-agent.conf's, when port 8888 is served */
+		    .agent_slots = wc->agent.workspace_fd >= 0 && as ? strtol(as, NULL, 10) : 0,
+		};
+		char *doc =
+		    metrics_render(wc->nginx_busy_log, wc->probe->python_version, &cap, &len);
 		if (doc == NULL) {
 			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
 		} else {

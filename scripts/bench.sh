@@ -22,12 +22,14 @@ usage() {
 	echo "  --seconds S  duration of each throughput measurement (default 10)"
 	echo "  --layers     also measure the cost of each isolation layer (cold latency, warm throughput)"
 	echo "  --before REV also measure warm runs of the pool built from git revision REV"
+	echo "  --faults-only  only the warm path under kills and renewals"
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 runs=100
 seconds=10
 layers=0
+faults_only=0
 before=""
 pool="$here/build/codebox-pool"
 while (($#)); do
@@ -55,6 +57,10 @@ while (($#)); do
 	--before)
 		before=${2:?}
 		shift 2
+		;;
+	--faults-only)
+		faults_only=1
+		shift
 		;;
 	*)
 		usage >&2
@@ -226,6 +232,7 @@ cd "$work"
 print1='{"code":"print(1)"}'
 cafe=$(jq -cn --rawfile code "$here/tests/programs/cafe.py" '{code: $code}')
 five=$(jq -cn --rawfile code "$here/tests/programs/five.py" '{code: $code}')
+if ((!faults_only)); then
 time_cmd bare-pass.ms "$PY" -I -c pass
 time_cmd bare-numpy.ms "$PY" -I -c 'import numpy'
 runs_saved=$runs
@@ -302,6 +309,8 @@ for mode in "${modes[@]}"; do
 	stack_stop
 done
 
+fi
+
 # ---- the warm path under faults and renewals (issue 18's goals) ----
 # metric NAME: the sum of a /metrics series (every label)
 metric() {
@@ -315,19 +324,25 @@ load() {
 	local until=$((EPOCHSECONDS + $1)) tag=$2 c
 	: >"$tag-light.lat"
 	: >"$tag-heavy.lat"
+	local pids=()
 	for c in light light heavy heavy; do
 		(
 			body=$print1
 			[[ $c == heavy ]] && body='{"code":"import scipy.special\nprint(scipy.special.gamma(5))"}'
+			me="$tag-$c.$BASHPID"
 			for ((n = 0; n < 2000 && EPOCHSECONDS < until; n++)); do
-				curl -s -o "$tag-$c.$BASHPID.json" --max-time 60 -w '%{time_total} %{http_code}\n' \
-					--data-binary "$body" "$base/execute" |
-					awk -v s="$(jq -r .status "$tag-$c.$BASHPID.json" 2>/dev/null)" '{ printf "%.2f %s %s\n", $1 * 1000, $2, s }' \
-						>>"$tag-$c.lat"
+				curl -s -o "$me.json" --max-time 60 -w '%{time_total} %{http_code}\n' \
+					--data-binary "$body" "$base/execute" >"$me.w" || true
+				read -r t h <"$me.w"
+				printf '%.2f %s %s\n' "$(awk -v t="$t" 'BEGIN { print t * 1000 }')" "$h" \
+					"$(jq -r .status "$me.json" 2>/dev/null || echo none)" >>"$tag-$c.lat"
 			done
+			rm -f "$me.json" "$me.w"
 		) &
+		pids+=($!)
 	done
-	wait
+	# these clients only: the stack runs in the background too
+	wait "${pids[@]}"
 }
 
 # p99 FILE: the 99th percentile of the first column; bad FILE: requests not 200 + succeeded
@@ -381,6 +396,7 @@ printf "%-50s light p99 %s, heavy p99 %s, bad %s, fallbacks %s, zygote renewals 
 stack_stop
 
 # CPU per run, warm against cold (details.cpuMs medians): what holds where CPU is the limit
+((faults_only)) && exit 0
 for prog in print1 cafe five; do
 	awk -v w="$(median "warm-$prog.ms.cpu")" -v c="$(median "cold-$prog.ms.cpu")" -v p="$prog" \
 		'BEGIN { printf "%-50s %8.2f   (%s / %s ms)\n", "cpu per run, warm/cold: " p, (c > 0 ? w / c : 0), w, c }'

@@ -15,6 +15,17 @@ if [[ ! -f $src/conf_flags || ! -x $src/configure ]]; then
 	exit 1
 fi
 
+# a module loads only into the nginx it was built against: refuse a mismatch plainly
+nginx_bin=${NGINX:-/usr/sbin/nginx}
+have=$("$nginx_bin" -v 2>&1 | sed -n 's|^nginx version: nginx/\([0-9.]*\).*|\1|p')
+dev=$(sed -n 's|^#define NGINX_VERSION *"\([0-9.]*\)"|\1|p' "$src/src/core/nginx.h" 2>/dev/null || true)
+if [[ -n $have && -n $dev && $have != "$dev" ]]; then
+	echo "build-nginx-module: nginx $have is installed but nginx-dev holds $dev's sources; the" \
+		"module would not load (apt-get install nginx-dev, or scripts/install-deps.sh, brings" \
+		"the matching one)" >&2
+	exit 1
+fi
+
 mkdir -p "$out"
 tree="$out/src"
 # configure again when nginx-dev changed (a new nginx) or the module's build description did

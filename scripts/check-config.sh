@@ -258,6 +258,11 @@ min_body=$((4 * max_code + 1024))
 if ((body_b < min_body)); then
 	fail "client_max_body_size ($body_b bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES + 1024 ($min_body bytes)"
 fi
+# the 413 names the limit: the map's default ($codebox_body_limit) is that same number
+named=$(sed -n 's/^\s*default\s\+\([0-9]\+\);\s*# codebox-body-limit$/\1/p' "$conf" | head -1)
+if [[ -n $named && $named != "$body_b" ]]; then
+	fail "the 413's \$codebox_body_limit ($named, the map's default in nginx.conf) must equal client_max_body_size ($body_b bytes)"
+fi
 
 # 6. the pool-wide memory budget against what the container (or host) has
 available_memory() {

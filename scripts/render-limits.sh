@@ -102,5 +102,6 @@ code=$(param CODEBOX_MAX_CODE_BYTES)
 stdin=$(param CODEBOX_MAX_STDIN_BYTES)
 body=$((4 * code + 4 * stdin + 1024))
 if ((body > 1024 * 1024)); then
-	sed -i -E "s/^(\s*client_max_body_size\s+)[0-9]+[kmgKMG]?;/\1$body;/" "$out/nginx.conf"
+	sed -i -E -e "s/^(\s*client_max_body_size\s+)[0-9]+[kmgKMG]?;/\1$body;/" \
+		-e "s/^(\s*default\s+)[0-9]+;(\s*# codebox-body-limit)$/\1$body;\2/" "$out/nginx.conf"
 fi

@@ -40,6 +40,6 @@ log_count() { # log_count PATTERN: lines of the pool's log matching PATTERN (gre
 	run -0 curl -s "$BASE/metrics"
 	assert_equal "$(awk '/^codebox_warm_fallbacks_total/ { n += $2 } END { print n + 0 }' <<<"$output")" 0
 	(($(awk '/^codebox_zygote_starts_total\{reason="renewal"\}/ { print $2 }' <<<"$output") >= 2))
-	assert_equal "$(awk '/^codebox_executions_by_tier_total\{port="execute",tier="cold"\}/ { print $2 }' <<<"$output")" 0
+	assert_equal "$(awk '/^codebox_executions_by_tier_total\{api="execute",tier="cold"\}/ { print $2 }' <<<"$output")" 0
 	wait_for "a healthy pool" 100 no_run_leftovers
 }

@@ -416,7 +416,7 @@ ms_since() {
 }
 
 @test "body: one limit and one message, from nginx and from the pool alike" {
-	local want='{"error":"request_too_large","message":"the request body is larger than this server accepts"}'
+	local want='{"error":"request_too_large","message":"the request body is larger than this server accepts (at most 1048576 bytes)"}'
 	head -c 1048577 /dev/zero | tr '\0' ' ' >"$BATS_TEST_TMPDIR/big"
 	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/big" \
 		-H 'Content-Type: application/json' "$BASE/execute")

@@ -287,7 +287,7 @@ pool_busy() {
 
 # tier_runs PORT: runs finished from a warm template (light and heavy) on PORT (execute, agent)
 tier_runs() {
-	curl -s "$BASE/metrics" | awk -v p="port=\"$1\"" '/^codebox_executions_by_tier_total/ &&
+	curl -s "$BASE/metrics" | awk -v p="api=\"$1\"" '/^codebox_executions_by_tier_total/ &&
 		index($0, p) && !/tier="cold"/ { n += $2 } END { print n + 0 }'
 }
 

@@ -28,24 +28,25 @@ value() { # value SERIES: the sample of exactly that series (name and labels), o
 	grep -qi '^content-type: text/plain; version=0.0.4' "$BATS_TEST_TMPDIR/h"
 	run -0 promtool check metrics <<<"$output"
 	run -0 metrics
-	assert_output --regexp 'codebox_build_info\{version="[^"]+",python="3\.[0-9.]+"\} 1'
+	# the release and the commit: VERSION+<git describe>
+	assert_output --regexp "codebox_build_info\\{version=\"$(cat "$ROOT/VERSION")\\+[0-9a-f]{7,}(-dirty)?\",python=\"3\\.[0-9.]+\"\\} 1"
 }
 
 @test "metrics: executions are counted by status and limit, with their durations" {
 	local ok failed timed count
-	ok=$(value 'codebox_executions_total{port="execute",status="succeeded"}')
-	failed=$(value 'codebox_executions_total{port="execute",status="failed"}')
-	timed=$(value 'codebox_limit_exceeded_total{port="execute",limit="time"}')
-	count=$(value 'codebox_execution_duration_seconds_count{port="execute"}')
+	ok=$(value 'codebox_executions_total{api="execute",status="succeeded"}')
+	failed=$(value 'codebox_executions_total{api="execute",status="failed"}')
+	timed=$(value 'codebox_limit_exceeded_total{api="execute",limit="time"}')
+	count=$(value 'codebox_execution_duration_seconds_count{api="execute"}')
 	execute 'print(1)'
 	execute 'import sys; sys.exit(2)'
 	execute 'import time; time.sleep(5)' '{timeoutSeconds: 1}'
-	assert_equal "$(value 'codebox_executions_total{port="execute",status="succeeded"}')" $((ok + 1))
-	assert_equal "$(value 'codebox_executions_total{port="execute",status="failed"}')" $((failed + 1))
-	assert_equal "$(value 'codebox_limit_exceeded_total{port="execute",limit="time"}')" $((timed + 1))
-	assert_equal "$(value 'codebox_execution_duration_seconds_count{port="execute"}')" $((count + 3))
+	assert_equal "$(value 'codebox_executions_total{api="execute",status="succeeded"}')" $((ok + 1))
+	assert_equal "$(value 'codebox_executions_total{api="execute",status="failed"}')" $((failed + 1))
+	assert_equal "$(value 'codebox_limit_exceeded_total{api="execute",limit="time"}')" $((timed + 1))
+	assert_equal "$(value 'codebox_execution_duration_seconds_count{api="execute"}')" $((count + 3))
 	# the timed-out run took at least a second
-	(($(value 'codebox_execution_duration_seconds_bucket{port="execute",le="0.5"}') <= count + 2))
+	(($(value 'codebox_execution_duration_seconds_bucket{api="execute",le="0.5"}') <= count + 2))
 	run -0 promtool check metrics <<<"$(metrics)"
 }
 
@@ -88,17 +89,17 @@ restarts_are() {
 
 @test "metrics: runs are counted by the interpreter that ran them, with a bucket below a warm run" {
 	local light heavy cold
-	light=$(value 'codebox_executions_by_tier_total{port="execute",tier="light"}')
-	heavy=$(value 'codebox_executions_by_tier_total{port="execute",tier="heavy"}')
-	cold=$(value 'codebox_executions_by_tier_total{port="execute",tier="cold"}')
+	light=$(value 'codebox_executions_by_tier_total{api="execute",tier="light"}')
+	heavy=$(value 'codebox_executions_by_tier_total{api="execute",tier="heavy"}')
+	cold=$(value 'codebox_executions_by_tier_total{api="execute",tier="cold"}')
 	execute 'print(1)'
 	# (test stacks preload numpy alone, as the heavy tier)
 	execute 'import numpy; print(2)'
 	if [[ ${CODEBOX_WARM:-1} == 1 ]]; then
-		assert_equal "$(value 'codebox_executions_by_tier_total{port="execute",tier="light"}')" $((light + 1))
-		assert_equal "$(value 'codebox_executions_by_tier_total{port="execute",tier="heavy"}')" $((heavy + 1))
+		assert_equal "$(value 'codebox_executions_by_tier_total{api="execute",tier="light"}')" $((light + 1))
+		assert_equal "$(value 'codebox_executions_by_tier_total{api="execute",tier="heavy"}')" $((heavy + 1))
 	else
-		assert_equal "$(value 'codebox_executions_by_tier_total{port="execute",tier="cold"}')" $((cold + 2))
+		assert_equal "$(value 'codebox_executions_by_tier_total{api="execute",tier="cold"}')" $((cold + 2))
 	fi
 	# every reason is exported, at 0 until it happens; so are the zygote's starts
 	run -0 metrics
@@ -106,5 +107,31 @@ restarts_are() {
 		grep -q "^codebox_warm_fallbacks_total{reason=\"$r\"} " <<<"$output"
 	done
 	grep -q '^codebox_zygote_starts_total{reason="renewal"} ' <<<"$output"
-	grep -q '^codebox_execution_duration_seconds_bucket{port="execute",le="0.005"} ' <<<"$output"
+	grep -q '^codebox_execution_duration_seconds_bucket{api="execute",le="0.005"} ' <<<"$output"
+}
+
+@test "metrics: capacity beside the gauge in flight, answers by HTTP status, the pool's process_*" {
+	local ok404 ok200
+	assert_equal "$(value 'codebox_execution_slots{api="execute"}')" 1
+	# port 8888 is served here, with codebox-agent.conf's slots
+	assert_equal "$(value 'codebox_execution_slots{api="agent"}')" \
+		"$(awk '/CODEBOX_AGENT_SLOTS/ { gsub(";", "", $3); print $3 }' "$ROOT/nginx/codebox-agent.conf")"
+	ok404=$(value 'codebox_http_responses_total{code="404"}')
+	ok200=$(value 'codebox_http_responses_total{code="200"}')
+	# nginx's own 404 and a 405, and one of the pool's 200s
+	curl -s -o /dev/null "$BASE/no-such-route"
+	curl -s -o /dev/null "$BASE/execute"
+	execute 'print(1)'
+	assert_equal "$(value 'codebox_http_responses_total{code="404"}')" $((ok404 + 1))
+	(($(value 'codebox_http_responses_total{code="405"}') >= 1))
+	# (the scrapes themselves are 200s too)
+	(($(value 'codebox_http_responses_total{code="200"}') > ok200))
+	run -0 metrics
+	assert_output --regexp $'\nprocess_cpu_seconds_total [0-9.]+\n'
+	assert_output --regexp $'\nprocess_resident_memory_bytes [1-9][0-9]+\n'
+	assert_output --regexp $'\nprocess_open_fds [1-9][0-9]*\n'
+	local start
+	start=$(metrics | awk '$1 == "process_start_time_seconds" { printf "%d", $2 }')
+	# the supervisor started within the last hour, not in 1970
+	awk -v s="$start" -v now="$(date +%s)" 'BEGIN { exit !(s > now - 3600 && s <= now + 1) }'
 }

@@ -84,8 +84,9 @@ call() {
 	[[ $(field '.result.content[0].text') == "status: succeeded, exit code 0 ("*$'ms)\nstdout:\n'"$(jq -r .stdout <<<"$want")"* ]]
 	# counted, and logged with its request id
 	run -0 curl -s "$BASE/metrics"
-	assert_output --partial 'codebox_executions_total{port="mcp",status="succeeded"} 1'
-	run -0 grep -c '"requestId":"[0-9a-f]*","msg":"mcp status=succeeded' "$STACK_DIR/logs/pool.log"
+	assert_output --partial 'codebox_executions_total{api="mcp",status="succeeded"} 1'
+	run -0 jq -e 'select(.api == "mcp") | .status == "succeeded" and (.requestId | test("^[0-9a-f]{32}$"))' \
+		"$STACK_DIR/logs/pool.log"
 }
 
 @test "mcp: a failing program and a timeout are isError, with what they printed" {
@@ -102,7 +103,7 @@ call() {
 @test "mcp: bad arguments are a tool error with /execute's message; a bad call a JSON-RPC error" {
 	call 6 '{}'
 	assert_equal "$code" 200
-	run -0 jq -e '.result.isError == true and .result.content[0].text == "body must be {\"code\": \"<non-empty string>\"}"' <<<"$reply"
+	run -0 jq -e '.result.isError == true and .result.content[0].text == "body must be {\"code\": \"<non-empty string>\"} (code: missing)"' <<<"$reply"
 	call 7 '{"code":"print(1)","timeoutSeconds":0}'
 	run -0 jq -e '.result.isError == true' <<<"$reply"
 	mcp '{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"rm_rf","arguments":{"code":"1"}}}'

@@ -58,10 +58,17 @@ main(void)
 	invalid("\"code\"", "body must be", "a string");
 	invalid("{\"code\":\"\\ud800\"}", "body must be", "a lone surrogate");
 	invalid("{\"code\":\"\xff\"}", "body must be", "invalid UTF-8");
-	invalid("{}", "body must be", "code missing");
-	invalid("{\"code\":1}", "body must be", "code not a string");
-	invalid("{\"code\":\"\"}", "body must be", "code empty");
-	invalid("{\"code\":null}", "body must be", "code null");
+	invalid("{}", "body must be {\"code\": \"<non-empty string>\"} (code: missing)",
+	        "code missing, named");
+	invalid("{\"code\":1}", "(code: string_type)", "code not a string, named");
+	invalid("{\"code\":\"\"}", "(code: string_too_short)", "code empty, named");
+	invalid("{\"code\":null}", "(code: string_type)", "code null, named");
+	invalid("[1]", "(body: model_type)", "not an object, named");
+	invalid("not json", "(body: json_invalid)", "not JSON, named");
+	invalid("{\"code\":\"x\",\"shell\":true}", "(shell: extra_forbidden)",
+	        "an unknown key, named");
+	invalid("{\"code\":\"x\",\"a\\\"b\":1}", "(a?b: extra_forbidden)",
+	        "an unknown key, shown printable");
 	invalid("{\"code\":\"x\",\"shell\":true}", "unknown key", "an unknown key");
 	invalid("{\"code\":\"print(1)\",\"code\":\"print(2)\"}", "a key appears twice",
 	        "a duplicate key (never last-wins)");
