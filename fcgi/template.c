@@ -117,12 +117,14 @@ template_main(const struct template_base *base, const struct template_args *t)
 	struct warm_ready ready = {0};
 	struct sigaction ign = {.sa_handler = SIG_IGN};
 	unsigned long runs = 0;
-	long long t0 = proc_now_ms();
+	long long t0 = proc_now_ms(), orphan_since = 0;
 	bool retiring = false;
 	const struct warm_settings *ws = base->settings;
 
 	log_set_component(t->heavy ? "heavy" : "template");
-	(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* no parent-death signal: a template outlives a zygote that dies (it serves on, an
+	 * orphan, until the pool's next zygote serves its tier); it ends when retired, when the
+	 * pool is gone (its socket's other end), or when the pool ends it */
 	if (getppid() != t->zygote)
 		_exit(0);
 	{
@@ -159,22 +161,40 @@ template_main(const struct template_base *base, const struct template_args *t)
 		static struct warm_box_request req;
 		struct warm_box_answer a = {0};
 		int fds[WARM_BOX_FDS] = {-1, -1, -1, -1, -1, -1, -1, -1};
-		int n, pidfd = -1;
-		long long life_ms = (long long)ws->max_seconds * 1000 - (proc_now_ms() - t0);
+		int n, pidfd = -1, wait_ms;
+		long long now = proc_now_ms(),
+		          life_ms = (long long)ws->max_seconds * 1000 - (now - t0);
 		struct pollfd pfd[2] = {{.fd = t->serve_fd, .events = POLLIN},
-		                        {.fd = t->retire_fd, .events = POLLIN}};
+		                        {.fd = orphan_since ? -1 : t->retire_fd, .events = POLLIN}};
 
-		if (!retiring && (runs >= ws->max_runs || life_ms <= 0)) {
-			/* the zygote forks the successor; this one serves until that one does */
+		if (orphan_since && now - orphan_since >= WARM_ORPHAN_MS)
+			_exit(0); /* no zygote took over in time: the pool's next one will */
+		if (!retiring && !orphan_since && (runs >= ws->max_runs || life_ms <= 0)) {
+			/* the zygote forks the successor; this one serves until that one does (an
+			 * orphan has no zygote: it serves on, bounded by WARM_ORPHAN_MS) */
 			retiring = true;
 			if (write(t->note_fd, "R", 1) != 1)
 				_exit(0);
 		}
-		if (poll(pfd, 2, retiring ? -1 : (int)(life_ms < 1000 ? life_ms : 1000) + 1) < 0 &&
-		    errno != EINTR)
+		wait_ms = orphan_since ? 1000
+		          : !retiring  ? (int)(life_ms < 1000 ? life_ms : 1000) + 1
+		                       : -1;
+		if (poll(pfd, 2, wait_ms < 1 ? 1 : wait_ms) < 0 && errno != EINTR)
 			_exit(1);
-		if (pfd[1].revents)
-			_exit(0); /* retired (or the zygote is gone), between two requests */
+		if (pfd[1].revents) {
+			char word;
+			if (read(t->retire_fd, &word, 1) == 1)
+				_exit(0); /* retired, between two requests */
+			/* the pipe's end without a word: the zygote died */
+			orphan_since = proc_now_ms();
+			log_msg(LOG_WARN,
+			        "the zygote is gone: this %s serves on until the pool's next "
+			        "zygote serves its tier (at most %d s)",
+			        t->heavy ? "heavy template" : "template", WARM_ORPHAN_MS / 1000);
+			continue;
+		}
+		if ((pfd[0].revents & (POLLHUP | POLLERR)) && !(pfd[0].revents & POLLIN))
+			_exit(0); /* the pool is gone */
 		if (!pfd[0].revents)
 			continue;
 		/* other templates read the same socket: whoever is first takes a request */
@@ -182,7 +202,7 @@ template_main(const struct template_base *base, const struct template_args *t)
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (n < 0 && errno == EPIPE)
-			_exit(0);
+			_exit(0); /* the pool is gone */
 		if (n < 0)
 			continue;
 		if (n >= 6) {

@@ -292,12 +292,107 @@ zygote_read_ready(struct zygote_gen *z, bool *retry, unsigned *tiers)
 	return 0;
 }
 
+/*
+ * Templates whose zygote died (killed, crashed, or retired by a SIGKILL) serve on, orphans:
+ * the pool adopts them (it is a child subreaper), and ends each once a zygote serves its tier
+ * again, so that no run waits cold for a zygote's start. Found by name among the pool's
+ * children when a zygote is reaped; at most WARM_ORPHAN_MS each (template.c).
+ */
+#define WARM_MAX_ORPHANS 8
+static struct {
+	pid_t pid;
+	unsigned tier; /* WARM_TIER_* */
+} orphans[WARM_MAX_ORPHANS];
+static unsigned zy_tiers;           /* the tiers the serving zygote's templates serve */
+static pid_t zy_killed[4];          /* zygotes killed, not yet reaped */
+
+/* Adopts the templates among the pool's children that are not known yet. */
+static void
+orphans_find(void)
+{
+	char path[64], kids[8192], comm[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, kids, sizeof(kids) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return;
+	kids[n] = '\0';
+	for (char *k = kids, *end; *k; k = end) {
+		long pid = strtol(k, &end, 10);
+		unsigned tier;
+		bool known = false;
+		int free_i = -1;
+
+		if (end == k)
+			break;
+		snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, comm, sizeof(comm) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			continue;
+		comm[n] = '\0';
+		if (strcmp(comm, "codebox-warm\n") == 0)
+			tier = WARM_TIER_LIGHT;
+		else if (strcmp(comm, "codebox-heavy\n") == 0)
+			tier = WARM_TIER_HEAVY;
+		else
+			continue;
+		for (int i = 0; i < WARM_MAX_ORPHANS; i++) {
+			known |= orphans[i].pid == (pid_t)pid;
+			if (orphans[i].pid == 0 && free_i < 0)
+				free_i = i;
+		}
+		if (known)
+			continue;
+		if (free_i < 0) {
+			proc_kill((pid_t)pid, SIGKILL, "an orphaned template (too many)");
+			continue;
+		}
+		orphans[free_i].pid = (pid_t)pid;
+		orphans[free_i].tier = tier;
+		log_msg(LOG_INFO, "the %s template (pid %ld) of a zygote that died serves on",
+		        tier == WARM_TIER_HEAVY ? "heavy" : "light", pid);
+	}
+}
+
+/* Ends the orphans of the tiers the serving zygote covers; what serves is the union. */
+static void
+orphans_settle(void)
+{
+	unsigned tiers = zy_tiers;
+
+	for (int i = 0; i < WARM_MAX_ORPHANS; i++) {
+		if (orphans[i].pid <= 0)
+			continue;
+		if (zy_tiers & orphans[i].tier) {
+			proc_kill(orphans[i].pid, SIGKILL, "an orphaned template");
+			orphans[i].pid = -orphans[i].pid; /* killed: reaped by the pool's loop */
+			continue;
+		}
+		tiers |= orphans[i].tier;
+	}
+	warm_set_serving(tiers);
+}
+
 /* Kills z (the pool's loop reaps it) and forgets it. */
 static void
 zygote_kill(struct zygote_gen *z)
 {
-	if (z->pid > 0)
+	if (z->pid > 0) {
 		proc_kill(z->pid, SIGKILL, "a zygote");
+		for (int i = 0; i < 4; i++)
+			if (zy_killed[i] == 0) {
+				zy_killed[i] = z->pid;
+				break;
+			}
+	}
 	close_fd(&z->sock);
 	*z = ZYGOTE_NONE;
 }
@@ -396,7 +491,8 @@ warm_pool_check(void)
 				zy_cur.ready = true;
 				zy_next = ZYGOTE_NONE;
 				zy_backoff_ms = 1000;
-				warm_set_serving(tiers);
+				zy_tiers = tiers;
+				orphans_settle();
 			} else {
 				zygote_kill(&zy_next);
 				if (retry) {
@@ -431,12 +527,14 @@ warm_pool_check(void)
 				        "the zygote's tiers now serving: light %s, heavy %s",
 				        note.tiers & WARM_TIER_LIGHT ? "yes" : "no",
 				        note.tiers & WARM_TIER_HEAVY ? "yes" : "no");
-				warm_set_serving(note.tiers);
+				zy_tiers = note.tiers;
+				orphans_settle();
 				continue;
 			}
 			if (r < 0 && (errno == EINTR || errno == EAGAIN))
 				break;
-			warm_set_serving(0);
+			zy_tiers = 0;
+			orphans_settle();
 			close_fd(&zy_cur.sock);
 			break;
 		}
@@ -459,6 +557,26 @@ warm_pool_reaped(pid_t pid, int status)
 {
 	struct zygote_gen *all[] = {&zy_cur, &zy_next, &zy_old};
 
+	if (pid <= 0)
+		return false;
+	for (int i = 0; i < WARM_MAX_ORPHANS; i++) {
+		if (orphans[i].pid != pid && orphans[i].pid != -pid)
+			continue;
+		if (orphans[i].pid > 0)
+			log_msg(LOG_INFO, "an orphaned template (pid %d) ended", (int)pid);
+		orphans[i].pid = 0;
+		orphans_settle();
+		return true;
+	}
+	for (int i = 0; i < 4; i++) {
+		if (zy_killed[i] != pid)
+			continue;
+		/* its templates are the pool's children now */
+		zy_killed[i] = 0;
+		orphans_find();
+		orphans_settle();
+		return true;
+	}
 	for (int i = 0; i < 3; i++) {
 		if (all[i]->pid != pid || pid <= 0)
 			continue;
@@ -471,9 +589,12 @@ warm_pool_reaped(pid_t pid, int status)
 			log_msg(LOG_WARN, "a zygote (pid %d) exited with status %d", (int)pid,
 			        WEXITSTATUS(status));
 		if (all[i] == &zy_cur)
-			warm_set_serving(0);
+			zy_tiers = 0;
 		close_fd(&all[i]->sock);
 		*all[i] = ZYGOTE_NONE;
+		/* its templates are the pool's children now: they serve on */
+		orphans_find();
+		orphans_settle();
 		return true;
 	}
 	return false;
@@ -482,6 +603,12 @@ warm_pool_reaped(pid_t pid, int status)
 void
 warm_pool_stop(void)
 {
+	zy_tiers = 0;
+	for (int i = 0; i < WARM_MAX_ORPHANS; i++)
+		if (orphans[i].pid > 0) {
+			proc_kill(orphans[i].pid, SIGKILL, "an orphaned template");
+			orphans[i].pid = -orphans[i].pid;
+		}
 	warm_set_serving(0);
 	zygote_kill(&zy_next);
 	zygote_kill(&zy_cur);

@@ -30,6 +30,10 @@
 /* How long the zygote may take to import the modules (a cold page cache, sanitizers). */
 #define WARM_ZYGOTE_READY_MS 180000
 
+/* How long a template whose zygote died serves on, at most, for the pool's next zygote to
+ * serve its tier (the pool ends it as soon as one does). */
+#define WARM_ORPHAN_MS 120000
+
 /* A seccomp filter is at most BPF_MAXINSNS instructions. */
 #define WARM_SECCOMP_MAX 4096
 

@@ -86,6 +86,20 @@ tier_name(const struct tier *t)
 	return t->heavy ? "heavy template" : "light template";
 }
 
+/*
+ * Retires a template: a word on its retire pipe, then the pipe closed. It ends between two
+ * requests. (The pipe's end without the word means the zygote died: the template serves on,
+ * an orphan, until the pool's next zygote serves its tier; template.c.)
+ */
+static void
+tmpl_retire(struct tmpl *h)
+{
+	if (h->retire_fd >= 0 && write(h->retire_fd, "X", 1) != 1)
+		log_msg(LOG_WARN, "telling a %s to retire failed: %s", h->pid > 0 ? "template" : "?",
+		        strerror(errno));
+	close_fd(&h->retire_fd);
+}
+
 static void
 tmpl_close(struct tmpl *h)
 {
@@ -236,7 +250,7 @@ tier_check(struct tier *t)
 			}
 			/* it serves: the one it succeeds ends between two requests */
 			if (t->cur.pid > 0) {
-				close_fd(&t->cur.retire_fd);
+				tmpl_retire(&t->cur);
 				if (t->old.pid > 0)
 					tmpl_kill(&t->old);
 				t->old = t->cur;
@@ -251,7 +265,7 @@ tier_check(struct tier *t)
 			        tier_name(t), WARM_ZYGOTE_READY_MS / 1000);
 			tmpl_kill(&t->next);
 			if (t->cur.pid > 0)
-				close_fd(&t->cur.retire_fd);
+				tmpl_retire(&t->cur);
 			t->replace_now = true;
 			return;
 		}
@@ -305,8 +319,8 @@ zygote_retire(void)
 	for (int i = 0; i < 2; i++) {
 		struct tier *t = &zygote_tiers[i];
 		tmpl_kill(&t->next); /* a successor still importing serves nothing yet */
-		close_fd(&t->cur.retire_fd);
-		close_fd(&t->old.retire_fd);
+		tmpl_retire(&t->cur);
+		tmpl_retire(&t->old);
 		close_fd(&t->serve_fd);
 	}
 	for (int i = 0; i < 2; i++) {

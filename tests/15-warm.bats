@@ -406,21 +406,34 @@ zygote_settled() {
 	(($(log_count "zygote ready") >= $(log_count "starting a new zygote") + 1))
 }
 
-@test "warm: a zygote that dies is replaced, and the pool is warm again" {
+# no_orphans: no template is the pool's own child (every one is a zygote's)
+no_orphans() {
+	local p
+	for p in $(pgrep -P "$(pool_pid)"); do
+		[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-warm || $(cat "/proc/$p/comm" 2>/dev/null) == codebox-heavy ]] && return 1
+	done
+	return 0
+}
+
+@test "warm: a zygote that dies is replaced; its templates serve meanwhile, and the pool is warm again" {
 	local z new i readies
 	wait_for "no zygote importing" 1200 zygote_settled
 	z=$(zygote_pid)
 	[[ -n $z ]]
 	readies=$(log_count "zygote ready")
 	kill -KILL "$z"
-	# its templates die with it: runs meanwhile are cold, none fails
+	wait_for "the zygote reaped" 100 more_lines "a zygote \\(pid $z\\) was killed by signal 9" 0
+	# its templates serve on, orphans of the pool's: runs meanwhile are warm, none fails
+	run -0 grep -c "of a zygote that died serves on" "$STACK_DIR/logs/pool.log"
 	for i in $(seq 1 6); do
-		post '{"code":"print(6 * 7)"}'
+		post '{"code":"print(6 * 7)"}' -H "X-Request-Id: orphan-run-$i"
 		assert_equal "$code" 200
 		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
 	done
+	run -0 jq -s '[.[] | select((.requestId // "" | startswith("orphan-run-")) and .api == "execute" and .tier != "cold")] | length' \
+		"$STACK_DIR/logs/pool.log"
+	assert_output 6 || { grep -E "orphan-run|serves on|template|zygote" "$STACK_DIR/logs/pool.log" | tail -40; false; }
 	wait_for "a new zygote" 300 more_lines "starting a new zygote \\(none serves\\)" 0
-	run -0 grep -c "a zygote (pid $z) was killed by signal 9" "$STACK_DIR/logs/pool.log"
 	# the new zygote imports first (seconds under the sanitizers)
 	wait_for "the new zygote to be ready" 1200 more_lines "zygote ready" "$readies"
 	new=$(zygote_pid)
@@ -428,10 +441,11 @@ zygote_settled() {
 	wait_for "a warm pool again" 600 pool_says_warm
 	execute 'import scipy, sys; print(6 * 7)'
 	assert_equal "$(field .stdout)" 42
-	# /metrics counts the replacement, and the runs that were cold meanwhile
+	# /metrics counts the replacement
 	run -0 curl -s "$BASE/metrics"
 	(($(awk '/^codebox_zygote_starts_total\{reason="replacement"\}/ { print $2 }' <<<"$output") >= 1))
-	(($(awk '/^codebox_warm_fallbacks_total/ { n += $2 } END { print n + 0 }' <<<"$output") >= 1))
+	# the orphans end once the new zygote serves their tiers
+	wait_for "the orphaned templates ended" 1200 no_orphans
 	wait_for "healthy pool" 100 no_run_leftovers
 }
 

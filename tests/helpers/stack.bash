@@ -243,16 +243,19 @@ worker_pids() {
 	local p comm
 	for p in $(pgrep -P "$(pool_pid)"); do
 		comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
-		# (exe: a zygote between its execve and its first instruction's rename)
-		[[ $comm == codebox-zygote || $comm == codebox-init || $comm == exe ]] || echo "$p"
+		# (exe: a zygote between its execve and its first instruction's rename; templates
+		# whose zygote died are the pool's children until it ends them)
+		[[ $comm == codebox-zygote || $comm == codebox-init || $comm == exe ||
+			$comm == codebox-warm || $comm == codebox-heavy ]] || echo "$p"
 	done
 }
 
 # heavy_pids: the zygote's heavy templates, one a line (none with one tier): the serving one, and
-# while it retires its successor, or once that serves the retired one, ending.
+# while it retires its successor, or once that serves the retired one, ending; and one whose
+# zygote died (the pool's child, until a zygote serves the tier again).
 heavy_pids() {
 	local z p
-	for z in $(zygote_pid); do
+	for z in $(zygote_pid) "$(pool_pid)"; do
 		for p in $(pgrep -P "$z"); do
 			[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-heavy ]] && echo "$p"
 		done
@@ -269,10 +272,11 @@ zygote_pid() {
 	return 0
 }
 
-# template_pids: the zygote's light templates (the serving one, a successor, a retired one).
+# template_pids: the zygote's light templates (the serving one, a successor, a retired one), and
+# one whose zygote died (the pool's child until a zygote serves the tier again).
 template_pids() {
 	local z p
-	for z in $(zygote_pid); do
+	for z in $(zygote_pid) "$(pool_pid)"; do
 		for p in $(pgrep -P "$z"); do
 			[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-warm ]] && echo "$p"
 		done
