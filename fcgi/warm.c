@@ -303,8 +303,8 @@ static struct {
 	pid_t pid;
 	unsigned tier; /* WARM_TIER_* */
 } orphans[WARM_MAX_ORPHANS];
-static unsigned zy_tiers;           /* the tiers the serving zygote's templates serve */
-static pid_t zy_killed[4];          /* zygotes killed, not yet reaped */
+static unsigned zy_tiers;  /* the tiers the serving zygote's templates serve */
+static pid_t zy_killed[4]; /* zygotes killed, not yet reaped */
 
 /* Adopts the templates among the pool's children that are not known yet. */
 static void

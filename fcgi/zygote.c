@@ -95,8 +95,8 @@ static void
 tmpl_retire(struct tmpl *h)
 {
 	if (h->retire_fd >= 0 && write(h->retire_fd, "X", 1) != 1)
-		log_msg(LOG_WARN, "telling a %s to retire failed: %s", h->pid > 0 ? "template" : "?",
-		        strerror(errno));
+		log_msg(LOG_WARN, "telling a %s to retire failed: %s",
+		        h->pid > 0 ? "template" : "?", strerror(errno));
 	close_fd(&h->retire_fd);
 }
 

@@ -317,6 +317,11 @@ metric() {
 	curl -s "$base/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
 }
 
+# cold_fallbacks: runs that could have been warm and were cold (no zygote, a template failed)
+cold_fallbacks() {
+	echo $(($(metric 'codebox_warm_fallbacks_total{reason="no_zygote"}') + $(metric 'codebox_warm_fallbacks_total{reason="template"}')))
+}
+
 # load SECONDS TAG: four clients for SECONDS (at most 2000 requests each), two sending print(1)
 # and two a heavy program (scipy: the heavy tier); one line "ms http-status run-status" per
 # request in TAG-light.lat and TAG-heavy.lat
@@ -363,7 +368,8 @@ printf "%-50s light p99 %s, heavy p99 %s, bad %s\n" "steady (no renewal), 20 s:"
 	"$(p99 steady-light.lat)" "$(p99 steady-heavy.lat)" "$(($(bad steady-light.lat) + $(bad steady-heavy.lat)))"
 # kills under load: the heavy template, then the zygote (and its templates with it)
 for victim in heavy zygote; do
-	fb=$(metric codebox_warm_fallbacks_total)
+	fb=$(cold_fallbacks)
+	hl=$(metric 'codebox_warm_fallbacks_total{reason="heavy_to_light"}')
 	load 25 "kill-$victim" &
 	loader=$!
 	sleep 3
@@ -374,11 +380,11 @@ for victim in heavy zygote; do
 		kill -KILL "$zygote" || echo "bench: no zygote to kill" >&2
 	fi
 	wait "$loader"
-	printf "%-50s light max %s, heavy max %s ms; fallbacks %s (4 runs in flight at most); bad %s\n" \
+	printf "%-50s light max %s, heavy max %s ms; cold fallbacks %s (4 runs in flight at most), heavy on light %s; bad %s\n" \
 		"SIGKILL of the $victim under load, 25 s:" \
 		"$(sort -n "kill-$victim-light.lat" | tail -1 | cut -d' ' -f1)" \
 		"$(sort -n "kill-$victim-heavy.lat" | tail -1 | cut -d' ' -f1)" \
-		"$(($(metric codebox_warm_fallbacks_total) - fb))" \
+		"$(($(cold_fallbacks) - fb))" "$(($(metric 'codebox_warm_fallbacks_total{reason="heavy_to_light"}') - hl))" \
 		"$(($(bad "kill-$victim-light.lat") + $(bad "kill-$victim-heavy.lat")))"
 done
 stack_stop
