@@ -15,14 +15,18 @@
  * for as long as it serves the request; with every slot held it answers 429 at once. So a
  * slow client costs nginx a connection, never a worker, a slot or the workspace.
  *
- * Every path is relative to the workspace and resolved beneath it by workspace_open(), which
- * never follows a symlink and never opens what is not a regular file or a directory (a FIFO
- * would block the worker); the worker touches the workspace only through its fd. Uploads are
- * streamed through a 64 KiB window into an unnamed file in the workspace (its bounds are the
- * upload's), without the workspace lock; the lock is taken only to give the finished file its
- * name. A command's client that hangs up has the command killed at once (run.c watches the
- * FastCGI connection) and the workspace freed. Under a root pool, file operations run with
- * the workspace owner's fsuid, so uploads belong to the same uid as files the commands create.
+ * Every path is relative to the workspace. Its dot segments are resolved by its letters first
+ * (workspace_path_resolve(), from the path as the client sent it, never from nginx's $uri): one
+ * that climbs out of /app is answered 403 {"message": "Access denied"}, as the example runtime
+ * answers it. Then workspace_open() resolves it beneath the workspace, never following a
+ * symlink (a symlink on the way is refused with the same 403: it could lead anywhere) and
+ * never opening what is not a regular file or a directory (a FIFO would block the worker);
+ * the worker touches the workspace only through its fd. Uploads are streamed through a 64 KiB
+ * window into an unnamed file in the workspace (its bounds are the upload's), without the
+ * workspace lock; the lock is taken only to give the finished file its name. A command's
+ * client that hangs up has the command killed at once (run.c watches the FastCGI connection)
+ * and the workspace freed. Under a root pool, file operations run with the workspace owner's
+ * fsuid, so uploads belong to the same uid as files the commands create.
  */
 #include "agent.h"
 
@@ -64,6 +68,8 @@
  * the most a request may ask for. */
 #define AGENT_DEFAULT_SLOTS 4
 #define AGENT_MAX_SLOTS 64
+/* The longest {path} read from a request URI: nginx's longest request line (8 KiB). */
+#define AGENT_MAX_URI_PATH 8192
 
 long
 agent_timeout_ms(const char *value, char *warning, size_t warning_len)
@@ -94,6 +100,8 @@ agent_status_text(int status)
 		return "OK";
 	case 400:
 		return "Bad Request";
+	case 403:
+		return "Forbidden";
 	case 404:
 		return "Not Found";
 	case 405:
@@ -150,6 +158,13 @@ agent_send_message(FCGX_Request *req, int status, const char *error, const char 
 	           status == 429 ? "Content-Type: application/json\r\nRetry-After: 1\r\n" : NULL,
 	           body, len);
 	free(body);
+}
+
+/* A path that climbs out of the workspace, or through a symlink: the example runtime's 403. */
+static void
+agent_denied(FCGX_Request *req)
+{
+	agent_send_message(req, 403, NULL, "Access denied");
 }
 
 static void
@@ -370,19 +385,36 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 		return;
 	}
 	if (n >= 0)
-		root = json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+		root = json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	free(body);
 	cmd = json_is_object(root) ? json_object_get(root, "command") : NULL;
-	if (!json_is_string(cmd) || json_string_length(cmd) == 0 ||
+	if (!json_is_string(cmd)) {
+		json_decref(root);
+		agent_send_message(req, 400, "invalid_request",
+		                   "body must be {\"command\": \"<shell command>\"}");
+		return;
+	}
+	/* a command that cannot run is a failed execution, as the example runtime answers one
+	 * its shlex.split() or subprocess refuses (200, exit_code 1), not a request error the
+	 * client would raise */
+	if (json_string_length(cmd) == 0 ||
 	    strlen(json_string_value(cmd)) != json_string_length(cmd) ||
 	    json_string_length(cmd) > l->max_code_bytes) {
 		char msg[160];
-		snprintf(msg, sizeof(msg),
-		         "body must be {\"command\": \"<non-empty string without NUL, at most %zu "
-		         "bytes>\"}",
-		         l->max_code_bytes);
+		int k;
+		if (json_string_length(cmd) == 0)
+			k = snprintf(msg, sizeof(msg),
+			             "codebox: the command is empty; nothing ran\n");
+		else if (json_string_length(cmd) > l->max_code_bytes)
+			k = snprintf(
+			    msg, sizeof(msg),
+			    "codebox: the command is longer than %zu bytes; it did not run\n",
+			    l->max_code_bytes);
+		else
+			k = snprintf(msg, sizeof(msg),
+			             "codebox: the command contains a NUL byte; it did not run\n");
 		json_decref(root);
-		agent_send_message(req, 400, "invalid_request", msg);
+		agent_reply_run(req, "", 0, msg, (size_t)k, 1);
 		return;
 	}
 	if (agent_client_gone(req)) {
@@ -504,16 +536,78 @@ not_started:
 	json_decref(root);
 }
 
-/* The {path} of /download/{path}, /list/{path}, /exists/{path}: nginx's decoded $uri. */
-static const char *
-agent_path(FCGX_Request *req, const char *prefix)
+static int
+agent_hex(char c)
 {
-	const char *uri = FCGX_GetParam("SCRIPT_NAME", req->envp);
-	size_t n = strlen(prefix);
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
 
-	if (uri == NULL || strncmp(uri, prefix, n) != 0)
-		return NULL;
-	return uri + n;
+/* How the {path} of a request was received (agent_target()). */
+enum agent_target {
+	AGENT_TARGET_OK,       /* rel names it beneath the workspace */
+	AGENT_TARGET_REFUSED,  /* a name codebox never opens (a control character, too long) */
+	AGENT_TARGET_ANSWERED, /* malformed (400) or out of the workspace (403): answered */
+};
+
+/*
+ * The {path} of /download/{path}, /list/{path} or /exists/{path} as the client sent it, into
+ * path: the request URI as received (REQUEST_URI, nginx's $request_uri) after prefix and before
+ * any query, percent-decoded once, as the example runtime receives it. Not nginx's $uri: that
+ * has its dot segments resolved already, so "a/../../x" would arrive as "x", a path the client
+ * never named. Then where it leads, into rel (workspace_path_resolve(); "." for /app itself).
+ * Answers a path that climbs out of /app (403) and a malformed URI (400) itself.
+ */
+static enum agent_target
+agent_target(FCGX_Request *req, const char *prefix, char *path, char *rel, size_t rel_len)
+{
+	const char *uri = FCGX_GetParam("REQUEST_URI", req->envp);
+	size_t n = strlen(prefix), o = 0;
+
+	/* nginx chose this location by its $uri: a request URI that does not start with the same
+	 * prefix had dot segments that climbed out of the one it named (nginx.conf answers those
+	 * itself; this is the pool's own check) */
+	if (uri == NULL || strncmp(uri, prefix, n) != 0) {
+		agent_denied(req);
+		return AGENT_TARGET_ANSWERED;
+	}
+	for (const char *c = uri + n; *c != '\0' && *c != '?'; c++) {
+		int hi, lo;
+		char b = *c;
+		if (b == '%') {
+			hi = agent_hex(c[1]);
+			lo = hi < 0 ? -1 : agent_hex(c[2]);
+			/* a bad escape or an encoded NUL: nginx answers 400 for both itself */
+			if (lo < 0 || (hi == 0 && lo == 0)) {
+				agent_send_message(
+				    req, 400, "invalid_request",
+				    "the path is not a well-formed percent-encoded path");
+				return AGENT_TARGET_ANSWERED;
+			}
+			b = (char)(hi << 4 | lo);
+			c += 2;
+		}
+		if (o + 1 >= AGENT_MAX_URI_PATH) {
+			agent_send_message(req, 400, "invalid_request", "the path is too long");
+			return AGENT_TARGET_ANSWERED;
+		}
+		path[o++] = b;
+	}
+	path[o] = '\0';
+	switch (workspace_path_resolve(path, o, rel, rel_len)) {
+	case WORKSPACE_ESCAPES:
+		agent_denied(req);
+		return AGENT_TARGET_ANSWERED;
+	case WORKSPACE_TOO_LONG:
+		return AGENT_TARGET_REFUSED;
+	case WORKSPACE_INSIDE:
+		break;
+	}
+	if (strcmp(rel, ".") != 0 && !workspace_path_ok(rel, strlen(rel)))
+		return AGENT_TARGET_REFUSED;
+	return AGENT_TARGET_OK;
 }
 
 /* The request body as a multipart reader sees it: at most CONTENT_LENGTH bytes. */
@@ -569,13 +663,15 @@ agent_upload_failed(FCGX_Request *req, const char *name, int e)
 		break;
 	case ELOOP:
 	case EXDEV:
+		/* a symlink on the way, or at the name: it could lead out of the workspace */
+		agent_denied(req);
+		return;
 	case ENOTDIR:
 	case EISDIR:
 	case EEXIST:
 		snprintf(
 		    msg, sizeof(msg),
-		    "cannot write '%s': a symlink, a file, a directory or a special file is in "
-		    "the way (%s)",
+		    "cannot write '%s': a file, a directory or a special file is in the way (%s)",
 		    name, strerror(e));
 		break;
 	default:
@@ -625,6 +721,13 @@ agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 		return;
 	}
 	if (!workspace_path_ok(f.filename, f.filename_len)) {
+		static char rel[PATH_MAX];
+		/* refused either way; one that climbs out of /app in the example runtime's 403 */
+		if (workspace_path_resolve(f.filename, f.filename_len, rel, sizeof(rel)) ==
+		    WORKSPACE_ESCAPES) {
+			agent_denied(req);
+			return;
+		}
 		agent_send_message(req, 400, "invalid_request",
 		                   "the file name must be a relative path under /app: no leading "
 		                   "'/', no '.' or '..' or empty component, no control character");
@@ -683,18 +786,27 @@ agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 static void
 agent_download(const struct agent_config *ac, FCGX_Request *req)
 {
-	const char *path = agent_path(req, "/download/");
+	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX];
 	char buf[65536];
 	struct stat sb;
-	int fd;
+	int fd = -1, err;
 
-	if (path == NULL || !workspace_path_ok(path, strlen(path))) {
-		agent_send_message(req, 404, NULL, "File not found");
+	switch (agent_target(req, "/download/", path, rel, sizeof(rel))) {
+	case AGENT_TARGET_ANSWERED:
 		return;
+	case AGENT_TARGET_REFUSED:
+		break;
+	case AGENT_TARGET_OK:
+		agent_as_owner(ac, true);
+		fd = workspace_open(ac->workspace_fd, rel, O_RDONLY);
+		err = errno;
+		agent_as_owner(ac, false);
+		if (fd < 0 && (err == ELOOP || err == EXDEV)) {
+			agent_denied(req);
+			return;
+		}
+		break;
 	}
-	agent_as_owner(ac, true);
-	fd = workspace_open(ac->workspace_fd, path, O_RDONLY);
-	agent_as_owner(ac, false);
 	/* a regular file only: a FIFO, socket or device is never opened (workspace_open) */
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
 		if (fd >= 0)
@@ -755,28 +867,36 @@ agent_cmp_names(const void *a, const void *b)
 static void
 agent_list(const struct agent_config *ac, FCGX_Request *req)
 {
-	const char *path = agent_path(req, "/list/");
+	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX];
 	struct jsonw w;
 	char **names = NULL, *body;
 	size_t count = 0, len;
-	int fd;
+	int fd = -1, err;
 	DIR *d;
 	struct dirent *e;
 
-	if (path != NULL && (*path == '\0' || strcmp(path, ".") == 0))
-		path = ".";
-	else if (path == NULL || !workspace_path_ok(path, strlen(path))) {
-		agent_send_message(req, 404, NULL, "Directory not found");
+	switch (agent_target(req, "/list/", path, rel, sizeof(rel))) {
+	case AGENT_TARGET_ANSWERED:
 		return;
+	case AGENT_TARGET_REFUSED:
+		break;
+	case AGENT_TARGET_OK:
+		agent_as_owner(ac, true);
+		fd = workspace_open(ac->workspace_fd, rel, O_RDONLY | O_DIRECTORY);
+		err = errno;
+		agent_as_owner(ac, false);
+		if (fd < 0 && (err == ELOOP || err == EXDEV)) {
+			agent_denied(req);
+			return;
+		}
+		break;
 	}
-	agent_as_owner(ac, true);
-	fd = workspace_open(ac->workspace_fd, path, O_RDONLY | O_DIRECTORY);
-	agent_as_owner(ac, false);
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (d == NULL) {
 		if (fd >= 0)
 			close(fd);
-		agent_send_message(req, 404, NULL, "Directory not found");
+		/* the example runtime's answer for anything that is not a directory */
+		agent_send_message(req, 404, NULL, "Path is not a directory");
 		return;
 	}
 	while ((e = readdir(d)) != NULL && count < AGENT_MAX_LIST_ENTRIES) {
@@ -793,7 +913,7 @@ agent_list(const struct agent_config *ac, FCGX_Request *req)
 		count++;
 	}
 	if (count == AGENT_MAX_LIST_ENTRIES)
-		log_msg(LOG_WARN, "listing %s: cut at %d entries", path, AGENT_MAX_LIST_ENTRIES);
+		log_msg(LOG_WARN, "listing %s: cut at %d entries", rel, AGENT_MAX_LIST_ENTRIES);
 	if (names != NULL)
 		qsort(names, count, sizeof(*names), agent_cmp_names);
 	jsonw_init(&w);
@@ -835,23 +955,48 @@ agent_list(const struct agent_config *ac, FCGX_Request *req)
 static void
 agent_exists(const struct agent_config *ac, FCGX_Request *req)
 {
-	const char *path = agent_path(req, "/exists/");
+	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX], echo[3 * AGENT_MAX_URI_PATH];
+	struct jsonw w;
 	bool exists = false;
+	char *body;
+	size_t len;
+	int fd, e;
 
-	if (path != NULL && workspace_path_ok(path, strlen(path))) {
-		int fd;
+	switch (agent_target(req, "/exists/", path, rel, sizeof(rel))) {
+	case AGENT_TARGET_ANSWERED:
+		return;
+	case AGENT_TARGET_REFUSED:
+		break;
+	case AGENT_TARGET_OK:
+		/* of any type, a symlink itself included; a symlink on the way is refused */
 		agent_as_owner(ac, true);
-		fd = workspace_open(ac->workspace_fd, path, O_PATH);
+		fd = workspace_open(ac->workspace_fd, rel, O_PATH);
+		e = errno;
 		agent_as_owner(ac, false);
+		if (fd < 0 && (e == ELOOP || e == EXDEV)) {
+			agent_denied(req);
+			return;
+		}
 		if (fd >= 0) {
 			exists = true;
 			close(fd);
 		}
+		break;
 	}
-	if (exists)
-		agent_send(req, 200, NULL, "{\"exists\":true}", 15);
-	else
-		agent_send(req, 200, NULL, "{\"exists\":false}", 16);
+	/* the example runtime's {"path": <the path as received>, "exists": bool}, the path
+	 * decoded as its server decodes it: bytes that are not UTF-8 become U+FFFD */
+	len = utf8_sanitize((const unsigned char *)path, strlen(path), echo);
+	jsonw_init(&w);
+	jsonw_lit(&w, "{\"path\":");
+	jsonw_str(&w, echo, len);
+	jsonw_lit(&w, exists ? ",\"exists\":true}" : ",\"exists\":false}");
+	body = jsonw_take(&w, &len);
+	if (body == NULL) {
+		agent_send_message(req, 500, "sandbox_error", "out of memory");
+		return;
+	}
+	agent_send(req, 200, NULL, body, len);
+	free(body);
 }
 
 void

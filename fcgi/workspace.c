@@ -266,6 +266,51 @@ workspace_path_ok(const char *path, size_t len)
 	return true;
 }
 
+enum workspace_resolved
+workspace_path_resolve(const char *path, size_t len, char *out, size_t out_len)
+{
+	size_t depth = 0, o = 0, i, j, n;
+
+	/* first whether it climbs out at any point: a later name cannot make that good */
+	for (i = 0; i <= len; i = j + 1) {
+		for (j = i; j < len && path[j] != '/'; j++)
+			;
+		n = j - i;
+		if (n == 2 && path[i] == '.' && path[i + 1] == '.') {
+			if (depth == 0)
+				return WORKSPACE_ESCAPES;
+			depth--;
+		} else if (n > 1 || (n == 1 && path[i] != '.')) {
+			depth++;
+		}
+	}
+	for (i = 0; i <= len; i = j + 1) {
+		for (j = i; j < len && path[j] != '/'; j++)
+			;
+		n = j - i;
+		if (n == 2 && path[i] == '.' && path[i + 1] == '.') {
+			while (o > 0 && out[o - 1] != '/')
+				o--;
+			if (o > 0)
+				o--; /* and the '/' before the dropped name */
+		} else if (n > 1 || (n == 1 && path[i] != '.')) {
+			if (o + (o > 0) + n >= out_len)
+				return WORKSPACE_TOO_LONG;
+			if (o > 0)
+				out[o++] = '/';
+			memcpy(out + o, path + i, n);
+			o += n;
+		}
+	}
+	if (o == 0) {
+		if (out_len < 2)
+			return WORKSPACE_TOO_LONG;
+		out[o++] = '.';
+	}
+	out[o] = '\0';
+	return WORKSPACE_INSIDE;
+}
+
 static int
 open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
@@ -353,8 +398,15 @@ make_parents(int workspace_fd, const char *path, char *buf, size_t buf_len, char
 		if (mkdirat(parent, *name, 0755) < 0 && errno != EEXIST)
 			goto fail;
 		d = open_beneath(parent, *name, O_PATH | O_DIRECTORY, 0);
-		if (d < 0)
+		if (d < 0) {
+			struct stat sb;
+			/* O_NOFOLLOW | O_DIRECTORY says ENOTDIR for a symlink: say what it is */
+			if (errno == ENOTDIR &&
+			    fstatat(parent, *name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(sb.st_mode))
+				errno = ELOOP;
 			goto fail;
+		}
 		close(parent);
 		parent = d;
 		*name = slash + 1;

@@ -36,6 +36,26 @@ int workspace_attach(int workspace_fd, const char *target);
  * "." or ".." component, no control character. */
 bool workspace_path_ok(const char *path, size_t len);
 
+/* Where a path leads, resolved by its letters alone (workspace_path_resolve()). */
+enum workspace_resolved {
+	WORKSPACE_INSIDE,   /* beneath the workspace, or the workspace itself */
+	WORKSPACE_ESCAPES,  /* a ".." climbs above the workspace */
+	WORKSPACE_TOO_LONG, /* inside, but longer than the caller's buffer */
+};
+
+/*
+ * Resolves path[0..len) as a path relative to the workspace by its letters, as nginx resolves
+ * a URI and Python's os.path.normpath() a path: empty and "." components are dropped (so are
+ * leading slashes: "/a//b" is "a/b"), and ".." drops the component before it. Nothing is
+ * looked up, so no symlink is followed (workspace_open() refuses them). On WORKSPACE_INSIDE,
+ * out holds the result, NUL-terminated: "." for the workspace itself, else components
+ * without any ".", ".." or empty one. WORKSPACE_ESCAPES when some ".." climbs above the
+ * workspace, wherever it stands ("a/../../b"). Other bytes (control characters included) are
+ * kept as they are: workspace_path_ok() judges the result.
+ */
+enum workspace_resolved workspace_path_resolve(const char *path, size_t len, char *out,
+                                               size_t out_len);
+
 /*
  * Opens path beneath the workspace without following any symlink (openat2 with
  * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV) and without

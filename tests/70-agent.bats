@@ -156,10 +156,111 @@ print(os.path.exists("/app"), any("/app" in l for l in open("/proc/self/mounts")
 	assert_output '{"message":"File not found"} 404'
 }
 
-@test "agent: unsafe upload paths are refused with 400 and nothing is written outside" {
+@test "agent: agent-sandbox's tester.py passes its protocol sections, as its assertions state them" {
+	# health, execute, upload/download, list, exists (its "path" too), and both traversals
+	run -0 "$ROOT/tests/helpers/agent_tester.py" "$AGENT" all
+	assert_output --partial "exists: {'path': '', 'exists': True}"
+	assert_output --partial "exists (negative): {'path': 'does_not_exist', 'exists': False}"
+}
+
+@test "agent: /exists answers the example runtime's {path, exists}, the path as it was sent" {
+	agent_run 'rm -rf e && mkdir -p e/d && printf 1 > e/f.txt'
+	# what tester.py's "/exists/." becomes on the wire (urllib3 drops the trailing ".")
+	run -0 curl -s -w ' %{http_code}' "$AGENT/exists/"
+	assert_output '{"path":"","exists":true} 200'
+	run -0 curl -s --path-as-is "$AGENT/exists/."
+	assert_output '{"path":".","exists":true}'
+	# decoded once, as sent: the client quotes "/" as %2F
+	run -0 curl -s "$AGENT/exists/e%2Ff.txt"
+	assert_output '{"path":"e/f.txt","exists":true}'
+	run -0 curl -s "$AGENT/exists/e%2Fd%2F..%2Ff.txt"
+	assert_output '{"path":"e/d/../f.txt","exists":true}'
+	run -0 curl -s "$AGENT/exists/%2Fe%2F%2Fd"
+	assert_output '{"path":"/e//d","exists":true}'
+	run -0 curl -s "$AGENT/exists/e%2Fnope%20x"
+	assert_output '{"path":"e/nope x","exists":false}'
+	# bytes that are not UTF-8 become U+FFFD, as the runtime's decoding makes them
+	run -0 curl -s "$AGENT/exists/%C3%A9%FF"
+	assert_equal "$(jq -r .path <<<"$output")" $'\xc3\xa9\xef\xbf\xbd'
+	# what the client makes of it
+	run -0 client exists e/f.txt
+	assert_output '{"exists": true}'
+	run -0 client exists .
+	assert_output '{"exists": true}'
+}
+
+@test "agent: a path that climbs out of /app is 403 Access denied on /download, /list and /exists, however it is spelled" {
+	local ep p
+	for ep in download list exists; do
+		# nginx resolves dot segments first: some climb above "/" (a 400 before any
+		# location), some leave their prefix for another endpoint or "/" itself, some stay
+		# in it; the example runtime answers each 403
+		for p in ..%2F..%2Fetc%2Fpasswd %2F..%2Fetc%2Fpasswd ..%2Fetc ..%2F ..%2Fexecute \
+			..%2Freadyz "..%2F$ep%2Fx" "x%2F..%2F..%2F$ep%2Fx" %2E%2E%2Fx .%2e%2Fx..; do
+			run -0 curl -s -w ' %{http_code}' "$AGENT/$ep/$p"
+			assert_output '{"message":"Access denied"} 403'
+		done
+		run -0 curl -s --path-as-is -w ' %{http_code}' "$AGENT/$ep/.."
+		assert_output '{"message":"Access denied"} 403'
+		run -0 curl -s --path-as-is -w ' %{http_code}' "$AGENT/$ep/x/../../../etc"
+		assert_output '{"message":"Access denied"} 403'
+	done
+	# what the client raises: a 403 (it does not check these paths itself)
+	run -1 client exists ../../etc/passwd
+	assert_equal "$(jq -r .status <<<"$output")" 403
+	run -1 client list ../
+	assert_equal "$(jq -r .status <<<"$output")" 403
+	CODEBOX_UNSAFE=1 run -1 client read ../etc/passwd "$BATS_TEST_TMPDIR/passwd"
+	assert_equal "$(jq -r .status <<<"$output")" 403
+	[[ ! -s $BATS_TEST_TMPDIR/passwd ]]
+	# a malformed URI is still nginx's JSON 400, and port 8080 knows no such 403
+	run -0 curl -s -w ' %{http_code}' "$AGENT/exists/%zz"
+	assert_output '{"error":"invalid_request","message":"the HTTP request is malformed"} 400'
+	run -0 curl -s -w ' %{http_code}' "$BASE/exists/..%2F..%2Fx"
+	assert_output '{"error":"invalid_request","message":"the HTTP request is malformed"} 400'
+	still_serving
+}
+
+@test "agent: /list of what is not a directory is 404 Path is not a directory" {
+	local p
+	agent_run 'rm -rf nd && mkdir nd && printf 1 > nd/f'
+	for p in nd%2Ff nd%2Fmissing missing "$(printf 'a%.0s' {1..300})"; do
+		run -0 curl -s -w ' %{http_code}' "$AGENT/list/$p"
+		assert_output '{"message":"Path is not a directory"} 404'
+	done
+	run -1 client list nd/f
+	assert_equal "$(jq -r .status <<<"$output")" 404
+	run -0 client list nd
+	assert_equal "$(jq -c '[.[] | .name]' <<<"$output")" '["f"]'
+}
+
+@test "agent: a command that cannot run is a failed execution (200, exit_code 1), not a 400" {
+	# as the example runtime answers what its shlex.split() or subprocess refuses
+	agent_run ''
+	assert_equal "$(field .exit_code)" 1
+	assert_equal "$(field .stdout)" ''
+	assert_equal "$(field .stderr)" 'codebox: the command is empty; nothing ran'
+	run -0 curl -s -w ' %{http_code}' -d '{"command":"echo a\u0000b"}' "$AGENT/execute"
+	assert_output '{"stdout":"","stderr":"codebox: the command contains a NUL byte; it did not run\n","exit_code":1} 200'
+	run -0 curl -s -w ' %{http_code}' -d "$(jq -cn '{command: ("#" * 70000)}')" "$AGENT/execute"
+	assert_output --regexp '"stderr":"codebox: the command is longer than [0-9]+ bytes; it did not run\\n","exit_code":1\} 200$'
+	# a body without a command string is still a request error
+	run -0 curl -s -w ' %{http_code}' -d '{"command":5}' "$AGENT/execute"
+	assert_output --partial '"error":"invalid_request"'
+	assert_output --partial ' 400'
+}
+
+@test "agent: unsafe upload paths are refused (403 when they climb out of /app, else 400); nothing is written outside" {
 	local p
 	echo pwned >"$BATS_TEST_TMPDIR/evil"
-	for p in ../evil-up /tmp/evil-abs a/../../evil-mid ./evil-dot 'a//b' $'evil\x7fdel' ''; do
+	# what climbs out is the example runtime's 403 (its tester's answer for traversal)
+	for p in ../evil-up a/../../evil-mid /../evil-abs-up; do
+		CODEBOX_UNSAFE=1 run -1 client write "$p" "$BATS_TEST_TMPDIR/evil"
+		assert_equal "$(jq -r .status <<<"$output")" 403
+		assert_equal "$(jq -r .body <<<"$output")" '{"message":"Access denied"}'
+	done
+	# refused as well, though they stay inside (the client never sends them)
+	for p in /tmp/evil-abs ./evil-dot 'a//b' $'evil\x7fdel' ''; do
 		CODEBOX_UNSAFE=1 run -1 client write "$p" "$BATS_TEST_TMPDIR/evil"
 		assert_equal "$(jq -r .status <<<"$output")" 400
 		run -0 jq -e '.body | fromjson | .error == "invalid_request"' <<<"$output"
@@ -179,28 +280,35 @@ print(os.path.exists("/app"), any("/app" in l for l in open("/proc/self/mounts")
 	still_serving
 }
 
-@test "agent: a symlink on the way is refused on upload, download, list and exists" {
+@test "agent: a symlink on the way is refused (403 Access denied) on upload, download, list and exists" {
 	agent_run 'ln -sfn /etc etc-link && ln -sf /etc/passwd pw-link && ln -sfn / root-link'
 	echo pwned >"$BATS_TEST_TMPDIR/evil"
 	CODEBOX_UNSAFE=1 run -1 client write etc-link/evil-through-link "$BATS_TEST_TMPDIR/evil"
-	assert_equal "$(jq -r .status <<<"$output")" 400
+	assert_equal "$(jq -r .status <<<"$output")" 403
+	assert_equal "$(jq -r .body <<<"$output")" '{"message":"Access denied"}'
 	[[ ! -e /etc/evil-through-link ]]
 	CODEBOX_UNSAFE=1 run -1 client write root-link/tmp/evil-root "$BATS_TEST_TMPDIR/evil"
+	assert_equal "$(jq -r .status <<<"$output")" 403
 	[[ ! -e /tmp/evil-root ]]
-	# downloads through or of a link: not found, never the host's file
+	CODEBOX_UNSAFE=1 run -1 client write pw-link "$BATS_TEST_TMPDIR/evil"
+	assert_equal "$(jq -r .status <<<"$output")" 403
+	# downloads through or of a link: refused, never the host's file
 	run -0 curl -s -w ' %{http_code}' "$AGENT/download/pw-link"
-	assert_output '{"message":"File not found"} 404'
+	assert_output '{"message":"Access denied"} 403'
 	run -0 curl -s -w ' %{http_code}' "$AGENT/download/etc-link%2Fpasswd"
-	assert_output '{"message":"File not found"} 404'
-	run -0 curl -s -o /dev/null -w '%{http_code}' "$AGENT/list/etc-link"
-	assert_output 404
-	run -0 client exists etc-link/passwd
-	assert_output '{"exists": false}'
-	# traversal spelled in the URL: nginx normalises it, or refuses it in JSON
+	assert_output '{"message":"Access denied"} 403'
+	run -0 curl -s -w ' %{http_code}' "$AGENT/list/etc-link"
+	assert_output '{"message":"Access denied"} 403'
+	run -1 client exists etc-link/passwd
+	assert_equal "$(jq -r .status <<<"$output")" 403
+	# a link itself exists (it is there); what it points to is not looked at
+	run -0 curl -s "$AGENT/exists/pw-link"
+	assert_output '{"path":"pw-link","exists":true}'
+	# traversal spelled in the URL: refused in the example runtime's JSON
 	run -0 curl -s -w ' %{http_code}' "$AGENT/download/..%2F..%2F..%2Fetc%2Fpasswd"
-	assert_output '{"error":"invalid_request","message":"the HTTP request is malformed"} 400'
+	assert_output '{"message":"Access denied"} 403'
 	run -0 curl -s --path-as-is -w ' %{http_code}' "$AGENT/download/a/../../../etc/passwd"
-	refute_output --partial root:
+	assert_output '{"message":"Access denied"} 403'
 	still_serving
 }
 
@@ -231,7 +339,7 @@ print(os.path.exists("/app"), any("/app" in l for l in open("/proc/self/mounts")
 }
 
 count_exists() {
-	[[ $(curl -s "$AGENT/exists/count") == '{"exists":true}' ]]
+	[[ $(curl -s "$AGENT/exists/count") == '{"path":"count","exists":true}' ]]
 }
 
 @test "agent: a second command while one runs is answered 429 at once, never run twice" {

@@ -54,9 +54,9 @@ agent_port() {
 	run -0 curl -s --max-time 5 -w ' %{http_code}' "$AGENT/download/fifo-dir%2Ff"
 	assert_output '{"message":"File not found"} 404'
 	run -0 curl -s --max-time 5 -w ' %{http_code}' "$AGENT/list/fifo"
-	assert_output '{"message":"Directory not found"} 404'
+	assert_output '{"message":"Path is not a directory"} 404'
 	run -0 curl -s --max-time 5 "$AGENT/exists/fifo"
-	assert_output '{"exists":true}'
+	assert_output '{"path":"fifo","exists":true}'
 	still_serving
 }
 
@@ -131,9 +131,9 @@ else:
 		run -0 curl -s --max-time 10 -w ' %{http_code}' "$AGENT/download/$path"
 		assert_output '{"message":"File not found"} 404'
 		run -0 curl -s --max-time 10 -w ' %{http_code}' "$AGENT/list/$path"
-		assert_output '{"message":"Directory not found"} 404'
+		assert_output '{"message":"Path is not a directory"} 404'
 		run -0 curl -s --max-time 10 -w ' %{http_code}' "$AGENT/exists/$path"
-		assert_output '{"exists":false} 200'
+		assert_output "{\"path\":\"$path\",\"exists\":false} 200"
 	done
 	path=$(printf 'abcdefg/%.0s' {1..600})x
 	run -0 curl -s --max-time 10 -w ' %{http_code}' -F "file=@$BATS_TEST_TMPDIR/data;filename=$path" \
@@ -205,7 +205,7 @@ nginx_read_all() {
 		assert_equal "$(field .stdout)" "run-$out"
 	done
 	run -0 curl -s --max-time 5 "$AGENT/exists/nothing-here"
-	assert_output '{"exists":false}'
+	assert_output '{"path":"nothing-here","exists":false}'
 	# the stalled uploads never reached the pool
 	run -1 grep -q 'agent slots are in use' "$STACK_DIR/logs/pool.log"
 	kill -TERM "$slow"

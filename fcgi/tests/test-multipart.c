@@ -167,6 +167,54 @@ test_paths(void)
 	ok(!workspace_path_ok("a\x7f", 2), "path: DEL");
 }
 
+/* resolve PATH: what workspace_path_resolve() makes of it ("ESCAPES", "TOO_LONG" or the path) */
+static const char *
+resolve(const char *path, size_t out_len)
+{
+	static char out[64];
+
+	switch (workspace_path_resolve(path, strlen(path), out, out_len)) {
+	case WORKSPACE_INSIDE:
+		return out;
+	case WORKSPACE_ESCAPES:
+		return "ESCAPES";
+	case WORKSPACE_TOO_LONG:
+		return "TOO_LONG";
+	}
+	return "?";
+}
+
+static void
+test_resolve(void)
+{
+	is_str(resolve("", 64), ".", "resolve: empty is the workspace itself");
+	is_str(resolve(".", 64), ".", "resolve: . is the workspace itself");
+	is_str(resolve("/", 64), ".", "resolve: / is the workspace itself");
+	is_str(resolve("./", 64), ".", "resolve: ./ is the workspace itself");
+	is_str(resolve("a", 64), "a", "resolve: a plain name");
+	is_str(resolve("dir/sub/f.txt", 64), "dir/sub/f.txt", "resolve: nested");
+	is_str(resolve("/etc/passwd", 64), "etc/passwd", "resolve: leading slashes are dropped");
+	is_str(resolve("//a//b/", 64), "a/b", "resolve: empty components are dropped");
+	is_str(resolve("a/./b/.", 64), "a/b", "resolve: . components are dropped");
+	is_str(resolve("a/../b", 64), "b", "resolve: .. drops the name before it");
+	is_str(resolve("a/b/../../c", 64), "c", "resolve: .. twice, back to the top");
+	is_str(resolve("a/..", 64), ".", "resolve: .. back to the workspace itself");
+	is_str(resolve("..a/b../...", 64), "..a/b../...", "resolve: dots inside names are names");
+	is_str(resolve("a\nb/\x7f", 64), "a\nb/\x7f", "resolve: control characters are kept");
+	is_str(resolve("..", 64), "ESCAPES", "resolve: .. climbs out");
+	is_str(resolve("../x", 64), "ESCAPES", "resolve: ../x climbs out");
+	is_str(resolve("/../etc/passwd", 64), "ESCAPES", "resolve: /../etc climbs out");
+	is_str(resolve("a/../../x", 64), "ESCAPES", "resolve: a/../../x climbs out");
+	is_str(resolve("a/../../a/x", 64), "ESCAPES",
+	       "resolve: a path that climbs out and back in still climbed out");
+	is_str(resolve("./../x", 64), "ESCAPES", "resolve: ./../x climbs out");
+	is_str(resolve("abcdefgh/ij", 11), "TOO_LONG", "resolve: one byte short of room");
+	is_str(resolve("abcdefgh/ij", 12), "abcdefgh/ij", "resolve: just room, with its NUL");
+	is_str(resolve("a", 1), "TOO_LONG", "resolve: no room for the NUL");
+	is_str(resolve("", 1), "TOO_LONG", "resolve: no room for .");
+	is_str(resolve("x/../../y", 2), "ESCAPES", "resolve: climbing out is said before length");
+}
+
 /* Bounded fuzz: random bytes around real delimiters, and mutations of a valid body. Each
  * parse must end (linear), and a success must point inside the body. */
 static void
@@ -297,6 +345,7 @@ main(void)
 	test_boundary();
 	test_parts();
 	test_paths();
+	test_resolve();
 	test_fuzz();
 	test_stream();
 	return tap_done();
