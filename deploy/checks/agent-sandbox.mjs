@@ -28,6 +28,8 @@ const crdDir = join(here, "crds", "agent-sandbox");
 const [input, output] = process.argv.slice(2);
 const problems = [];
 const bad = (where, why) => problems.push(`${where}: ${why}`);
+// a field's path under an object's name: "SandboxTemplate codebox: spec.service"
+const field = (where, k) => (where.includes(": ") ? `${where}.${k}` : `${where}: ${k}`);
 const die = (why) => {
   console.error(`agent-sandbox: ${why}`);
   process.exit(1);
@@ -97,10 +99,10 @@ function check(where, v, s) {
       if (typeof v !== "object" || v === null || Array.isArray(v)) return bad(where, "must be an object");
       for (const r of s.required ?? []) if (!(r in v)) bad(where, `${r} is required`);
       for (const [k, x] of Object.entries(v)) {
-        if (s.properties && k in s.properties) check(`${where}.${k}`, x, s.properties[k]);
-        else if (s.additionalProperties) check(`${where}.${k}`, x, s.additionalProperties);
+        if (s.properties && k in s.properties) check(field(where, k), x, s.properties[k]);
+        else if (s.additionalProperties) check(field(where, k), x, s.additionalProperties);
         else if (!s.properties && !s["x-kubernetes-preserve-unknown-fields"]) continue; // metadata: type object
-        else if (!s["x-kubernetes-preserve-unknown-fields"]) bad(`${where}.${k}`, "is not a field of the CRD's schema (the API server would drop it)");
+        else if (!s["x-kubernetes-preserve-unknown-fields"]) bad(field(where, k), "is not a field of the CRD's schema (the API server would drop it)");
       }
       return;
     }
@@ -112,9 +114,9 @@ function check(where, v, s) {
 const META = new Set(["name", "namespace", "labels", "annotations"]);
 function checkMeta(where, m) {
   if (typeof m?.name !== "string" || !m.name) bad(where, "metadata.name is required");
-  for (const k of Object.keys(m ?? {})) if (!META.has(k)) bad(`${where}.metadata.${k}`, "is not set by a manifest of this overlay");
+  for (const k of Object.keys(m ?? {})) if (!META.has(k)) bad(field(where, `metadata.${k}`), "is not set by a manifest of this overlay");
   for (const k of ["labels", "annotations"])
-    for (const [key, val] of Object.entries(m?.[k] ?? {})) if (typeof val !== "string") bad(`${where}.metadata.${k}.${key}`, "must be a string");
+    for (const [key, val] of Object.entries(m?.[k] ?? {})) if (typeof val !== "string") bad(field(where, `metadata.${k}.${key}`), "must be a string");
 }
 
 const docs = parseAllDocuments(readFileSync(input, "utf8")).map((d) => d.toJS()).filter(Boolean);
