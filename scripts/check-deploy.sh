@@ -3,10 +3,14 @@
 # the pinned kubectl (deploy/tools, installed by install-deps.sh); schema validation with
 # kubernetes-models and a TypeScript excess-property check of every rendered object;
 # codebox's hardening rules, tenancy included (port 8888 is served and exposed by the
-# agent-sandbox overlay only); per overlay, the pod's limits (its ConfigMap, rendered into the
-# nginx config) pass check-config, fit the pool container's memory limit, and
-# terminationGracePeriodSeconds covers the drain; images carry the release tag; the seccomp
-# profile is current; and fixtures that break one rule each must fail.
+# agent-sandbox overlay only), and NetworkPolicies that admit selected clients only; the
+# agent-sandbox overlay's objects against the pinned agent-sandbox CRDs (deploy/checks/crds/),
+# then the pod its controller makes through every check below; per overlay, the pod's limits
+# (its ConfigMap, rendered into the nginx config) pass check-config, fit the pool container's
+# memory limit (less port 8888's workspace and runs where it is on), and
+# terminationGracePeriodSeconds covers the drain; every image names a registry and carries
+# the release tag (never none or latest); the seccomp profile is current; and fixtures that
+# break one rule each must fail.
 set -euo pipefail
 
 usage() {
@@ -41,20 +45,37 @@ param() {
 	awk -v k="$2" '$1 == "fastcgi_param" && $2 == k { sub(";", "", $3); print $3 }' "$1/codebox-limits.conf"
 }
 
-# pod_limits RENDERED.yaml VERSION|-: the pod's ConfigMap limits, rendered as the containers
-# render them at start, pass check-config against the pool's memory limit; the grace period
-# covers the drain, the longest preStop sleep and 5 s for nginx's last answers; the runs
-# volume holds every concurrent run's diskBytes (where runs write to it: no mount
+# pod_limits RENDERED.yaml VERSION: the pod's ConfigMap limits, rendered as the containers
+# render them at start, pass check-config against the pool's memory limit (where port 8888 is
+# on, less its workspace's tmpfs and its slots' runs, which check-config does not count); the
+# grace period covers the drain, the longest preStop sleep and 5 s for nginx's last answers;
+# the runs volume holds every concurrent run's diskBytes (where runs write to it: no mount
 # namespace), and the pool's ephemeral-storage limit its emptyDirs.
 pod_limits() {
-	local dir facts memory grace pre_stop runs_b storage_b disk_b drain conc disk
+	local dir facts memory grace pre_stop runs_b storage_b disk_b workspace drain conc disk slots
+	local mem reserve=0
 	dir=$(mktemp -d "$out/limits.XXXXXX")
 	facts=$(node "$checks/podfacts.mjs" "$1" "$dir/limits" "$2") || return 1
-	read -r memory grace pre_stop runs_b storage_b disk_b <<<"$facts"
+	read -r memory grace pre_stop runs_b storage_b disk_b workspace <<<"$facts"
 	"$here/scripts/render-limits.sh" --from "$dir/limits" --conf-dir "$here/nginx" --out "$dir/conf" ||
 		return 1
-	drain=$("$here/scripts/check-config.sh" --memory-limit "$memory" --print-drain-seconds \
-		"$dir/conf/nginx.conf") || return 1
+	if ((workspace > 0)); then
+		slots=$(awk '$1 == "fastcgi_param" && $2 == "CODEBOX_AGENT_SLOTS" { sub(";", "", $3); print $3 }' \
+			"$dir/conf/codebox-agent.conf")
+		mem=$(param "$dir/conf" CODEBOX_MEMORY_BYTES)
+		disk=$(param "$dir/conf" CODEBOX_DISK_BYTES)
+		reserve=$((workspace + ${slots:-4} * (mem + disk)))
+		if ((reserve >= memory)); then
+			echo "check-deploy: port 8888's workspace ($((workspace >> 20)) MiB) and its ${slots:-4} slots' runs ($((mem >> 20)) + $((disk >> 20)) MiB each) leave nothing of the pool's memory limit ($((memory >> 20)) MiB)" >&2
+			return 1
+		fi
+	fi
+	drain=$("$here/scripts/check-config.sh" --memory-limit "$((memory - reserve))" --print-drain-seconds \
+		"$dir/conf/nginx.conf") || {
+		((reserve == 0)) ||
+			echo "check-deploy: (the memory limit above is the pool's $((memory >> 20)) MiB less $((reserve >> 20)) MiB for port 8888's workspace and its slots' runs)" >&2
+		return 1
+	}
 	if ((grace < drain + pre_stop + 5)); then
 		echo "check-deploy: terminationGracePeriodSeconds ($grace) must cover the pool's drain (${drain} s) + preStop (${pre_stop} s) + 5 s for nginx's last answers" >&2
 		return 1
@@ -78,10 +99,11 @@ for dir in "${overlays[@]}"; do
 	name=$(basename "$dir")
 	"$kubectl" kustomize "$dir" >"$out/$name.yaml"
 	if [[ $name == agent-sandbox ]]; then
-		# agent-sandbox's own kinds: checked against their CRD schema, then what the
-		# controller derives from them (a Pod, its NetworkPolicy, a Service) goes through the
-		# same checks as every other overlay
+		# agent-sandbox's own kinds: checked against the pinned CRDs, then what the controller
+		# derives from them (a Pod, its NetworkPolicy, a Service) goes through the same checks
+		# as every other overlay, the pod's limits, grace and storage included
 		node "$checks/agent-sandbox.mjs" "$out/$name.yaml" "$out/$name-derived.yaml"
+		mv "$out/$name.yaml" "$out/$name-rendered.yaml"
 		mv "$out/$name-derived.yaml" "$out/$name.yaml"
 	fi
 	node "$checks/validate.mjs" "$out/$name.ts" "$out/$name.yaml"
@@ -90,22 +112,26 @@ for dir in "${overlays[@]}"; do
 	tenancy=()
 	[[ $name == agent-sandbox ]] && tenancy=(--agent-sandbox)
 	node "$checks/hardening.mjs" "${tenancy[@]}" "$out/$name.yaml"
-	# the base names its image "codebox": the overlays say which release
-	[[ $name == base ]] && tag=- || tag=$version
-	if [[ $name == agent-sandbox ]]; then
-		echo "check-deploy: agent-sandbox: its Pod's limits, grace and storage are not checked (the limits ConfigMap and the runs emptyDir are the Deployment's)"
-	else
-		pod_limits "$out/$name.yaml" "$tag"
-	fi
+	pod_limits "$out/$name.yaml" "$version"
 done
 echo "check-deploy: ${#overlays[@]} overlays render, validate, pass the hardening rules, and their limits fit"
 
 "$here/scripts/gen-seccomp-profile.sh" --check
 
+# agent_sandbox RENDERED.yaml: the agent-sandbox overlay's chain, as above
+agent_sandbox() {
+	local derived=${1%.yaml}-derived.yaml
+	node "$checks/agent-sandbox.mjs" "$1" "$derived" >/dev/null &&
+		node "$checks/validate.mjs" "${1%.yaml}.ts" "$derived" >/dev/null &&
+		node "$checks/hardening.mjs" --agent-sandbox "$derived" >/dev/null &&
+		pod_limits "$derived" "$version"
+}
+
 failed=0
 while IFS=$'\t' read -r name expect; do
 	set +e
 	case $name in
+	as-*) msg=$(agent_sandbox "$out/fixtures/$name.yaml" 2>&1) ;;
 	typo)
 		node "$checks/validate.mjs" "$out/fixtures/$name.ts" "$out/fixtures/$name.yaml" >/dev/null &&
 			msg=$(tsc ".out/fixtures/$name.ts" 2>&1)
@@ -119,6 +145,7 @@ while IFS=$'\t' read -r name expect; do
 		echo "check-deploy: the fixture '$name' should fail with '$expect', got: $msg" >&2
 		failed=1
 	fi
-done < <(node "$checks/fixtures.mjs" "$out/kind.yaml" "$out/fixtures")
+done < <(node "$checks/fixtures.mjs" "$out/kind.yaml" "$out/fixtures" &&
+	node "$checks/fixtures.mjs" --agent-sandbox "$out/agent-sandbox-rendered.yaml" "$out/fixtures")
 ((failed == 0)) || exit 1
 echo "check-deploy: every fixture fails as it should"

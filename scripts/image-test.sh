@@ -15,7 +15,12 @@
 #      group-writable only (an emptyDir with the pod's fsGroup): the pool degrades, says so,
 #      and passes the contract suite (the attacks suite with --strict-attacks: it fails
 #      there today, where the run's process cap and working-directory confinement degrade);
-#   4. a bad limits ConfigMap: both containers refuse to start, saying why.
+#   4. the agent-sandbox overlay's pod, as its controller makes it from the rendered
+#      SandboxTemplate (deploy/checks/agent-sandbox.mjs), with its own limits ConfigMap, under
+#      the Localhost profile it names: hardening from outside, its limits in force, and the
+#      official client's protocol on port 8888 (tests/helpers/agent_client.py: commands, an
+#      upload and download of the same bytes, list, exists, the workspace shared between them);
+#   5. a bad limits ConfigMap: both containers refuse to start, saying why.
 # The pod has no network (podman kube play --network none); the suites reach it by entering
 # only its network namespace (nsenter --net), and see its processes and runs directory from
 # the host (CODEBOX_POD_*: tests/helpers/stack.bash).
@@ -47,6 +52,8 @@ done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export CONTAINERS_CONF="$here/image/containers.conf"
 image=${IMAGE:-localhost/codebox:$(cat "$here/VERSION")}
+# the image's name in the manifests (deploy/image), which render() replaces with $image
+named=$(awk '$1 == "newName:" { print $2; exit }' "$here/deploy/image/kustomization.yaml")
 kubectl="$here/deploy/tools/bin/kubectl"
 max_mb=600
 work=$(mktemp -d)
@@ -93,7 +100,7 @@ kind: Kustomization
 resources:
   - ../../../../overlays/podman
 images:
-  - name: localhost/codebox
+  - name: $named
     newName: ${image%:*}
     newTag: "${image##*:}"
 patches:
@@ -311,7 +318,85 @@ else
 fi
 kube_down "$yaml"
 
-# 4. a limits ConfigMap with a bad value: neither container starts
+# 4. the agent-sandbox overlay: the pod the controller makes from the rendered SandboxTemplate
+# (agent-sandbox.mjs derives it, as make deploy-check does), with its limits ConfigMap, as
+# podman plays it: no containerPorts (podman would publish them), probes by port number, and
+# the Localhost profile the pool names (profiles/codebox.json: deploy/seccomp/codebox.json)
+# through podman's seccomp annotation
+dir="$here/deploy/checks/.out/image-test/agent-sandbox"
+mkdir -p "$dir"
+cat >"$dir/kustomization.yaml" <<KUST
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - ../../../../overlays/agent-sandbox
+images:
+  - name: $named
+    newName: ${image%:*}
+    newTag: "${image##*:}"
+KUST
+"$kubectl" kustomize "$dir" >"$work/as-rendered.yaml"
+node "$here/deploy/checks/agent-sandbox.mjs" "$work/as-rendered.yaml" "$work/as-derived.yaml" >/dev/null ||
+	fail "the agent-sandbox overlay does not pass its CRD check"
+node --input-type=module - "$here/deploy/checks/node_modules/yaml/dist/index.js" "$work/as-derived.yaml" \
+	"$work/agent-sandbox.yaml" <<'JS'
+import { readFileSync, writeFileSync } from "node:fs";
+const [yamlLib, input, output] = process.argv.slice(2);
+const { parseAllDocuments, stringify } = await import(yamlLib);
+const docs = parseAllDocuments(readFileSync(input, "utf8")).map((d) => d.toJS());
+const pod = docs.find((d) => d.kind === "Pod");
+const ports = {};
+for (const c of pod.spec.containers) {
+	for (const p of c.ports ?? []) ports[p.name] = p.containerPort;
+	delete c.ports;
+}
+for (const c of pod.spec.containers)
+	for (const probe of ["livenessProbe", "readinessProbe", "startupProbe"])
+		if (c[probe]?.httpGet && typeof c[probe].httpGet.port === "string") c[probe].httpGet.port = ports[c[probe].httpGet.port];
+const pool = pod.spec.containers.find((c) => c.name === "pool");
+if (pool.securityContext.seccompProfile.localhostProfile !== "profiles/codebox.json") throw new Error("the pool's profile moved");
+pod.metadata.annotations = { ...(pod.metadata.annotations ?? {}), "seccomp.security.alpha.kubernetes.io/pod": "localhost/codebox.json" };
+writeFileSync(output, [pod, ...docs.filter((d) => d.kind === "ConfigMap")].map((d) => stringify(d)).join("---\n"));
+JS
+pod=$(node -e 'const Y = require(process.argv[1]); const fs = require("fs");
+	console.log(Y.parseAllDocuments(fs.readFileSync(process.argv[2], "utf8")).map((d) => d.toJS()).find((d) => d.kind === "Pod").metadata.name)' \
+	"$here/deploy/checks/node_modules/yaml" "$work/agent-sandbox.yaml")
+play_pod "$work/agent-sandbox.yaml" --seccomp-profile-root "$here/deploy/seccomp"
+for c in nginx pool; do
+	[[ $(podman exec "$pod-$c" id -u) == 10001 ]] || fail "agent-sandbox: $c does not run as uid 10001"
+	[[ $(podman exec "$pod-$c" awk '/^CapEff/ { print $2 }' /proc/1/status) == 0000000000000000 ]] ||
+		fail "agent-sandbox: $c has capabilities"
+done
+want_conc=$(sed -n 's/^CODEBOX_MAX_CONCURRENT_EXECUTIONS=//p' "$here/deploy/overlays/agent-sandbox/limits.env")
+caps=$(pcurl -s http://127.0.0.1:8080/capabilities)
+[[ $(jq .limits.maxConcurrentExecutions <<<"$caps") == "$want_conc" ]] ||
+	fail "agent-sandbox: its ConfigMap's CODEBOX_MAX_CONCURRENT_EXECUTIONS=$want_conc is not in force: $(jq -c .limits <<<"$caps")"
+layers "the agent-sandbox pod (its Localhost profile)"
+say "the agent-sandbox pod ($pod, from the rendered SandboxTemplate) is ready: uid 10001, no capabilities, its ConfigMap's $want_conc executions in force"
+# the official client's requests (tests/helpers/agent_client.py) to port 8888, as the sandbox
+# router forwards them
+client() { nsenter --net="$netns" python3 "$here/tests/helpers/agent_client.py" http://127.0.0.1:8888 "$@"; }
+out=$(client run 'echo one tenant > note.txt && cat note.txt && python -c "import numpy; print(numpy.__version__)"') ||
+	fail "agent-sandbox: a command through the client failed: $out"
+[[ $(jq -r .exit_code <<<"$out") == 0 && $(jq -r .stdout <<<"$out") == "one tenant"$'\n'[0-9]* ]] ||
+	fail "agent-sandbox: the command's answer is not what it printed: $out"
+head -c 65536 /dev/urandom >"$work/upload.bin"
+out=$(client write data/upload.bin "$work/upload.bin") || fail "agent-sandbox: the upload failed: $out"
+out=$(client read data/upload.bin "$work/download.bin") || fail "agent-sandbox: the download failed: $out"
+cmp -s "$work/upload.bin" "$work/download.bin" || fail "agent-sandbox: the file downloaded is not the one uploaded"
+out=$(client run 'sha256sum data/upload.bin') || fail "agent-sandbox: the command on the upload failed: $out"
+[[ $(jq -r .stdout <<<"$out") == "$(cd "$work" && sha256sum upload.bin | cut -d' ' -f1)  data/upload.bin" ]] ||
+	fail "agent-sandbox: a command does not see the uploaded file's bytes: $out"
+out=$(client list data) || fail "agent-sandbox: list failed: $out"
+[[ $(jq -c '[.[] | {name, size, type}]' <<<"$out") == '[{"name":"upload.bin","size":65536,"type":"file"}]' ]] ||
+	fail "agent-sandbox: list does not show the upload: $out"
+[[ $(client exists note.txt) == '{"exists": true}' && $(client exists nothing.txt) == '{"exists": false}' ]] ||
+	fail "agent-sandbox: exists does not see the workspace"
+say "agent-sandbox pod: the official client's protocol on 8888: commands (shell and python), a 64 KiB upload downloaded byte for byte and seen by a command, list, exists"
+kube_down "$work/agent-sandbox.yaml"
+pod=codebox-pod-0
+
+# 5. a limits ConfigMap with a bad value: neither container starts
 mkdir "$work/runs-bad"
 chmod 0777 "$work/runs-bad"
 yaml=$(render bad "$work/runs-bad" '  - target:

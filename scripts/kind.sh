@@ -57,16 +57,22 @@ up)
 		(cd "$here" && kind create cluster --name "$cluster" --config deploy/kind/kind-config.yaml)
 	fi
 	make -C "$here" image
+	# rendered by the pinned kubectl (kustomize v5): an older client's kustomize cannot
+	"$here/deploy/tools/bin/kubectl" kustomize "$here/deploy/overlays/kind" >"$here/.run/kind.yaml"
+	# the image under the name the manifests give it (deploy/image: your registry's, or
+	# localhost/codebox), loaded into the node, never pulled (imagePullPolicy: Never)
+	named=$(awk '$1 == "image:" { print $2; exit }' "$here/.run/kind.yaml")
 	if docker info >/dev/null 2>&1; then
-		kind load docker-image --name "$cluster" "$image"
+		[[ $named == "$image" ]] || docker tag "$image" "$named"
+		kind load docker-image --name "$cluster" "$named"
 	else
 		# podman (KIND_EXPERIMENTAL_PROVIDER=podman): through an archive
-		podman save -o "$here/.run/codebox-image.tar" "$image"
+		[[ $named == "$image" ]] || podman tag "$image" "$named"
+		podman save -o "$here/.run/codebox-image.tar" "$named"
 		kind load image-archive --name "$cluster" "$here/.run/codebox-image.tar"
 		rm -f "$here/.run/codebox-image.tar"
 	fi
-	# rendered by the pinned kubectl (kustomize v5): an older client's kustomize cannot
-	"$here/deploy/tools/bin/kubectl" kustomize "$here/deploy/overlays/kind" | k apply -f -
+	k apply -f "$here/.run/kind.yaml"
 	k -n codebox rollout status deployment/codebox --timeout=300s
 	mkdir -p "$here/.run"
 	k -n codebox port-forward service/codebox 8080:8080 --address 127.0.0.1 >"$here/.run/kind-port-forward.log" 2>&1 &

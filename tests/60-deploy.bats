@@ -8,6 +8,16 @@ load helpers/stack
 # the pinned kubectl of the offline checks, for machines without one of their own
 PATH="$PATH:$ROOT/deploy/tools/bin"
 
+# yq_policy FILE NAME: the `from` peers of the NetworkPolicy NAME's ingress rules, as JSON
+yq_policy() {
+	node -e '
+		const fs = require("fs"), Y = require(process.argv[1]);
+		const docs = Y.parseAllDocuments(fs.readFileSync(process.argv[2], "utf8")).map((d) => d.toJS());
+		const p = docs.find((d) => d.kind === "NetworkPolicy" && d.metadata.name === process.argv[3]);
+		console.log(JSON.stringify(p.spec.ingress.flatMap((r) => r.from ?? [])));' \
+		"$ROOT/deploy/checks/node_modules/yaml" "$1" "$2"
+}
+
 @test "deploy: the manifests render, validate and pass the hardening rules; broken fixtures fail" {
 	# nothing of the pool is involved: the warm pass checks them, the sanitizer pass need not
 	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the manifests are checked by the pass without sanitizers"
@@ -42,7 +52,7 @@ PATH="$PATH:$ROOT/deploy/tools/bin"
 	node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/agent-sandbox.yaml" "$out/derived.yaml"
 	run -1 node "$ROOT/deploy/checks/hardening.mjs" "$out/derived.yaml"
 	assert_output --partial "containerPort 8888: port 8888 serves one tenant's workspace: only the agent-sandbox overlay may serve or expose it"
-	assert_output --partial "NetworkPolicy codebox-sandbox: ingress to port 8888"
+	assert_output --partial "NetworkPolicy codebox-network-policy: ingress to port 8888"
 	run -0 node "$ROOT/deploy/checks/hardening.mjs" --agent-sandbox "$out/derived.yaml"
 	# and an overlay of the base that exposes 8888 is refused (check-deploy's fixtures hold
 	# one per way: env, containerPort, Service, NetworkPolicy)
@@ -62,6 +72,106 @@ spec:
 YAML
 	run -1 node "$ROOT/deploy/checks/hardening.mjs" "$out/kind.yaml" "$out/exposes.yaml"
 	assert_output "hardening: Service codebox-agent: port 80 (target 8888): port 8888 serves one tenant's workspace: only the agent-sandbox overlay may serve or expose it"
+}
+
+@test "deploy: every rendered pod names the image with a registry and the release tag, set in deploy/image alone" {
+	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the manifests are checked by the pass without sanitizers"
+	local dir name out="$BATS_TEST_TMPDIR" version copy="$BATS_TEST_TMPDIR/repo"
+	version=$(cat "$ROOT/VERSION")
+	# as shipped: localhost/codebox (podman's name for make image's build), never a bare
+	# codebox (docker.io/library/codebox:latest), never :dev or :latest
+	for dir in "$ROOT/deploy/base" "$ROOT"/deploy/overlays/*; do
+		name=$(basename "$dir")
+		kubectl kustomize "$dir" >"$out/$name.yaml"
+		run -0 grep -E '^ +image: ' "$out/$name.yaml"
+		assert_equal "$(sort -u <<<"$output" | sed 's/^ *//')" "image: localhost/codebox:$version"
+	done
+	# one edit of deploy/image names every overlay's image
+	mkdir -p "$copy"
+	tar -C "$ROOT" --exclude=node_modules --exclude=.out --exclude=bin -c deploy VERSION | tar -x -C "$copy"
+	sed -i 's|newName: localhost/codebox|newName: registry.example.com/team/codebox|' \
+		"$copy/deploy/image/kustomization.yaml"
+	for dir in "$copy/deploy/base" "$copy"/deploy/overlays/*; do
+		run -0 kubectl kustomize "$dir"
+		assert_equal "$(grep -E '^ +image: ' <<<"$output" | sort -u | sed 's/^ *//')" \
+			"image: registry.example.com/team/codebox:$version"
+	done
+	# and the check refuses an image without a tag, with latest, or without a registry
+	local bad
+	for bad in "codebox|has no tag, which pulls :latest" "localhost/codebox:latest|moving tag latest" \
+		"codebox:$version|names no registry" "localhost/codebox:dev|must be tagged with the release"; do
+		sed "s|image: localhost/codebox:$version|image: ${bad%%|*}|" "$out/base.yaml" >"$out/bad.yaml"
+		run -1 node "$ROOT/deploy/checks/podfacts.mjs" "$out/bad.yaml" "$out/limits" "$version"
+		assert_output --partial "${bad#*|}"
+	done
+}
+
+@test "deploy: shipped NetworkPolicies admit chosen clients only, never every pod; the agent sandbox only the router" {
+	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the manifests are checked by the pass without sanitizers"
+	local out="$BATS_TEST_TMPDIR"
+	kubectl kustomize "$ROOT/deploy/base" >"$out/base.yaml"
+	# the base: 8080 from pods labelled codebox.dev/client=true in any namespace, or from
+	# namespaces so labelled; the client selector is the label alone (kustomize adds no app
+	# label to it, which would admit codebox's own pods only)
+	run -0 yq_policy "$out/base.yaml" codebox
+	assert_output '[{"namespaceSelector":{},"podSelector":{"matchExpressions":[{"key":"codebox.dev/client","operator":"In","values":["true"]}]}},{"namespaceSelector":{"matchLabels":{"codebox.dev/client":"true"}}}]'
+	# the agent sandbox: only app: sandbox-router, in its own namespace
+	kubectl kustomize "$ROOT/deploy/overlays/agent-sandbox" >"$out/as.yaml"
+	node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/as.yaml" "$out/as-derived.yaml"
+	run -0 yq_policy "$out/as-derived.yaml" codebox-network-policy
+	assert_output '[{"podSelector":{"matchLabels":{"app":"sandbox-router"}}}]'
+	run -0 node "$ROOT/deploy/checks/hardening.mjs" "$out/base.yaml"
+	run -0 node "$ROOT/deploy/checks/hardening.mjs" --agent-sandbox "$out/as-derived.yaml"
+	# the policies as they were (8080 from anyone) are refused, in both
+	node -e '
+		const fs = require("fs"), Y = require(process.argv[1]);
+		for (const [f, name] of [[process.argv[2], "codebox"], [process.argv[3], "codebox-network-policy"]]) {
+			const docs = Y.parseAllDocuments(fs.readFileSync(f, "utf8")).map((d) => d.toJS());
+			for (const r of docs.find((d) => d.kind === "NetworkPolicy" && d.metadata.name === name).spec.ingress) delete r.from;
+			fs.writeFileSync(f + ".open", docs.map((d) => Y.stringify(d)).join("---\n"));
+		}' "$ROOT/deploy/checks/node_modules/yaml" "$out/base.yaml" "$out/as-derived.yaml"
+	run -1 node "$ROOT/deploy/checks/hardening.mjs" "$out/base.yaml.open"
+	assert_output "hardening: NetworkPolicy codebox: ingress rule 1 has no from: it admits every pod and address"
+	run -1 node "$ROOT/deploy/checks/hardening.mjs" --agent-sandbox "$out/as-derived.yaml.open"
+	assert_output "hardening: NetworkPolicy codebox-network-policy: ingress rule 1 has no from: it admits every pod and address"
+}
+
+@test "deploy: the agent-sandbox overlay matches the pinned CRDs' storage version and its pod is checked like the Deployment's" {
+	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the manifests are checked by the pass without sanitizers"
+	local out="$BATS_TEST_TMPDIR" checks="$BATS_TEST_TMPDIR/checks" version
+	version=$(cat "$ROOT/VERSION")
+	kubectl kustomize "$ROOT/deploy/overlays/agent-sandbox" >"$out/as.yaml"
+	run -0 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/as.yaml" "$out/derived.yaml"
+	assert_output --partial "2 objects match the pinned CRDs' storage versions"
+	run -0 grep -c '^apiVersion: extensions.agents.x-k8s.io/v1beta1$' "$out/as.yaml"
+	assert_output 2
+	# the deprecated v1alpha1 (what the overlay used) is refused with the CRD's own warning
+	sed 's|extensions.agents.x-k8s.io/v1beta1|extensions.agents.x-k8s.io/v1alpha1|' "$out/as.yaml" >"$out/old.yaml"
+	run -1 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/old.yaml" "$out/old-derived.yaml"
+	assert_line "agent-sandbox: SandboxTemplate codebox: extensions.agents.x-k8s.io/v1alpha1 is deprecated: extensions.agents.x-k8s.io/v1alpha1 SandboxTemplate is deprecated; use extensions.agents.x-k8s.io/v1beta1 SandboxTemplate instead"
+	# fields of the real CRD that the hand-written schema refused are accepted; a typo is not
+	sed 's|^  networkPolicyManagement: Managed$|  networkPolicyManagement: Managed\n  envVarsInjectionPolicy: Disallowed|' \
+		"$out/as.yaml" >"$out/env.yaml"
+	run -0 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/env.yaml" "$out/env-derived.yaml"
+	sed 's|^  service: true$|  servce: true|' "$out/as.yaml" >"$out/typo.yaml"
+	run -1 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/typo.yaml" "$out/typo-derived.yaml"
+	assert_output "agent-sandbox: SandboxTemplate codebox: spec.servce: is not a field of the CRD's schema (the API server would drop it)"
+	# a vendored CRD that is not the pinned one is refused before anything is checked
+	cp -r "$ROOT/deploy/checks" "$checks"
+	rm -rf "$checks/node_modules" && ln -s "$ROOT/deploy/checks/node_modules" "$checks/node_modules"
+	sed -i 's/- Recreate/- Rebuild/' "$checks/crds/agent-sandbox/sandboxwarmpools.yaml"
+	run -1 node "$checks/agent-sandbox.mjs" "$out/as.yaml" "$out/x.yaml"
+	assert_output --partial "crds/agent-sandbox/sandboxwarmpools.yaml does not match its pinned sha256"
+	# the controller's pod: its limits ConfigMap (4 runs), memory, grace and storage, as the
+	# Deployment's; without the ConfigMap (the pool then needs the image's 22016 MiB) refused
+	run -0 node "$ROOT/deploy/checks/podfacts.mjs" "$out/derived.yaml" "$out/limits" "$version"
+	assert_output "$((6 << 30)) 60 0 $((512 << 20)) $((896 << 20)) $((832 << 20)) 268435456"
+	run -0 cat "$out/limits/CODEBOX_MAX_CONCURRENT_EXECUTIONS"
+	assert_output 4
+	grep -v -e 'mountPath: /etc/codebox/limits' "$out/derived.yaml" >"$out/nolimits.yaml"
+	run -1 node "$ROOT/deploy/checks/podfacts.mjs" "$out/nolimits.yaml" "$out/limits2" "$version"
+	assert_output "podfacts: the pool container mounts no ConfigMap at /etc/codebox/limits"
+	run -0 node "$ROOT/deploy/checks/hardening.mjs" --agent-sandbox "$out/derived.yaml"
 }
 
 @test "deploy: the image's nginx config listens on 8888 only with CODEBOX_AGENT_PORT=on; 8080 is the same either way" {

@@ -1,14 +1,21 @@
 // Fixtures that must fail: each is the rendered kind manifest with one hardening rule broken
-// (or one field misspelled). Writes each to OUTDIR/<name>.yaml and prints "<name>\t<expected
-// message>" lines for check-deploy.sh, which runs the checks on them and expects failures.
-//   node fixtures.mjs RENDERED.yaml OUTDIR
+// (or one field misspelled), or, with --agent-sandbox, the rendered agent-sandbox overlay (its
+// SandboxTemplate, before the controller's pod is derived) with one rule broken. Writes each
+// to OUTDIR/<name>.yaml and prints "<name>\t<expected message>" lines for check-deploy.sh,
+// which runs the checks on them and expects failures (agent-sandbox fixtures are named as-*).
+//   node fixtures.mjs [--agent-sandbox] RENDERED.yaml OUTDIR
 import { readFileSync, writeFileSync } from "node:fs";
 import { parseAllDocuments, stringify } from "yaml";
 
-const [rendered, outdir] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const agentSandbox = args[0] === "--agent-sandbox";
+if (agentSandbox) args.shift();
+const [rendered, outdir] = args;
 const original = parseAllDocuments(readFileSync(rendered, "utf8")).map((d) => d.toJS()).filter(Boolean);
-const pod = (docs) => docs.find((d) => d.kind === "Deployment").spec.template.spec;
+const template = (docs) => docs.find((d) => d.kind === "SandboxTemplate");
+const pod = (docs) => (agentSandbox ? template(docs).spec.podTemplate.spec : docs.find((d) => d.kind === "Deployment").spec.template.spec);
 const pool = (docs) => pod(docs).containers.find((c) => c.name === "pool");
+const policy = (docs) => docs.find((x) => x.kind === "NetworkPolicy");
 
 const fixtures = [
   ["privileged", "privileged must not be set", (d) => { pool(d).securityContext.privileged = true; }],
@@ -53,11 +60,43 @@ const fixtures = [
   ["pod-runs-disk", "must hold CODEBOX_MAX_CONCURRENT_EXECUTIONS (8) * CODEBOX_DISK_BYTES (64 MiB)", (d) => { pod(d).volumes.find((v) => v.name === "runs").emptyDir.sizeLimit = "256Mi"; }],
   ["pod-storage", "ephemeral-storage limit (512 MiB) must cover its emptyDirs' sizeLimits (1088 MiB)", (d) => { pool(d).resources.limits["ephemeral-storage"] = "512Mi"; }],
   ["pod-dev-tag", "must be tagged with the release", (d) => { pool(d).image = "localhost/codebox:dev"; }],
+  // images: never untagged (docker.io/library/codebox:latest), never latest, always a registry
+  ["pod-untagged", "has no tag, which pulls :latest", (d) => { for (const c of pod(d).containers) c.image = "codebox"; }],
+  ["pod-latest", "has the moving tag latest", (d) => { pool(d).image = "localhost/codebox:latest"; }],
+  ["pod-no-registry", "names no registry", (d) => { pool(d).image = "codebox:0.1.0"; }],
+  // who may connect: no ingress rule admits every pod, namespace or address
+  ["policy-no-from", "ingress rule 1 has no from: it admits every pod and address", (d) => { delete policy(d).spec.ingress[0].from; }],
+  ["policy-all-pods", "ingress rule 1 admits every pod of its namespace", (d) => { policy(d).spec.ingress[0].from = [{ podSelector: {} }]; }],
+  ["policy-all-namespaces", "ingress rule 1 admits every pod of every namespace", (d) => { policy(d).spec.ingress[0].from = [{ namespaceSelector: {} }]; }],
+  ["policy-any-address", "ingress rule 1 admits ipBlock 0.0.0.0/0", (d) => { policy(d).spec.ingress[0].from.push({ ipBlock: { cidr: "0.0.0.0/0" } }); }],
+  ["policy-no-ingress-type", "no NetworkPolicy restricts the ingress of codebox's pods", (d) => { policy(d).spec.policyTypes = ["Egress"]; }],
   // a misspelled field: caught by the TypeScript excess-property check, not by hardening.mjs
   ["typo", "does not exist in type", (d) => { const c = pool(d); c.securityContex = c.securityContext; }],
 ];
 
-for (const [name, expect, mutate] of fixtures) {
+// the agent-sandbox overlay as shipped at first (v1alpha1, no limits ConfigMap, no probes of
+// the pool, no storage limits, no namespace, open to every pod) broke each of these
+const agentFixtures = [
+  ["as-v1alpha1", "extensions.agents.x-k8s.io/v1alpha1 is deprecated", (d) => { template(d).apiVersion = "extensions.agents.x-k8s.io/v1alpha1"; }],
+  ["as-pool-v1alpha1", "is not the storage version of sandboxwarmpools", (d) => { d.find((x) => x.kind === "SandboxWarmPool").apiVersion = "extensions.agents.x-k8s.io/v1alpha1"; }],
+  ["as-unknown-field", "spec.networkPolicy.ingres: is not a field of the CRD's schema", (d) => { const np = template(d).spec.networkPolicy; np.ingres = np.ingress; delete np.ingress; }],
+  ["as-bad-enum", "must be one of Managed, Unmanaged", (d) => { template(d).spec.networkPolicyManagement = "Sometimes"; }],
+  ["as-bad-type", "spec.service: must be a boolean", (d) => { template(d).spec.service = "yes"; }],
+  ["as-dangling-pool", "which the overlay does not define", (d) => { d.find((x) => x.kind === "SandboxWarmPool").spec.sandboxTemplateRef.name = "other"; }],
+  ["as-no-limits", "mounts no ConfigMap at /etc/codebox/limits", (d) => { for (const c of pod(d).containers) c.volumeMounts = c.volumeMounts.filter((m) => m.name !== "limits"); }],
+  ["as-memory", "leave nothing of the pool's memory limit", (d) => { pool(d).resources.limits.memory = "2Gi"; }],
+  ["as-memory-runs", "more than the memory limit", (d) => { pool(d).resources.limits.memory = "4Gi"; }],
+  ["as-grace", "must cover the pool's drain", (d) => { pod(d).terminationGracePeriodSeconds = 30; }],
+  ["as-storage", "must cover its emptyDirs' sizeLimits", (d) => { pool(d).resources.limits["ephemeral-storage"] = "512Mi"; }],
+  ["as-no-pool-probe", "an exec startupProbe (the pool answers on its socket) is missing", (d) => { delete pool(d).startupProbe; }],
+  ["as-probe-timeout", "readinessProbe.timeoutSeconds must be set on purpose", (d) => { delete pod(d).containers[0].readinessProbe.timeoutSeconds; }],
+  ["as-no-namespace", "Pod Security restricted enforce, audit and warn labels", (d) => { d.splice(d.findIndex((x) => x.kind === "Namespace"), 1); }],
+  ["as-open-policy", "admits every pod of its namespace", (d) => { template(d).spec.networkPolicy.ingress[0].from = [{ podSelector: {} }]; }],
+  ["as-not-router", "the agent-sandbox pod admits the sandbox router only", (d) => { template(d).spec.networkPolicy.ingress[0].from[0].podSelector.matchLabels = { "codebox.dev/client": "true" }; }],
+  ["as-dev-tag", "must be tagged with the release", (d) => { pool(d).image = "localhost/codebox:dev"; }],
+];
+
+for (const [name, expect, mutate] of agentSandbox ? agentFixtures : fixtures) {
   const docs = structuredClone(original);
   mutate(docs);
   writeFileSync(`${outdir}/${name}.yaml`, docs.map((d) => stringify(d)).join("---\n"));

@@ -1,10 +1,14 @@
 // codebox's hardening rules for its pod: the restricted Pod Security Standard and more, and
 // what a platform team expects around it (namespace, service account, disruption budget,
 // probes, storage limits, a NetworkPolicy and an HPA that select and own exactly codebox),
-// and tenancy: port 8888 is served and exposed by the agent-sandbox overlay only.
+// who may connect (every ingress rule admits selected pods only: never every pod, namespace or
+// address; the agent-sandbox pod only the sandbox router), and tenancy: port 8888 is served
+// and exposed by the agent-sandbox overlay only.
 //   node hardening.mjs [--agent-sandbox] FILE.yaml...
 // prints every violation, exits 1 if there is one. --agent-sandbox: the files are the
-// agent-sandbox overlay's (one tenant per pod), which must serve port 8888.
+// agent-sandbox overlay's (one tenant per pod), which must serve port 8888; its pod is the one
+// the controller makes from the SandboxTemplate (agent-sandbox.mjs), held to the same rules as
+// the Deployment's but the disruption budget and the replicas (the controller owns both).
 import { readFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
 
@@ -55,9 +59,8 @@ for (const w of workloads) {
   const probes = (pod.containers ?? []).flatMap((c) => [c.livenessProbe?.httpGet?.path, c.readinessProbe?.httpGet?.path]);
   if (!probes.includes("/healthz")) bad(name, "a liveness probe on /healthz is missing");
   if (!probes.includes("/readyz")) bad(name, "a readiness probe on /readyz is missing");
-  // the service's Deployment, as a platform team runs it (the agent-sandbox overlay's
-  // controller-made Pod has its own lifecycle: the rules above only)
-  if (w.kind !== "Deployment") continue;
+  // the service's pod, as a platform team runs it: the Deployment's, and the agent-sandbox
+  // controller's Pod (whose replicas and disruptions the controller owns: see below)
   for (const c of pod.containers ?? []) {
     const cn = `${name} container ${c.name}`;
     for (const kind of ["requests", "limits"])
@@ -81,17 +84,47 @@ for (const w of workloads) {
   for (const p of policies) if (!selects(p.spec?.podSelector)) bad(`NetworkPolicy ${p.metadata?.name}`, "podSelector must select codebox's pods, not every pod of the namespace");
   if (!policies.some((p) => selects(p.spec?.podSelector) && (p.spec?.policyTypes ?? []).includes("Egress") && (p.spec?.egress ?? []).length === 0))
     bad(name, "no NetworkPolicy denies all egress of codebox's pods");
+  if (!policies.some((p) => selects(p.spec?.podSelector) && (p.spec?.policyTypes ?? []).includes("Ingress")))
+    bad(name, "no NetworkPolicy restricts the ingress of codebox's pods (policyTypes: Ingress)");
+  const namespace = docs.find((d) => d.kind === "Namespace" && d.metadata?.name === ns);
+  const psa = namespace?.metadata?.labels ?? {};
+  if (!["enforce", "audit", "warn"].every((m) => psa[`pod-security.kubernetes.io/${m}`] === "restricted"))
+    bad(name, `its namespace (${ns ?? "none"}) must be in the manifests with Pod Security restricted enforce, audit and warn labels`);
+  if (w.kind !== "Deployment") continue;
   if (!docs.some((d) => d.kind === "PodDisruptionBudget" && selects(d.spec?.selector))) bad(name, "no PodDisruptionBudget selects its pods");
   const hpa = docs.find((d) => d.kind === "HorizontalPodAutoscaler" && d.spec?.scaleTargetRef?.name === w.metadata?.name);
   if (hpa && w.spec?.replicas !== undefined) bad(name, "replicas must not be set when an HPA scales it (the two would fight at every apply)");
   if ((hpa || (w.spec?.replicas ?? 1) > 1) && !(pod.topologySpreadConstraints ?? []).some((t) => t.topologyKey === "kubernetes.io/hostname"))
     bad(name, "several replicas need a topology spread over kubernetes.io/hostname");
-  const namespace = docs.find((d) => d.kind === "Namespace" && d.metadata?.name === ns);
-  const psa = namespace?.metadata?.labels ?? {};
-  if (!["enforce", "audit", "warn"].every((m) => psa[`pod-security.kubernetes.io/${m}`] === "restricted"))
-    bad(name, `its namespace (${ns ?? "none"}) must be in the manifests with Pod Security restricted enforce, audit and warn labels`);
 }
 if (!docs.some((d) => d.kind === "Service")) bad("manifests", "no Service");
+
+// Who may connect. Every ingress rule of every shipped NetworkPolicy names its sources, and
+// none of them is everyone: a rule without `from` admits every pod and address; a peer with
+// an empty (or no) podSelector and no namespaceSelector admits every pod of the namespace;
+// with an empty namespaceSelector, every pod of the cluster; an ipBlock of /0, everything.
+// A peer that selects pods by label (codebox.dev/client), namespaces by label, or both, is
+// a chosen set of clients. The agent-sandbox pod admits the sandbox router only (app:
+// sandbox-router in its namespace, as agent-sandbox's own secure default does): its clients
+// reach it through the router, which routes each request to its claim's sandbox.
+const emptySel = (sel) => !sel || Object.keys(sel.matchLabels ?? {}).length + (sel.matchExpressions ?? []).length === 0;
+for (const d of docs.filter((x) => x.kind === "NetworkPolicy")) {
+  const pn = `NetworkPolicy ${d.metadata?.name}`;
+  (d.spec?.ingress ?? []).forEach((rule, i) => {
+    const from = rule.from ?? [];
+    if (from.length === 0) return bad(pn, `ingress rule ${i + 1} has no from: it admits every pod and address`);
+    for (const peer of from) {
+      if (peer.ipBlock) {
+        if (/\/0$/.test(peer.ipBlock.cidr ?? "")) bad(pn, `ingress rule ${i + 1} admits ipBlock ${peer.ipBlock.cidr}: every address, every pod`);
+        continue;
+      }
+      if (emptySel(peer.podSelector) && !peer.namespaceSelector) bad(pn, `ingress rule ${i + 1} admits every pod of its namespace (an empty podSelector)`);
+      else if (emptySel(peer.podSelector) && emptySel(peer.namespaceSelector)) bad(pn, `ingress rule ${i + 1} admits every pod of every namespace (an empty namespaceSelector)`);
+      if (agentSandbox && (peer.podSelector?.matchLabels?.app !== "sandbox-router" || peer.namespaceSelector))
+        bad(pn, `ingress rule ${i + 1}: the agent-sandbox pod admits the sandbox router only (podSelector app: sandbox-router, in its namespace), not ${JSON.stringify(peer)}`);
+    }
+  });
+}
 
 // Tenancy. Port 8888 (the agent-sandbox protocol) serves one tenant: every client of it shares
 // the instance's workspace. Only the agent-sandbox overlay's pod, one instance per tenant,

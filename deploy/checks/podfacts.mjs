@@ -1,10 +1,13 @@
-// codebox's pod as a whole, for check-deploy.sh's limits check: writes the codebox-limits
-// ConfigMap's keys as files into LIMITS_DIR (as the pod mounts them), checks that every
-// image is tagged with the release (VERSION, never a moving tag like dev or latest; "-" skips
-// this), and prints "<pool memory limit in bytes> <terminationGracePeriodSeconds> <longest
-// preStop sleep in seconds> <the runs emptyDir's sizeLimit in bytes> <the pool's
-// ephemeral-storage limit in bytes> <the sizeLimits of the pool's disk-backed emptyDirs>".
-//   node podfacts.mjs RENDERED.yaml LIMITS_DIR VERSION|-
+// codebox's pod as a whole, for check-deploy.sh's limits check. The pod is the Deployment's,
+// or the Pod the agent-sandbox controller makes from the SandboxTemplate (agent-sandbox.mjs
+// writes it): exactly one of the two. Writes the limits ConfigMap's keys as files into
+// LIMITS_DIR (as the pod mounts them), checks that every image names a registry path and is
+// tagged with the release (VERSION: never untagged, which pulls :latest, never latest or dev),
+// and prints "<pool memory limit in bytes> <terminationGracePeriodSeconds> <longest preStop
+// sleep in seconds> <the runs emptyDir's sizeLimit in bytes> <the pool's ephemeral-storage
+// limit in bytes> <the sizeLimits of the pool's disk-backed emptyDirs> <the agent workspace's
+// bytes in the pool's memory (0 without port 8888)>".
+//   node podfacts.mjs RENDERED.yaml LIMITS_DIR VERSION
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
 
@@ -15,9 +18,9 @@ const die = (msg) => {
   process.exit(1);
 };
 
-const deployment = docs.find((d) => d.kind === "Deployment");
-if (!deployment) die("no Deployment");
-const pod = deployment.spec.template.spec;
+const workloads = docs.filter((d) => d.kind === "Deployment" || d.kind === "Pod");
+if (workloads.length !== 1) die(`expected one Deployment or Pod, found ${workloads.length}`);
+const pod = workloads[0].kind === "Pod" ? workloads[0].spec : workloads[0].spec.template.spec;
 const pool = pod.containers.find((c) => c.name === "pool");
 if (!pool) die("no pool container");
 
@@ -28,11 +31,15 @@ if (!cm) die(`the ConfigMap ${mounted.configMap.name} is not in the manifests`);
 mkdirSync(limitsDir, { recursive: true });
 for (const [k, v] of Object.entries(cm.data ?? {})) writeFileSync(`${limitsDir}/${k}`, String(v));
 
-if (version !== "-")
-  for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
-    const tag = c.image.includes(":") ? c.image.slice(c.image.lastIndexOf(":") + 1) : "";
-    if (tag !== version) die(`container ${c.name}: image ${c.image} must be tagged with the release ${version} (VERSION), not ${tag || "nothing"}`);
-  }
+for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+  const image = String(c.image ?? "");
+  const last = image.slice(image.lastIndexOf("/") + 1);
+  const tag = last.includes(":") ? last.slice(last.indexOf(":") + 1) : "";
+  if (!tag) die(`container ${c.name}: image '${image}' has no tag, which pulls :latest: it must be tagged with the release ${version} (VERSION)`);
+  if (tag === "latest") die(`container ${c.name}: image '${image}' has the moving tag latest: it must be tagged with the release ${version} (VERSION)`);
+  if (!image.includes("/")) die(`container ${c.name}: image '${image}' names no registry, so it is pulled from docker.io/library: set the registry in deploy/image/kustomization.yaml`);
+  if (tag !== version) die(`container ${c.name}: image ${image} must be tagged with the release ${version} (VERSION), not ${tag}`);
+}
 
 const units = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12, "": 1 };
 const bytes = (q) => {
@@ -67,4 +74,7 @@ for (const m of pool.volumeMounts ?? []) {
 }
 const storage = pool.resources?.limits?.["ephemeral-storage"];
 if (!storage) die("the pool container has no ephemeral-storage limit");
-console.log(`${bytes(memory)} ${pod.terminationGracePeriodSeconds ?? 30} ${preStop} ${bytes(runs.emptyDir.sizeLimit)} ${bytes(storage)} ${disk}`);
+// port 8888's workspace: a tmpfs in the pool's memory (image/codebox-pool-start's default)
+const env = (name) => (pool.env ?? []).find((e) => e.name === name)?.value;
+const workspace = env("CODEBOX_AGENT_PORT") === "on" ? Number(env("CODEBOX_AGENT_WORKSPACE_BYTES") ?? 268435456) : 0;
+console.log(`${bytes(memory)} ${pod.terminationGracePeriodSeconds ?? 30} ${preStop} ${bytes(runs.emptyDir.sizeLimit)} ${bytes(storage)} ${disk} ${workspace}`);
