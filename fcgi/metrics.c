@@ -418,12 +418,11 @@ metrics_render(const char *nginx_busy_log, const char *python_version,
 	        in_flight);
 	/* capacity: saturation is in_flight / slots */
 	fprintf(f,
-	        "# HELP codebox_execution_slots Runs the pool admits at once, by API (execute and "
-	        "mcp share port 8080's; agent: port 8888's).\n"
+	        "# HELP codebox_execution_slots Runs port 8080 admits at once (POST /execute and "
+	        "MCP's tools/call share them; port 8888 has slots of its own).\n"
 	        "# TYPE codebox_execution_slots gauge\n"
-	        "codebox_execution_slots{api=\"execute\"} %ld\n"
-	        "codebox_execution_slots{api=\"agent\"} %ld\n",
-	        cap ? cap->execute_slots : 0, cap ? cap->agent_slots : 0);
+	        "codebox_execution_slots %ld\n",
+	        cap ? cap->execute_slots : 0);
 
 	if (nginx_busy_log != NULL && stat(nginx_busy_log, &sb) == 0)
 		nginx_busy = (long long)sb.st_size / 2;

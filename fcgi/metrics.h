@@ -61,7 +61,6 @@ void metrics_worker_exited(int worker_index, bool restart);
 /* What the pool admits at once: codebox_execution_slots */
 struct metrics_capacity {
 	long execute_slots; /* port 8080's (POST /execute and MCP's tools/call) */
-	long agent_slots;   /* port 8888's; 0 when it is off */
 };
 
 char *metrics_render(const char *nginx_busy_log, const char *python_version,

@@ -622,12 +622,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 		free(doc);
 	} else if (strcmp(endpoint, "metrics") == 0) {
 		size_t len;
-		const char *as = FCGX_GetParam("CODEBOX_AGENT_SLOTS", req->envp);
-		struct metrics_capacity cap = {
-		    .execute_slots = l.max_concurrent_executions,
-		    /* codebox-agent.conf's, when port 8888 is served */
-		    .agent_slots = wc->agent.workspace_fd >= 0 && as ? strtol(as, NULL, 10) : 0,
-		};
+		struct metrics_capacity cap = {.execute_slots = l.max_concurrent_executions};
 		char *doc =
 		    metrics_render(wc->nginx_busy_log, wc->probe->python_version, &cap, &len);
 		if (doc == NULL) {

@@ -365,8 +365,11 @@ pool_busy() {
 }
 
 @test "agent: the agent-sandbox overlay's offline check refuses a misspelled or missing field" {
-	local dir=$BATS_TEST_TMPDIR/overlay
+	local dir=$BATS_TEST_TMPDIR/deploy/overlays/agent-sandbox
+	# the overlay and the component it names (../../image), where it expects them
+	mkdir -p "$BATS_TEST_TMPDIR/deploy/overlays"
 	cp -r "$ROOT/deploy/overlays/agent-sandbox" "$dir"
+	cp -r "$ROOT/deploy/image" "$BATS_TEST_TMPDIR/deploy/image"
 	kubectl kustomize "$dir" >"$BATS_TEST_TMPDIR/good.yaml"
 	run -0 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$BATS_TEST_TMPDIR/good.yaml" "$BATS_TEST_TMPDIR/derived.yaml"
 	run -0 grep -c '^kind: Pod$' "$BATS_TEST_TMPDIR/derived.yaml"
@@ -374,9 +377,9 @@ pool_busy() {
 	sed -i 's/  podTemplate:/  podTemplates:/' "$dir/sandboxtemplate.yaml"
 	kubectl kustomize "$dir" >"$BATS_TEST_TMPDIR/bad.yaml"
 	run -1 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$BATS_TEST_TMPDIR/bad.yaml" "$BATS_TEST_TMPDIR/derived.yaml"
-	assert_output --partial 'SandboxWarmPool codebox.spec.sandboxTemplateRefs: is not a field of the v1alpha1 schema'
-	assert_output --partial 'SandboxWarmPool codebox.spec: sandboxTemplateRef is required'
-	assert_output --partial 'SandboxTemplate codebox.spec: podTemplate is required'
+	assert_output --partial "SandboxWarmPool codebox: spec.sandboxTemplateRefs: is not a field of the CRD's schema"
+	assert_output --partial 'SandboxWarmPool codebox: spec: sandboxTemplateRef is required'
+	assert_output --partial 'SandboxTemplate codebox: spec: podTemplate is required'
 }
 
 @test "agent: commands never cost port 8080 its sandboxes built ahead" {
