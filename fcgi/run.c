@@ -1137,6 +1137,7 @@ run_read_report(const struct report_buf *rb, size_t max_result_bytes, struct out
 		}
 	}
 	out->cpu_ms = rusage_cpu_ms(&rep.children);
+	out->minor_faults = rep.children.ru_minflt;
 	out->max_rss_bytes = (long long)rep.children.ru_maxrss * 1024;
 	return true;
 }
@@ -1182,6 +1183,7 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		f.wait_status = w->main_status;
 		f.stopped = w->timed_out;
 		out->cpu_ms = rusage_cpu_ms(&w->ru);
+		out->minor_faults = w->ru.ru_minflt;
 		out->max_rss_bytes = (long long)w->ru.ru_maxrss * 1024;
 		if (box->ns_mode && !run_read_report(&w->rb, spec->max_result_bytes, &f, out)) {
 			/* init died without a word: the run is lost. The OOM killer's doing is the
@@ -1292,6 +1294,10 @@ run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code
 	jsonw_int(&w, o->duration_ms);
 	jsonw_lit(&w, ",\"cpuMs\":");
 	jsonw_int(&w, o->cpu_ms);
+	jsonw_lit(&w, ",\"minorFaults\":");
+	jsonw_int(&w, o->minor_faults);
+	jsonw_lit(&w, ",\"maxRssBytes\":");
+	jsonw_int(&w, o->max_rss_bytes);
 	jsonw_lit(&w, ",\"stdoutBytes\":");
 	jsonw_int(&w, (long long)o->out.total_bytes);
 	jsonw_lit(&w, ",\"stderrBytes\":");

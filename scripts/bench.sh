@@ -147,9 +147,19 @@ time_http() {
 	: >"$out.cpu"
 	for ((i = 0; i < runs; i++)); do
 		curl -s -o reply.json --max-time 60 -w '%{time_total}\n' -H 'Content-Type: application/json' \
+			-H "X-Request-Id: bench-${out//[^A-Za-z0-9.-]/-}-$i" \
 			--data-binary "$body" "$base/execute" | awk '{ printf "%.2f\n", $1 * 1000 }' >>"$out"
 		jq -r '.details.cpuMs // empty' reply.json >>"$out.cpu"
 	done
+}
+
+# faults MODE FILE: the median minor faults of the runs time_http made for FILE on MODE's stack
+# (each run's page faults: pages it touched, or copied from its template; the pool's log line)
+faults() {
+	jq -r --arg p "bench-${2//[^A-Za-z0-9.-]/-}-" \
+		'select((.requestId // "") | startswith($p)) | .minorFaults // empty' \
+		"$work/$1/logs/pool.log" >"$2.faults" 2>/dev/null || true
+	[[ -s $2.faults ]] && median "$2.faults" || echo "?"
 }
 
 # time_agent FILE COMMAND: runs COMMAND on port 8888 $runs times; curl's total time in ms per
@@ -242,7 +252,7 @@ runs=$runs_saved
 
 echo "# codebox bench: $runs sequential runs each (the cold five-module program: $(((runs + 9) / 10))); milliseconds"
 echo "# $(nproc) cores, shared: other processes on this machine add noise"
-printf "%-50s %8s %8s   %s\n" "what" "median" "p95" "(cpu: details.cpuMs median, p95)"
+printf "%-50s %8s %8s   %s\n" "what" "median" "p95" "(cpu: details.cpuMs median, p95; faults: minor faults per run, median)"
 printf "%-50s %s\n" "bare: python3 -I -c pass" "$(stats bare-pass.ms)"
 printf "%-50s %s\n" "bare: python3 -I -c 'import numpy'" "$(stats bare-numpy.ms)"
 printf "%-50s %s\n" "bare: python3 -I -c 'import <the five modules>'" "$(stats bare-five.ms)"
@@ -274,9 +284,9 @@ for mode in "${modes[@]}"; do
 	fi
 	time_http "$mode-five.ms" "$five"
 	runs=$runs_saved
-	printf "%-50s %s   cpu %s\n" "$mode: print(1)" "$(stats "$mode-print1.ms")" "$(stats "$mode-print1.ms.cpu")"
-	printf "%-50s %s   cpu %s\n" "$mode: café program (numpy)" "$(stats "$mode-cafe.ms")" "$(stats "$mode-cafe.ms.cpu")"
-	printf "%-50s %s   cpu %s\n" "$mode: five-module program" "$(stats "$mode-five.ms")" "$(stats "$mode-five.ms.cpu")"
+	printf "%-50s %s   cpu %s   faults %s\n" "$mode: print(1)" "$(stats "$mode-print1.ms")" "$(stats "$mode-print1.ms.cpu")" "$(faults "$mode" "$mode-print1.ms")"
+	printf "%-50s %s   cpu %s   faults %s\n" "$mode: café program (numpy)" "$(stats "$mode-cafe.ms")" "$(stats "$mode-cafe.ms.cpu")" "$(faults "$mode" "$mode-cafe.ms")"
+	printf "%-50s %s   cpu %s   faults %s\n" "$mode: five-module program" "$(stats "$mode-five.ms")" "$(stats "$mode-five.ms.cpu")" "$(faults "$mode" "$mode-five.ms")"
 	# port 8888: the same programs as an agent types them, against port 8080's
 	curl -s -o /dev/null -F "file=@$here/tests/programs/cafe.py;filename=cafe.py" "$agent_base/upload"
 	time_agent "$mode-agent-print1.ms" 'python3 -c "print(1)"'
@@ -405,7 +415,8 @@ stack_stop
 ((faults_only)) && exit 0
 for prog in print1 cafe five; do
 	awk -v w="$(median "warm-$prog.ms.cpu")" -v c="$(median "cold-$prog.ms.cpu")" -v p="$prog" \
-		'BEGIN { printf "%-50s %8.2f   (%s / %s ms)\n", "cpu per run, warm/cold: " p, (c > 0 ? w / c : 0), w, c }'
+		-v fw="$(median "warm-$prog.ms.faults" 2>/dev/null)" -v fc="$(median "cold-$prog.ms.faults" 2>/dev/null)" \
+		'BEGIN { printf "%-50s %8.2f   (%s / %s ms; minor faults %s / %s)\n", "cpu per run, warm/cold: " p, (c > 0 ? w / c : 0), w, c, fw, fc }'
 done
 
 if [[ -n $before ]]; then

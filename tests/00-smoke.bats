@@ -70,7 +70,8 @@ teardown_file() {
 	# the pool's line carries the outcome as fields
 	run -0 jq -e 'select(.requestId == "trace-smoke-1" and .api == "execute") |
 		.status == "succeeded" and .exitCode == 0 and (.durationMs | type) == "number" and
-		(.cpuMs | type) == "number" and .stdoutBytes == 2 and .stderrBytes == 0 and
+		(.cpuMs | type) == "number" and .minorFaults > 0 and .maxRssBytes > 0 and
+		.stdoutBytes == 2 and .stderrBytes == 0 and
 		(.tier | IN("cold", "light", "heavy"))' "$STACK_DIR/logs/pool.log"
 }
 
