@@ -79,7 +79,8 @@ struct run_outcome {
 	long long duration_ms;
 	long long cpu_ms;
 	long long max_rss_bytes;
-	long long minor_faults; /* the program's and its descendants' (pages it touched or copied) */
+	long long
+	    minor_faults; /* the program's and its descendants' (pages it touched or copied) */
 	enum run_tier tier;
 	enum run_fallback fallback;
 	bool abandoned;       /* killed because the client's connection closed: no reply */
