@@ -60,14 +60,16 @@ UNIT_DEPS_mcp     = mcp jsonw capture utf8 result outcome
 all: build
 
 PORT       ?= 8080
-AGENT_PORT ?= 8888
+AGENT_PORT ?=
 
 help:
 	@echo 'codebox make targets (as root on Debian 12; each installs what it needs first):'
 	@echo '  make run [PORT=8080]  build, check the config, serve on 127.0.0.1:PORT in the'
 	@echo '                        foreground (logs to the terminal; Ctrl-C stops everything)'
-	@echo '                        AGENT_PORT=8888 RUN_UID_BASE=20000: a second instance needs'
-	@echo '                        its own; AUTH_TOKENS=FILE: bearer tokens required'
+	@echo '                        AGENT_PORT (8888; with another PORT, PORT+1) and'
+	@echo '                        RUN_UID_BASE (20000; with another PORT, one of its own):'
+	@echo '                        PORT=P alone never collides with a first instance;'
+	@echo '                        AUTH_TOKENS=FILE: bearer tokens required'
 	@echo '  make test             lint, unit tests, every bats suite warm and cold, and all'
 	@echo '                        again under ASan+UBSan, the two side by side (CI runs it)'
 	@echo '  make build | unit | bats | asan | lint | format | clean'
@@ -118,7 +120,7 @@ $(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(addsuffix .o,$$(addprefix $(BUILD)/,
 # AGENT_PORT: the agent protocol's port (default 8888); RUN_UID_BASE: the first of the uids
 # runs execute as (default 20000). A second `make run` on one host needs both of its own.
 run: build
-	scripts/codebox-run.sh --port $(PORT) --agent-port $(AGENT_PORT) --pool $(POOL) \
+	scripts/codebox-run.sh --port $(PORT) $(if $(AGENT_PORT),--agent-port $(AGENT_PORT)) --pool $(POOL) \
 	    $(if $(RUN_UID_BASE),--run-uid-base $(RUN_UID_BASE)) \
 	    $(if $(AUTH_TOKENS),--auth-tokens $(AUTH_TOKENS))
 

@@ -165,7 +165,10 @@ limits_parse_ceilings(struct limits *ceil, size_t *max_body_bytes, const char *l
 		if (parse_decimal(value, &n) < 0 ||
 		    (i < n_specs ? (n < limit_specs[i].min || n > limit_specs[i].max)
 		                 : (n < 1024 || n > (1LL << 30)))) {
-			snprintf(why, why_len, "%s=%s is out of range", name, value);
+			snprintf(why, why_len,
+			         "%s=%s is out of range: it must be an integer from %lld to %lld",
+			         name, value, i < n_specs ? limit_specs[i].min : 1024,
+			         i < n_specs ? limit_specs[i].max : 1LL << 30);
 			return -1;
 		}
 		if (i < n_specs)

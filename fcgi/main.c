@@ -73,6 +73,7 @@ usage(FILE *f)
 	        "                    [--ceilings NAME=VALUE,...]\n"
 	        "                    [--pool-memory-bytes BYTES]\n"
 	        "       codebox-pool --print-agent-timeout-ms | --print-kill-grace-seconds\n"
+	        "       codebox-pool --check-ceilings NAME=VALUE,...\n"
 	        "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n"
 	        "--socket-user USER: only USER (nginx's) may connect: the socket is USER's, 0600.\n"
 	        "--ceilings: every limit a request brings is capped at these\n"
@@ -463,6 +464,7 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 	    {"drain-seconds", required_argument, NULL, 'd'},
 	    {"agent-workspace-bytes", required_argument, NULL, 'a'},
 	    {"print-agent-timeout-ms", no_argument, NULL, 'T'},
+	    {"check-ceilings", required_argument, NULL, 'C'},
 	    {"print-kill-grace-seconds", no_argument, NULL, 'K'},
 	    {"nginx-busy-log", required_argument, NULL, 'b'},
 	    {"socket-user", required_argument, NULL, 'U'},
@@ -524,6 +526,16 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 		case 'K':
 			printf("%d\n", run_kill_grace_seconds());
 			exit(0);
+		case 'C': {
+			/* check-config.sh asks before anything starts: the ranges are the pool's */
+			struct limits ceil;
+			size_t body;
+			if (limits_parse_ceilings(&ceil, &body, optarg, why, sizeof(why)) < 0) {
+				fprintf(stderr, "%s\n", why);
+				exit(1);
+			}
+			exit(0);
+		}
 		case 'm':
 			o->pool_memory_bytes = (unsigned long long)parse_long(
 			    optarg, "--pool-memory-bytes", 0, (long)(((1ULL << 62) - 1)));

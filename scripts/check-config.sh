@@ -21,19 +21,21 @@ set -euo pipefail
 # The kill-and-clean-up grace, from its one source: the pool's own constants (run.c,
 # codebox-pool --print-kill-grace-seconds): the pool under test ($CODEBOX_POOL), this
 # checkout's build, or the one on PATH (the image's).
-kill_grace_seconds() {
-	local pool="" cand g
+find_pool() {
+	local cand
 	for cand in "${CODEBOX_POOL:-}" "$(dirname "${BASH_SOURCE[0]}")/../build/codebox-pool" \
 		"$(command -v codebox-pool || true)"; do
 		if [[ -n $cand && -x $cand ]]; then
-			pool=$cand
-			break
+			echo "$cand"
+			return 0
 		fi
 	done
-	if [[ -z $pool ]]; then
-		echo "check-config: no codebox-pool to ask for the kill grace (make build, or set CODEBOX_POOL)" >&2
-		exit 1
-	fi
+	echo "check-config: no codebox-pool to ask for the kill grace and the limits' ranges (make build, or set CODEBOX_POOL)" >&2
+	exit 1
+}
+kill_grace_seconds() {
+	local pool g
+	pool=$(find_pool)
 	g=$("$pool" --print-kill-grace-seconds) || {
 		echo "check-config: $pool --print-kill-grace-seconds failed" >&2
 		exit 1
@@ -69,6 +71,7 @@ USAGE
 }
 
 workers=""
+source_dir=""
 print_workers=0
 print_drain=0
 print_ceilings=0
@@ -88,6 +91,10 @@ while (($#)); do
 	--print-workers)
 		print_workers=1
 		shift
+		;;
+	--source-dir)
+		source_dir=${2:?--source-dir needs the directory the config was rendered from}
+		shift 2
 		;;
 	--print-drain-seconds)
 		print_drain=1
@@ -129,8 +136,45 @@ done
 }
 
 fail() {
-	echo "check-config: refusing $conf: $*" >&2
+	if [[ -n $source_dir ]]; then
+		echo "check-config: refusing $source_dir/nginx.conf: $*" >&2
+	else
+		echo "check-config: refusing $conf: $*" >&2
+	fi
 	exit 1
+}
+
+# where NAME: the file and line of the user's config that sets fastcgi_param NAME (the
+# source when given: what the user edits, not its rendered copy)
+where() {
+	local dir=${source_dir:-$(dirname "$conf")} hit
+	hit=$(grep -nE "^[[:space:]]*fastcgi_param[[:space:]]+$1[[:space:]]" "$dir"/*.conf 2>/dev/null | head -1 | cut -d: -f1,2)
+	[[ -n $hit ]] && echo "$hit: "
+}
+
+# the CODEBOX_* parameters codebox reads; another one is a misspelling (or a stale name)
+KNOWN_PARAMS="CODEBOX_EXECUTION_TIMEOUT_SECONDS CODEBOX_MAX_CONCURRENT_EXECUTIONS CODEBOX_MAX_CODE_BYTES
+CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT_BYTES CODEBOX_MAX_STDIN_BYTES
+CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES CODEBOX_CPU_MILLICORES
+CODEBOX_POOL_MEMORY_BYTES CODEBOX_ENDPOINT CODEBOX_REQUEST_ID CODEBOX_AGENT_SLOTS CODEBOX_MCP_ORIGINS"
+
+# nearest NAME: the known parameter closest to NAME (edit distance)
+nearest() {
+	awk -v w="$1" -v known="$KNOWN_PARAMS" 'function lev(a, b,   i, j, la, lb, d, c) {
+		la = length(a); lb = length(b)
+		for (i = 0; i <= la; i++) d[i, 0] = i
+		for (j = 0; j <= lb; j++) d[0, j] = j
+		for (i = 1; i <= la; i++) for (j = 1; j <= lb; j++) {
+			c = substr(a, i, 1) != substr(b, j, 1)
+			d[i, j] = d[i - 1, j] + 1
+			if (d[i, j - 1] + 1 < d[i, j]) d[i, j] = d[i, j - 1] + 1
+			if (d[i - 1, j - 1] + c < d[i, j]) d[i, j] = d[i - 1, j - 1] + c
+		}
+		return d[la, lb]
+	}
+	BEGIN { n = split(known, k, /[ \n]+/); best = ""; bd = 1e9
+		for (i = 1; i <= n; i++) if (k[i] != "") { v = lev(w, k[i]); if (v < bd) { bd = v; best = k[i] } }
+		print best }'
 }
 
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -158,10 +202,17 @@ one_value() { # name: the single value of fastcgi_param NAME across every locati
 	local vals
 	vals=$(values_of fastcgi_param "$1" | sort -u)
 	[[ -n $vals ]] || fail "fastcgi_param $1 is not set"
-	[[ $(wc -l <<<"$vals") -eq 1 ]] || fail "fastcgi_param $1 differs between locations: $(tr '\n' ' ' <<<"$vals")"
-	[[ $vals =~ ^[0-9]+$ ]] || fail "fastcgi_param $1 must be an integer, not $vals"
+	[[ $(wc -l <<<"$vals") -eq 1 ]] || fail "$(where "$1")fastcgi_param $1 differs between locations: $(tr '\n' ' ' <<<"$vals")"
+	[[ $vals =~ ^[0-9]+$ ]] || fail "$(where "$1")fastcgi_param $1 must be an integer, not $vals"
 	echo "$vals"
 }
+
+# 0. every CODEBOX_* parameter is one codebox reads: a misspelled one is named, with the one
+# it resembles (which is then not set)
+for name in $(values_of fastcgi_param | grep '^CODEBOX_' | sort -u); do
+	grep -qw -- "$name" <<<"$KNOWN_PARAMS" ||
+		fail "$(where "$name")fastcgi_param $name is not a codebox parameter (a misspelling of $(nearest "$name")?)"
+done
 
 seconds() { # nginx time: 45, 45s, 1m, 1h
 	local v=$1
@@ -315,6 +366,11 @@ if ((print_workers)); then
 fi
 if ((print_drain)); then
 	echo $((timeout_s + GRACE_SECONDS + 5))
+fi
+# the ranges are the pool's own (limits.c): asked here, so that nothing starts to be refused
+if ! why=$("$(find_pool)" --check-ceilings "$ceilings,CODEBOX_MAX_BODY_BYTES=$body_b" 2>&1); then
+	name=${why%%=*}
+	fail "$(where "$name")fastcgi_param $why"
 fi
 if ((print_ceilings)); then
 	echo "$ceilings,CODEBOX_MAX_BODY_BYTES=$body_b"

@@ -22,7 +22,8 @@ usage: $0 [--port PORT] [--agent-port PORT] [--rundir DIR] [--pool BIN] [--pytho
           [--auth-tokens FILE] [--quiet]
   --port PORT     loopback port nginx listens on (default 8080)
   --agent-port PORT
-                  loopback port of the agent-sandbox protocol (default 8888)
+                  loopback port of the agent-sandbox protocol (default 8888 with port
+                  8080, else PORT + 1)
   --agent-workspace-bytes N
                   size of the agent protocol's workspace at /app (default 268435456; 0: off)
   --rundir DIR    runtime directory: config, socket, logs, runs (default: a new temp dir)
@@ -30,8 +31,9 @@ usage: $0 [--port PORT] [--agent-port PORT] [--rundir DIR] [--pool BIN] [--pytho
   --python PATH   the sandbox's interpreter (default /usr/bin/python3)
   --conf-dir DIR  the nginx config to render (default nginx/)
   --run-uid-base UID
-                  a root pool's runs use host uids UID.. UID+workers (default 20000); two
-                  pools on one host need ranges of their own (the pool refuses a used one)
+                  a root pool's runs use host uids UID.. UID+workers (default 20000 with
+                  port 8080, else one derived from PORT); two pools on one host need ranges
+                  of their own (the pool refuses a used one)
   --auth-tokens FILE
                   require a bearer token from FILE (one a line, >= 16 bytes) on every
                   request but the probes (nginx/codebox-auth.conf)
@@ -41,7 +43,7 @@ USAGE
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 port=8080
-agent_port=8888
+agent_port=""
 agent_bytes=268435456
 rundir=""
 pool="$here/build/codebox-pool"
@@ -105,13 +107,45 @@ while (($#)); do
 		;;
 	esac
 done
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
+# a second instance given only its port takes the agent port after it and run uids of its
+# own, so that it never collides with a first one on the defaults
+if [[ -z $agent_port ]]; then
+	agent_port=$([[ $port == 8080 ]] && echo 8888 || echo $((port + 1)))
+fi
+if [[ -z $uid_base && $port != 8080 && $port =~ ^[0-9]+$ ]]; then
+	uid_base=$(codebox_uid_base "$port")
+fi
 [[ $port =~ ^[0-9]+$ && $agent_port =~ ^[0-9]+$ && $agent_bytes =~ ^[0-9]+$ ]] || {
 	echo "codebox-run: --port, --agent-port and --agent-workspace-bytes must be numbers" >&2
 	exit 2
 }
+# both ports free, before anything starts (a busy one would be found by nginx, after the pool)
+for p in "$port" "$agent_port"; do
+	if ! /usr/bin/python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))' "$p" 2>/dev/null; then
+		echo "codebox-run: port $p on 127.0.0.1 is in use (another codebox? make run PORT=... gives" \
+			"a second instance its own ports and run uids)" >&2
+		exit 1
+	fi
+done
+created_rundir=0
 if [[ -z $rundir ]]; then
-	rundir=$(mktemp -d /tmp/codebox.XXXXXX)
+	rundir=$(mktemp -d "${TMPDIR:-/tmp}/codebox.XXXXXX")
+	created_rundir=1
 fi
+# a start that is refused leaves nothing behind (the reason is on stderr)
+serving=0
+# shellcheck disable=SC2317 # invoked by the trap
+refused_cleanup() {
+	if ((!serving && created_rundir)); then
+		rm -rf "$rundir"
+	fi
+}
+trap refused_cleanup EXIT
 mkdir -p "$rundir"
 rundir=$(realpath "$rundir")
 NGINX=${NGINX:-/usr/sbin/nginx}
@@ -162,7 +196,7 @@ fi
 	read -r ceilings
 	read -r pool_memory
 } < <(CODEBOX_POOL=$pool "$here/scripts/check-config.sh" --print-workers --print-drain-seconds --print-ceilings \
-	--print-pool-memory-bytes "$rundir/conf/nginx.conf")
+	--print-pool-memory-bytes --source-dir "$confdir" "$rundir/conf/nginx.conf")
 [[ -n ${pool_memory:-} ]] || exit 1 # the check refused the config, and said why
 
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
@@ -274,6 +308,7 @@ done
 	exit 1
 }
 
+serving=1 # from here on the runtime directory and its logs stay
 if ((!quiet)); then
 	tail -n 0 -F "$rundir/logs/pool.log" "$rundir/logs/error.log" "$rundir/logs/access.log" 2>/dev/null 3>&- &
 	tail_pid=$!

@@ -82,15 +82,19 @@ teardown_file() {
 
 @test "smoke: make run PORT=N serves on N, and says so only once nginx answers there" {
 	local port dir out pid i
-	port=$(free_port)
+	# a port whose next one is free too: PORT alone gives the agent port PORT + 1
+	for ((i = 0; i < 50; i++)); do
+		port=$(free_port)
+		"$PY" -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' $((port + 1)) 2>/dev/null && break
+	done
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	out="$dir/make-run.out"
 	# an nginx that takes a second to start: "serving on" must wait for it
 	printf '#!/usr/bin/env bash\nsleep 1\nexec /usr/sbin/nginx "$@"\n' >"$dir/slow-nginx"
 	chmod +x "$dir/slow-nginx"
-	# its own agent port and run uids: other stacks (the other lane's) may be running
-	NGINX="$dir/slow-nginx" setsid make -s -C "$ROOT" run PORT="$port" AGENT_PORT="$(free_port)" \
-		RUN_UID_BASE="$(uid_base_for "$port")" >"$out" 2>&1 3>&- &
+	# PORT alone: its agent port (PORT + 1) and its run uids are its own, so it never collides
+	# with a first instance (nor the other lane's stacks)
+	NGINX="$dir/slow-nginx" setsid make -s -C "$ROOT" run PORT="$port" >"$out" 2>&1 3>&- &
 	pid=$!
 	for ((i = 0; i < 1200; i++)); do
 		grep -q "serving on" "$out" && break
@@ -101,6 +105,9 @@ teardown_file() {
 	# the moment it says so, nginx answers
 	run -0 command curl -s "http://127.0.0.1:$port/healthz"
 	assert_output '{"status":"ok"}'
+	run -0 command curl -s "http://127.0.0.1:$((port + 1))/"
+	assert_output '{"status": "ok", "message": "Sandbox Runtime is active."}'
+	run -0 pgrep -f -- "--run-uid-base $(uid_base_for "$port")"
 	run -0 grep -o "logs in /tmp/codebox.[A-Za-z0-9]*/logs; Ctrl-C stops" "$out"
 	kill -TERM -- "-$pid"
 	wait "$pid" || true

@@ -130,7 +130,43 @@ check() {
 	rm -rf "$dir"
 }
 
-@test "config: when nginx cannot start (its port is taken), codebox-run stops the pool: exit 1, nothing left" {
+@test "config: a misspelled key is named with its file, line and the key it resembles" {
+	local conf
+	conf=$(conf_variant 's/CODEBOX_MAX_PROCESSES /CODEBOX_MAX_PROCESES /')
+	check --source-dir "$conf" "$conf/nginx.conf"
+	assert_failure
+	assert_output --regexp "codebox-limits.conf:[0-9]+: fastcgi_param CODEBOX_MAX_PROCESES is not a codebox parameter \(a misspelling of CODEBOX_MAX_PROCESSES\?\)"
+}
+
+@test "config: a limit out of the pool's range is refused before the start, with the range and where" {
+	local conf
+	conf=$(conf_variant 's/CODEBOX_CPU_MILLICORES             1000;/CODEBOX_CPU_MILLICORES             0;/')
+	check --source-dir "$conf" "$conf/nginx.conf"
+	assert_failure
+	assert_output --regexp "codebox-limits.conf:[0-9]+: fastcgi_param CODEBOX_CPU_MILLICORES=0 is out of range: it must be an integer from 10 to 1024000"
+	conf=$(conf_variant 's/CODEBOX_EXECUTION_TIMEOUT_SECONDS  30;/CODEBOX_EXECUTION_TIMEOUT_SECONDS  0;/')
+	check "$conf/nginx.conf"
+	assert_failure
+	assert_output --partial "CODEBOX_EXECUTION_TIMEOUT_SECONDS=0 is out of range: it must be an integer from 1 to 3600"
+}
+
+@test "config: codebox-run names the user's file, and a refused start leaves no runtime directory" {
+	local conf tmp
+	conf=$(conf_variant 's/CODEBOX_MAX_PROCESSES /CODEBOX_MAX_PROCESES /')
+	# where codebox-run makes its runtime directory (mktemp under $TMPDIR)
+	tmp=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$tmp"
+	TMPDIR=$tmp run "$ROOT/scripts/codebox-run.sh" --port "$(free_port)" --conf-dir "$conf" \
+		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet
+	assert_failure
+	assert_output --partial "refusing $conf/nginx.conf: $conf/codebox-limits.conf:"
+	refute_output --partial "/conf/codebox-limits.conf"
+	run ls -A "$tmp"
+	assert_output ""
+	rmdir "$tmp"
+}
+
+@test "config: a port in use is refused before anything starts: exit 1, nothing left" {
 	local dir port holder
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	chmod 0711 "$dir" # runs execute as other uids and must reach their directory
@@ -149,10 +185,11 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("held", flush=True); 
 	kill "$holder" 2>/dev/null || true
 	wait "$holder" 2>/dev/null || true
 	assert_failure 1
-	assert_output --partial "codebox-run: nginx failed to start:"
-	assert_output --partial "Address already in use"
+	assert_output --partial "codebox-run: port $port on 127.0.0.1 is in use"
 	run pgrep -f -- "$dir/run"
 	assert_output ""
+	# nothing was started: no pool log
+	[[ ! -e $dir/run/logs/pool.log ]]
 	rm -rf "$dir"
 }
 
