@@ -61,12 +61,14 @@ all: build
 
 PORT       ?= 8080
 AGENT_PORT ?=
+METRICS_PORT ?=
 
 help:
 	@echo 'codebox make targets (as root on Debian 12; each installs what it needs first):'
 	@echo '  make run [PORT=8080]  build, check the config, serve on 127.0.0.1:PORT in the'
 	@echo '                        foreground (logs to the terminal; Ctrl-C stops everything)'
-	@echo '                        AGENT_PORT (8888; with another PORT, PORT+1) and'
+	@echo '                        AGENT_PORT (8888; with another PORT, PORT+1), METRICS_PORT'
+	@echo '                        (9090, else PORT+2) and'
 	@echo '                        RUN_UID_BASE (20000; with another PORT, one of its own):'
 	@echo '                        PORT=P alone never collides with a first instance;'
 	@echo '                        AUTH_TOKENS=FILE: bearer tokens required'
@@ -120,7 +122,8 @@ $(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(addsuffix .o,$$(addprefix $(BUILD)/,
 # AGENT_PORT: the agent protocol's port (default 8888); RUN_UID_BASE: the first of the uids
 # runs execute as (default 20000). A second `make run` on one host needs both of its own.
 run: build
-	scripts/codebox-run.sh --port $(PORT) $(if $(AGENT_PORT),--agent-port $(AGENT_PORT)) --pool $(POOL) \
+	scripts/codebox-run.sh --port $(PORT) $(if $(AGENT_PORT),--agent-port $(AGENT_PORT)) \
+	    $(if $(METRICS_PORT),--metrics-port $(METRICS_PORT)) --pool $(POOL) \
 	    $(if $(RUN_UID_BASE),--run-uid-base $(RUN_UID_BASE)) \
 	    $(if $(AUTH_TOKENS),--auth-tokens $(AUTH_TOKENS))
 

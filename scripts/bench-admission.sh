@@ -85,7 +85,8 @@ stack_start() {
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setpgid(0, 0)
 os.execv(sys.argv[1], sys.argv[1:])' "$root/scripts/codebox-run.sh" --port "$port" --rundir "$rundir" \
-		--agent-port "$(codebox_free_port)" --run-uid-base "$(codebox_uid_base "$port")" \
+		--agent-port "$(codebox_free_port)" --metrics-port "$(codebox_free_port)" \
+		--run-uid-base "$(codebox_uid_base "$port")" \
 		--pool "$root/build/codebox-pool" --quiet >"$work/$1.out" 2>&1 &
 	stack_pid=$!
 	base=http://127.0.0.1:$port

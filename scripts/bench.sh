@@ -95,15 +95,17 @@ source "$here/scripts/stack-lib.sh"
 # stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM] [POOL]: a private stack on a random loopback
 # port
 stack_start() {
-	local port agent_port
+	local port agent_port metrics_port
 	port=$(codebox_free_port)
 	agent_port=$(codebox_free_port)
+	metrics_port=$(codebox_free_port)
 	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
-		--agent-port "$agent_port" --run-uid-base "$(codebox_uid_base "$port")" \
+		--agent-port "$agent_port" --metrics-port "$metrics_port" --run-uid-base "$(codebox_uid_base "$port")" \
 		--pool "${4:-$pool}" --quiet >"$work/$1.out" 2>&1 &
 	stack=$!
 	base="http://127.0.0.1:$port"
 	agent_base="http://127.0.0.1:$agent_port"
+	metrics_base="http://127.0.0.1:$metrics_port"
 	codebox_wait_ready "$base" "$stack" "$work/$1" && return 0
 	cat "$work/$1.out" >&2
 	exit 1
@@ -224,7 +226,7 @@ pss_mb() {
 idle() {
 	local i
 	for ((i = 0; i < 300; i++)); do
-		[[ $(curl -s "$base/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == 0 ]] && return 0
+		[[ $(curl -s "$metrics_base/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == 0 ]] && return 0
 		sleep 0.1
 	done
 	echo "bench: runs still in flight after 30 s" >&2
@@ -324,7 +326,7 @@ fi
 # ---- the warm path under faults and renewals (issue 18's goals) ----
 # metric NAME: the sum of a /metrics series (every label)
 metric() {
-	curl -s "$base/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
+	curl -s "$metrics_base/metrics" | awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { print s + 0 }'
 }
 
 # cold_fallbacks: runs that could have been warm and were cold (no zygote, a template failed)

@@ -17,13 +17,15 @@ set -euo pipefail
 
 usage() {
 	cat <<USAGE
-usage: $0 [--port PORT] [--agent-port PORT] [--rundir DIR] [--pool BIN] [--python PATH]
+usage: $0 [--port PORT] [--agent-port PORT] [--metrics-port PORT] [--rundir DIR] [--pool BIN] [--python PATH]
           [--conf-dir DIR] [--agent-workspace-bytes N] [--run-uid-base UID]
           [--auth-tokens FILE] [--quiet]
   --port PORT     loopback port nginx listens on (default 8080)
   --agent-port PORT
                   loopback port of the agent-sandbox protocol (default 8888 with port
                   8080, else PORT + 1)
+  --metrics-port PORT
+                  loopback port of GET /metrics (default 9090 with port 8080, else PORT + 2)
   --agent-workspace-bytes N
                   size of the agent protocol's workspace at /app (default 268435456; 0: off)
   --rundir DIR    runtime directory: config, socket, logs, runs (default: a new temp dir)
@@ -44,6 +46,7 @@ USAGE
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 port=8080
 agent_port=""
+metrics_port=""
 agent_bytes=268435456
 rundir=""
 pool="$here/build/codebox-pool"
@@ -68,6 +71,10 @@ while (($#)); do
 		;;
 	--agent-port)
 		agent_port=${2:?}
+		shift 2
+		;;
+	--metrics-port)
+		metrics_port=${2:?}
 		shift 2
 		;;
 	--agent-workspace-bytes)
@@ -114,15 +121,18 @@ source "$here/scripts/stack-lib.sh"
 if [[ -z $agent_port ]]; then
 	agent_port=$([[ $port == 8080 ]] && echo 8888 || echo $((port + 1)))
 fi
+if [[ -z $metrics_port ]]; then
+	metrics_port=$([[ $port == 8080 ]] && echo 9090 || echo $((port + 2)))
+fi
 if [[ -z $uid_base && $port != 8080 && $port =~ ^[0-9]+$ ]]; then
 	uid_base=$(codebox_uid_base "$port")
 fi
-[[ $port =~ ^[0-9]+$ && $agent_port =~ ^[0-9]+$ && $agent_bytes =~ ^[0-9]+$ ]] || {
-	echo "codebox-run: --port, --agent-port and --agent-workspace-bytes must be numbers" >&2
+[[ $port =~ ^[0-9]+$ && $agent_port =~ ^[0-9]+$ && $metrics_port =~ ^[0-9]+$ && $agent_bytes =~ ^[0-9]+$ ]] || {
+	echo "codebox-run: --port, --agent-port, --metrics-port and --agent-workspace-bytes must be numbers" >&2
 	exit 2
 }
 # both ports free, before anything starts (a busy one would be found by nginx, after the pool)
-for p in "$port" "$agent_port"; do
+for p in "$port" "$agent_port" "$metrics_port"; do
 	if ! /usr/bin/python3 -c 'import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -181,7 +191,8 @@ cp "$confdir"/*.conf "$rundir/conf/"
 agent_ms=$("$pool" --print-agent-timeout-ms 2>>"$rundir/logs/pool.log")
 agent_read=$(((agent_ms + 999) / 1000 + 30))
 sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\1127.0.0.1:$agent_port; # codebox-agent-listen|" \
-	-e "/codebox-agent-listen/!s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+|\1127.0.0.1:$port|" \
+	-e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-metrics-listen|\1127.0.0.1:$metrics_port; # codebox-metrics-listen|" \
+	-e "/codebox-agent-listen\|codebox-metrics-listen/!s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+|\1127.0.0.1:$port|" \
 	-e "s|^\(\s*fastcgi_[a-z]*_timeout\s\+\)[0-9]\+s; # codebox-agent-read-timeout|\1${agent_read}s; # codebox-agent-read-timeout|" \
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
 if [[ -n $auth_tokens ]]; then
@@ -312,7 +323,7 @@ serving=1 # from here on the runtime directory and its logs stay
 if ((!quiet)); then
 	tail -n 0 -F "$rundir/logs/pool.log" "$rundir/logs/error.log" "$rundir/logs/access.log" 2>/dev/null 3>&- &
 	tail_pid=$!
-	echo "codebox: serving on http://127.0.0.1:$port ($workers workers; logs in $rundir/logs; Ctrl-C stops)" >&2
+	echo "codebox: serving on http://127.0.0.1:$port ($workers workers; metrics on http://127.0.0.1:$metrics_port/metrics; logs in $rundir/logs; Ctrl-C stops)" >&2
 fi
 
 # Supervise: a signal here starts the graceful stop, a second one the immediate one; a

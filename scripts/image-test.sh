@@ -179,7 +179,7 @@ pcurl() { nsenter --net="$netns" curl "$@"; }
 suites() {
 	local runs=$1
 	shift
-	CODEBOX_BASE=http://127.0.0.1:8080 CODEBOX_NETNS="$netns" \
+	CODEBOX_BASE=http://127.0.0.1:8080 CODEBOX_METRICS_BASE=http://127.0.0.1:9090 CODEBOX_NETNS="$netns" \
 		CODEBOX_POD_RUNS="$runs/codebox-10001" \
 		CODEBOX_POD_RUNS_INSIDE=/var/lib/codebox/runs/codebox-10001 \
 		CODEBOX_POD_SOCKET=/run/codebox/fcgi.sock \
@@ -241,7 +241,7 @@ pcurl -s --max-time 60 -o "$work/inflight.json" -w '%{http_code}' \
 	>"$work/inflight.code" &
 client=$!
 for ((i = 0; i < 100; i++)); do
-	[[ $(pcurl -s http://127.0.0.1:8080/metrics | awk '$1 == "codebox_executions_in_flight" { print $2 }') == 1 ]] &&
+	[[ $(pcurl -s http://127.0.0.1:9090/metrics | awk '$1 == "codebox_executions_in_flight" { print $2 }') == 1 ]] &&
 		break
 	sleep 0.1
 done

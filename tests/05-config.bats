@@ -121,7 +121,8 @@ check() {
 	local conf dir
 	conf=$(conf_variant 's/limit_conn codebox_execute 100;/limit_conn codebox_execute 5;/')
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
-	run "$ROOT/scripts/codebox-run.sh" --port "$(free_port)" --rundir "$dir" --conf-dir "$conf" \
+	run "$ROOT/scripts/codebox-run.sh" --port "$(free_port)" --agent-port "$(free_port)" \
+		--metrics-port "$(free_port)" --rundir "$dir" --conf-dir "$conf" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet
 	assert_failure
 	assert_output --partial "must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS"
@@ -156,7 +157,8 @@ check() {
 	# where codebox-run makes its runtime directory (mktemp under $TMPDIR)
 	tmp=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	chmod 0711 "$tmp"
-	TMPDIR=$tmp run "$ROOT/scripts/codebox-run.sh" --port "$(free_port)" --conf-dir "$conf" \
+	TMPDIR=$tmp run "$ROOT/scripts/codebox-run.sh" --port "$(free_port)" --agent-port "$(free_port)" \
+		--metrics-port "$(free_port)" --conf-dir "$conf" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet
 	assert_failure
 	assert_output --partial "refusing $conf/nginx.conf: $conf/codebox-limits.conf:"
@@ -180,7 +182,8 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("held", flush=True); 
 	wait_for "the port to be held" 100 grep -q held "$dir/holder.out"
 	local preload
 	read -ra preload <<<"$(preload_env)"
-	run env "${preload[@]}" "$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$(free_port)" --rundir "$dir/run" \
+	run env "${preload[@]}" "$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$(free_port)" \
+		--metrics-port "$(free_port)" --rundir "$dir/run" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --run-uid-base "$(uid_base_for "$port")" --quiet
 	kill "$holder" 2>/dev/null || true
 	wait "$holder" 2>/dev/null || true

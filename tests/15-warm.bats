@@ -442,7 +442,7 @@ no_orphans() {
 	execute 'import scipy, sys; print(6 * 7)'
 	assert_equal "$(field .stdout)" 42
 	# /metrics counts the replacement
-	run -0 curl -s "$BASE/metrics"
+	run -0 curl -s "$METRICS/metrics"
 	(($(awk '/^codebox_zygote_starts_total\{reason="replacement"\}/ { print $2 }' <<<"$output") >= 1))
 	# the orphans end once the new zygote serves their tiers
 	wait_for "the orphaned templates ended" 1200 no_orphans

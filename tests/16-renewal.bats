@@ -37,7 +37,7 @@ log_count() { # log_count PATTERN: lines of the pool's log matching PATTERN (gre
 	(($(log_count "forking the next (light|heavy) template") >= 1))
 	echo "# $i pairs of runs" >&3
 	assert_equal "$(log_count "this run is (cold|on the light one)")" 0
-	run -0 curl -s "$BASE/metrics"
+	run -0 curl -s "$METRICS/metrics"
 	assert_equal "$(awk '/^codebox_warm_fallbacks_total/ { n += $2 } END { print n + 0 }' <<<"$output")" 0
 	(($(awk '/^codebox_zygote_starts_total\{reason="renewal"\}/ { print $2 }' <<<"$output") >= 2))
 	assert_equal "$(awk '/^codebox_executions_by_tier_total\{api="execute",tier="cold"\}/ { print $2 }' <<<"$output")" 0

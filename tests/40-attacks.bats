@@ -210,7 +210,7 @@ healthy_and_clean() {
 		execute 'print(6 * 7)'
 		assert_equal "$(field .stdout)" 42
 	done
-	run -0 curl -s "$BASE/metrics"
+	run -0 curl -s "$METRICS/metrics"
 	restarts=$(awk '/^codebox_worker_restarts_total/ { print $2 }' <<<"$output")
 	[[ -n $restarts ]] && ((restarts < 100))
 	healthy_and_clean

@@ -69,25 +69,28 @@ ready() {
 # ignore it), so that the test can signal the group as Ctrl-C does. Replaces STACK_DIR,
 # STACK_PID and BASE for this test only (each test runs in a subshell).
 own_stack_start() {
-	local port agent_port
+	local port agent_port metrics_port
 	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	port=$(free_port)
-	# never codebox-run.sh's default 8888: another pass (test-lanes.sh runs two) may hold it
+	# never codebox-run.sh's defaults: another pass (test-lanes.sh runs two) may hold them
 	agent_port=$(free_port)
 	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
+	metrics_port=$(free_port)
+	while [[ $metrics_port == "$port" || $metrics_port == "$agent_port" ]]; do metrics_port=$(free_port); done
 	local preload
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$PY" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setpgid(0, 0)
 os.execv(sys.argv[1], sys.argv[1:])' "$ROOT/scripts/codebox-run.sh" --port "$port" \
-		--agent-port "$agent_port" --rundir "$STACK_DIR" \
+		--agent-port "$agent_port" --metrics-port "$metrics_port" --rundir "$STACK_DIR" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
 		--conf-dir "$ADMISSION_CONF" --run-uid-base "$(uid_base_for "$port")" \
 		>"$BATS_TEST_TMPDIR/run.out" 2>&1 3>&- &
 	STACK_PID=$!
 	OWN_STACK=1
 	BASE="http://127.0.0.1:$port"
+	METRICS="http://127.0.0.1:$metrics_port"
 	wait_for "the stack" 1200 ready "$BASE"
 }
 
@@ -123,7 +126,7 @@ backlog_holds_one() {
 # runs_at_least N: N runs hold execution slots (the pool's in-flight gauge: a run directory
 # may also be a sandbox built ahead, which holds none)
 runs_at_least() {
-	(($(curl -s --max-time 5 "$BASE/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') >= $1))
+	(($(curl -s --max-time 5 "$METRICS/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') >= $1))
 }
 
 # both_slots_work: two runs at once are both admitted and answered
@@ -516,7 +519,7 @@ ms_since() {
 	port=$(free_port)
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$ROOT/scripts/codebox-run.sh" --port "$port" --rundir "$dir" \
-		--agent-port "$(free_port)" \
+		--agent-port "$(free_port)" --metrics-port "$(free_port)" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet --conf-dir "$ADMISSION_CONF" \
 		--run-uid-base "$(uid_base_for "$port")" >"$BATS_TEST_TMPDIR/run2.out" 2>&1 3>&- &
 	STACK_PID=$!

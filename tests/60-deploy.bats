@@ -388,3 +388,50 @@ MAKE
 	assert_output --partial "npm error code ECONNREFUSED"
 	assert_output --partial "install-deps: npm ci failed in $repo/deploy/checks (npm's error is above)"
 }
+
+# docs_js FILE EXPR: EXPR (JavaScript, over `docs`, the rendered documents) as compact JSON
+docs_js() {
+	node -e '
+		const fs = require("fs"), Y = require(process.argv[1]);
+		const docs = Y.parseAllDocuments(fs.readFileSync(process.argv[2], "utf8")).map((d) => d.toJS()).filter(Boolean);
+		console.log(JSON.stringify(eval(process.argv[3])));' \
+		"$ROOT/deploy/checks/node_modules/yaml" "$1" "$2"
+}
+
+@test "deploy: /metrics is on its own port: the clients' Service does not expose it; the monitoring overlay scrapes it from the monitoring namespace" {
+	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the manifests are checked by the pass without sanitizers"
+	local out="$BATS_TEST_TMPDIR"
+	kubectl kustomize "$ROOT/deploy/base" >"$out/base.yaml"
+	run -0 docs_js "$out/base.yaml" 'docs.filter((d) => d.kind === "Service").flatMap((d) => d.spec.ports.map((p) => p.port))'
+	assert_output "[8080]"
+	kubectl kustomize "$ROOT/deploy/overlays/monitoring" >"$out/mon.yaml"
+	run -0 docs_js "$out/mon.yaml" 'docs.filter((d) => d.kind === "ServiceMonitor").flatMap((d) => d.spec.endpoints.map((e) => e.port))'
+	assert_output '["metrics"]'
+	run -0 docs_js "$out/mon.yaml" 'docs.filter((d) => d.kind === "Service" && d.metadata.name === "codebox-metrics").flatMap((d) => d.spec.ports.map((p) => [p.port, p.targetPort]))'
+	assert_output '[[9090,"metrics"]]'
+	run -0 docs_js "$out/mon.yaml" 'docs.filter((d) => d.kind === "NetworkPolicy" && d.metadata.name === "codebox-metrics").flatMap((d) => d.spec.ingress.map((r) => [r.from, r.ports]))'
+	assert_output '[[[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}],[{"port":9090,"protocol":"TCP"}]]]'
+	run -0 docs_js "$out/mon.yaml" 'docs.filter((d) => d.kind === "Deployment").map((d) => d.spec.template.metadata.annotations["prometheus.io/port"])'
+	assert_output '["9090"]'
+}
+
+@test "deploy: bearer tokens: the auth component mounts the Secret in nginx's container alone, and the image turns them on from it" {
+	local out="$BATS_TEST_TMPDIR" d="$BATS_TEST_TMPDIR/deploy/overlays/with-auth"
+	# an overlay of the user's: the base with the component
+	mkdir -p "$d"
+	cp -r "$ROOT/deploy/base" "$ROOT/deploy/auth" "$ROOT/deploy/image" "$BATS_TEST_TMPDIR/deploy/"
+	printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../base\ncomponents:\n  - ../../auth\n' >"$d/kustomization.yaml"
+	kubectl kustomize "$d" >"$out/auth.yaml"
+	run -0 docs_js "$out/auth.yaml" 'docs.filter((d) => d.kind === "Deployment").flatMap((d) => d.spec.template.spec.containers.map((c) => [c.name, (c.env ?? []).filter((e) => e.name === "CODEBOX_AUTH_TOKENS").map((e) => e.value), (c.volumeMounts ?? []).filter((m) => m.name === "tokens").map((m) => m.readOnly)]))'
+	assert_output '[["nginx",["/etc/codebox/tokens/tokens"],[true]],["pool",[],[]]]'
+	run -0 node "$ROOT/deploy/checks/hardening.mjs" "$out/auth.yaml"
+	# the image's config step: the directive from the file; a named file that is missing refuses
+	printf '%s\n' codebox-token-0123456789abcdef >"$out/tokens"
+	CODEBOX_NGINX_CONF_DIR="$ROOT/nginx" CODEBOX_LIB_DIR="$ROOT/scripts" CODEBOX_LIMITS_DIR="$out/none" \
+		CODEBOX_AUTH_TOKENS="$out/tokens" run -0 "$ROOT/image/codebox-config" "$out/conf"
+	run -0 cat "$out/conf/codebox-auth.conf"
+	assert_output "codebox_auth_tokens $out/tokens;"
+	CODEBOX_NGINX_CONF_DIR="$ROOT/nginx" CODEBOX_LIB_DIR="$ROOT/scripts" CODEBOX_LIMITS_DIR="$out/none" \
+		CODEBOX_AUTH_TOKENS="$out/missing" run -1 "$ROOT/image/codebox-config" "$out/conf2"
+	assert_output --partial "CODEBOX_AUTH_TOKENS names $out/missing, which cannot be read"
+}

@@ -361,7 +361,7 @@ count_exists() {
 }
 
 pool_busy() {
-	curl -s "$BASE/metrics" | awk '$1 == "codebox_busy_rejections_total{source=\"pool\"}" { print $2 }'
+	curl -s "$METRICS/metrics" | awk '$1 == "codebox_busy_rejections_total{source=\"pool\"}" { print $2 }'
 }
 
 @test "agent: the agent-sandbox overlay's offline check refuses a misspelled or missing field" {
@@ -398,7 +398,7 @@ pool_busy() {
 
 # tier_runs PORT: runs finished from a warm template (light and heavy) on PORT (execute, agent)
 tier_runs() {
-	curl -s "$BASE/metrics" | awk -v p="api=\"$1\"" '/^codebox_executions_by_tier_total/ &&
+	curl -s "$METRICS/metrics" | awk -v p="api=\"$1\"" '/^codebox_executions_by_tier_total/ &&
 		index($0, p) && !/tier="cold"/ { n += $2 } END { print n + 0 }'
 }
 

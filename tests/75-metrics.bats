@@ -16,7 +16,7 @@ teardown_file() {
 }
 
 metrics() {
-	curl -s --max-time 10 "$BASE/metrics"
+	curl -s --max-time 10 "$METRICS/metrics"
 }
 
 value() { # value SERIES: the sample of exactly that series (name and labels), or 0
@@ -24,7 +24,7 @@ value() { # value SERIES: the sample of exactly that series (name and labels), o
 }
 
 @test "metrics: the exposition passes promtool check metrics" {
-	run -0 curl -s -D "$BATS_TEST_TMPDIR/h" "$BASE/metrics"
+	run -0 curl -s -D "$BATS_TEST_TMPDIR/h" "$METRICS/metrics"
 	grep -qi '^content-type: text/plain; version=0.0.4' "$BATS_TEST_TMPDIR/h"
 	run -0 promtool check metrics <<<"$output"
 	run -0 metrics
@@ -131,4 +131,13 @@ restarts_are() {
 	start=$(metrics | awk '$1 == "process_start_time_seconds" { printf "%d", $2 }')
 	# the supervisor started within the last hour, not in 1970
 	awk -v s="$start" -v now="$(date +%s)" 'BEGIN { exit !(s > now - 3600 && s <= now + 1) }'
+}
+
+@test "metrics: GET /metrics is served on its own port only, not on port 8080" {
+	run -0 curl -s -o /dev/null -w '%{http_code}' "$BASE/metrics"
+	assert_output 404
+	run -0 curl -s -o /dev/null -w '%{http_code}' "$METRICS/execute"
+	assert_output 404
+	run -0 curl -s -o /dev/null -w '%{http_code}' "$METRICS/metrics"
+	assert_output 200
 }

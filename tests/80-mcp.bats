@@ -83,7 +83,7 @@ call() {
 		(.result.structuredContent | del(.durationMs)) == ($w | del(.durationMs))' <<<"$reply"
 	[[ $(field '.result.content[0].text') == "status: succeeded, exit code 0 ("*$'ms)\nstdout:\n'"$(jq -r .stdout <<<"$want")"* ]]
 	# counted, and logged with its request id
-	run -0 curl -s "$BASE/metrics"
+	run -0 curl -s "$METRICS/metrics"
 	assert_output --partial 'codebox_executions_total{api="mcp",status="succeeded"} 1'
 	run -0 jq -e 'select(.api == "mcp") | .status == "succeeded" and (.requestId | test("^[0-9a-f]{32}$"))' \
 		"$STACK_DIR/logs/pool.log"
@@ -150,7 +150,7 @@ call() {
 
 # in_flight N: the pool's gauge of runs in flight is N
 in_flight() {
-	[[ $(curl -s "$BASE/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == "$1" ]]
+	[[ $(curl -s "$METRICS/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == "$1" ]]
 }
 
 @test "mcp: a call while every execution slot runs is 429 with Retry-After, as /execute's" {

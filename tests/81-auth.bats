@@ -28,7 +28,7 @@ status() {
 @test "auth: without a token every route answers 401 JSON with WWW-Authenticate; the probes answer" {
 	local r
 	for r in "POST $BASE/execute" "GET $BASE/capabilities" "GET $BASE/isolation" "GET $BASE/tool" \
-		"GET $BASE/metrics" "POST $BASE/mcp" "GET $BASE/nowhere" "GET $BASE/execute" "POST $AGENT/execute" \
+		"GET $METRICS/metrics" "POST $BASE/mcp" "GET $BASE/nowhere" "GET $BASE/execute" "POST $AGENT/execute" \
 		"GET $AGENT/list/" "GET $AGENT/"; do
 		# shellcheck disable=SC2086
 		assert_equal "$(status $r -d '{"code":"print(1)"}')" 401

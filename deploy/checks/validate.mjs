@@ -10,8 +10,12 @@ let failed = 0;
 const lines = [];
 let n = 0;
 
+// groups outside kubernetes-models' own, and the package that types them
+const groupPackages = { "monitoring.coreos.com": "@kubernetes-models/prometheus-operator" };
+
 function modulePath(apiVersion, kind) {
   const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : [null, apiVersion];
+  if (group && groupPackages[group]) return `${groupPackages[group]}/${group}/${version}/${kind}`;
   return `kubernetes-models/${group ? group + "/" : ""}${version}/${kind}`;
 }
 

@@ -37,14 +37,15 @@ preload_env() {
 # stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
 # answers 200 (bounded: 120 s, and only while the stack is alive).
 stack_start() {
-	local port agent_port i
+	local port agent_port metrics_port i
 	# an external stack (make image-test, make kind-test): only its HTTP surface is tested
 	if [[ -n ${CODEBOX_BASE:-} ]]; then
 		BASE=$CODEBOX_BASE
 		AGENT=${CODEBOX_AGENT_BASE:-}
+		METRICS=${CODEBOX_METRICS_BASE:-}
 		STACK_DIR=""
 		STACK_PID=""
-		export BASE AGENT STACK_DIR STACK_PID
+		export BASE AGENT METRICS STACK_DIR STACK_PID
 		return 0
 	fi
 	# not under bats' private temp dir: a root pool runs programs as other uids, which must
@@ -53,6 +54,8 @@ stack_start() {
 	port=$(free_port)
 	agent_port=$(free_port)
 	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
+	metrics_port=$(free_port)
+	while [[ $metrics_port == "$port" || $metrics_port == "$agent_port" ]]; do metrics_port=$(free_port); done
 	# concurrent stacks (other suites, other checkouts) never share run uids: each takes a
 	# range of 256 derived from its port, which no other live stack holds
 	# warm stacks preload numpy alone unless the suite asks for the default five
@@ -64,17 +67,19 @@ stack_start() {
 	local preload
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" \
-		"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" --rundir "$STACK_DIR" \
+		"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" \
+		--metrics-port "$metrics_port" --rundir "$STACK_DIR" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
 		--run-uid-base "$(uid_base_for "$port")" "$@" \
 		>"$STACK_DIR/run.out" 2>&1 3>&- &
 	STACK_PID=$!
 	BASE="http://127.0.0.1:$port"
-	AGENT="http://127.0.0.1:$agent_port" # port 8888's protocol
+	AGENT="http://127.0.0.1:$agent_port"     # port 8888's protocol
+	METRICS="http://127.0.0.1:$metrics_port" # GET /metrics
 	# started by a test rather than setup_file: the test's teardown stops it (the file's
 	# teardown_file only knows the stack setup_file started)
 	STACK_IN_TEST=${BATS_TEST_NAME:+1}
-	export STACK_DIR STACK_PID BASE AGENT STACK_IN_TEST
+	export STACK_DIR STACK_PID BASE AGENT METRICS STACK_IN_TEST
 	if codebox_wait_ready "$BASE" "$STACK_PID" "$STACK_DIR"; then
 		return 0
 	fi
