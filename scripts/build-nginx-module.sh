@@ -17,7 +17,11 @@ fi
 
 # a module loads only into the nginx it was built against: refuse a mismatch plainly
 nginx_bin=${NGINX:-/usr/sbin/nginx}
-have=$("$nginx_bin" -v 2>&1 | sed -n 's|^nginx version: nginx/\([0-9.]*\).*|\1|p')
+have=""
+# (an image's build stage has the sources alone: its nginx is the final stage's)
+if [[ -x $nginx_bin ]]; then
+	have=$("$nginx_bin" -v 2>&1 | sed -n 's|^nginx version: nginx/\([0-9.]*\).*|\1|p' || true)
+fi
 dev=$(sed -n 's|^#define NGINX_VERSION *"\([0-9.]*\)"|\1|p' "$src/src/core/nginx.h" 2>/dev/null || true)
 if [[ -n $have && -n $dev && $have != "$dev" ]]; then
 	echo "build-nginx-module: nginx $have is installed but nginx-dev holds $dev's sources; the" \
