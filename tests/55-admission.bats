@@ -444,8 +444,12 @@ ms_since() {
 	sleepers 2 2 ctrlc
 	wait_for "two runs in flight" 100 runs_at_least 2
 	kill -INT -- "-$STACK_PID"
-	# new requests are refused or answered with a JSON error while it drains
-	wait_for "the drain to start" 50 grep -q "shutting down: draining" "$STACK_DIR/logs/pool.log"
+	# new requests are refused or answered with a JSON error while it drains (bounded
+	# generously: the other lane loads the machine)
+	wait_for "the drain to start" 300 grep -q "shutting down: draining" "$STACK_DIR/logs/pool.log" || {
+		cat "$BATS_TEST_TMPDIR/run.out" >&2
+		return 1
+	}
 	code=$(curl -s -o "$BATS_TEST_TMPDIR/late" -w '%{http_code}' --max-time 10 \
 		--data-binary '{"code":"print(1)"}' "$BASE/execute" || true)
 	[[ $code == 000 || $code == 502 || $code == 503 ]]
