@@ -237,7 +237,7 @@ wait_pool_leftovers() {
 	local i
 	for ((i = 0; i < (drain + 5) * 10; i++)); do
 		pool_leftovers || return 0
-		sleep 0.1
+		sleep 0.1 || true
 	done
 	echo "codebox-run: the pool's processes did not stop within $((drain + 5)) s; killing them" >&2
 	local left
@@ -268,7 +268,7 @@ for ((i = 0; i < 1200; i++)); do
 	if ((signals)) || ! kill -0 "$pool_pid" 2>/dev/null; then
 		break
 	fi
-	sleep 0.1
+	sleep 0.1 || true # a Ctrl-C ends sleep too: the loop checks $signals, set -e must not end the script
 done
 if [[ ! -S $socket ]]; then
 	if ((signals)); then
@@ -311,7 +311,7 @@ for ((i = 0; i < 300; i++)); do
 		stop_at_start
 		exit 1
 	fi
-	sleep 0.1
+	sleep 0.1 || true
 done
 ((i < 300)) || {
 	echo "codebox-run: nginx does not answer on 127.0.0.1:$port within 30 s" >&2
