@@ -179,7 +179,11 @@ template_main(const struct template_base *base, const struct template_args *t)
 		wait_ms = orphan_since ? 1000
 		          : !retiring  ? (int)(life_ms < 1000 ? life_ms : 1000) + 1
 		                       : -1;
-		if (poll(pfd, 2, wait_ms < 1 ? 1 : wait_ms) < 0 && errno != EINTR)
+		if (poll(pfd, 2,
+		         wait_ms < 0   ? -1
+		         : wait_ms < 1 ? 1
+		                       : wait_ms) < 0 &&
+		    errno != EINTR)
 			_exit(1);
 		if (pfd[1].revents) {
 			char word;
