@@ -211,17 +211,6 @@ mcp_tools(const char *tool, size_t len)
 	return out;
 }
 
-char *
-mcp_tool_name(const char *tool, size_t len)
-{
-	json_t *t = json_loadb(tool, len, 0, NULL);
-	const char *name = json_string_value(json_object_get(t, "name"));
-	char *out = name ? strdup(name) : NULL;
-
-	json_decref(t);
-	return out;
-}
-
 /* one captured stream into f, under its name */
 static int
 put_stream(FILE *f, const char *name, const struct capture *c)

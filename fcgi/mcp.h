@@ -78,9 +78,6 @@ json_t *mcp_initialize(const char *requested_version, const char *server_version
  */
 json_t *mcp_tools(const char *tool, size_t len);
 
-/* The tool's name in GET /tool's document, or NULL (caller frees). */
-char *mcp_tool_name(const char *tool, size_t len);
-
 /*
  * tools/call's answer for a run: a text block a model reads well (the status, stdout, stderr,
  * the result), the /execute answer (reply, reply_len bytes, as reply_outcome() wrote it) as

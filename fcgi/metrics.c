@@ -13,6 +13,7 @@
  * line per request. Its size is the count; reading it is one fstat().
  */
 #include "metrics.h"
+#include "proc.h"
 
 #include "util.h"
 
@@ -248,29 +249,21 @@ proc_usage(pid_t pid, unsigned long long *ticks, unsigned long long *rss_pages,
 static void
 render_process(FILE *f)
 {
-	pid_t sup = getppid();
-	char path[96], kids[4096];
+	pid_t sup = getppid(), kids[256];
+	char path[96];
 	unsigned long long ticks = 0, rss = 0, start = 0, t, r, st;
 	long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
 	double boot = 0;
-	int fds = 0, fd;
-	ssize_t n;
+	int fds = 0, n;
 	FILE *up;
 	DIR *d;
 	struct rlimit lim = {0};
 
 	if (proc_usage(sup, &ticks, &rss, &start) < 0 || hz <= 0)
 		return;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)sup, (int)sup);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	n = fd >= 0 ? read(fd, kids, sizeof(kids) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	for (char *k = n > 0 ? (kids[n] = '\0', kids) : NULL, *end; k != NULL && *k; k = end) {
-		long pid = strtol(k, &end, 10);
-		if (end == k)
-			break;
-		if (proc_usage((pid_t)pid, &t, &r, &st) == 0) {
+	n = proc_children_of(sup, kids, 256);
+	for (int k = 0; k < n; k++) {
+		if (proc_usage(kids[k], &t, &r, &st) == 0) {
 			ticks += t;
 			rss += r;
 		}

@@ -45,17 +45,19 @@ proc_kill(pid_t target, int sig, const char *what)
 	return -1;
 }
 
-/* Reads up to max pids of this thread's children. Returns the count, or -1 when the kernel
- * has no /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN). */
-static int
-proc_children(pid_t *pids, int max)
+int
+proc_children_of(pid_t pid, pid_t *pids, int max)
 {
 	char path[64], buf[4096];
 	int fd, n = 0;
 	ssize_t r;
 	size_t len = 0;
 
-	snprintf(path, sizeof(path), "/proc/self/task/%ld/children", (long)syscall(SYS_gettid));
+	if (pid > 0)
+		snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/task/%ld/children",
+		         (long)syscall(SYS_gettid));
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -123,7 +125,7 @@ proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *main_
 	for (;;) {
 		if (proc_reap(main_pid, main_reaped, main_status, main_ru) < 0)
 			return 0; /* no child left */
-		int n = proc_children(pids, (int)(sizeof(pids) / sizeof(pids[0])));
+		int n = proc_children_of(0, pids, (int)(sizeof(pids) / sizeof(pids[0])));
 		if (n < 0) {
 			if (!warned) {
 				log_msg(LOG_WARN,

@@ -21,6 +21,11 @@ int proc_kill(pid_t target, int sig, const char *what);
 int proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *main_status,
                            struct rusage *main_ru, long long deadline_ms);
 
+/* Reads up to max pids of pid's children (its main thread's; 0: this thread's), one bounded
+ * read. Returns the count, or -1 when the kernel has no /proc/<pid>/task/<tid>/children
+ * (CONFIG_PROC_CHILDREN). */
+int proc_children_of(pid_t pid, pid_t *pids, int max);
+
 /* Milliseconds on CLOCK_MONOTONIC. */
 long long proc_now_ms(void);
 

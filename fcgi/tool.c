@@ -96,9 +96,9 @@ tool_render(const char *capabilities, size_t len, enum tool_format format, size_
 		goto out;
 	if (format == TOOL_OPENAI)
 		tool = json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function", "function", "name",
-		                 "code_executor", "description", desc, "parameters", schema);
+		                 TOOL_NAME, "description", desc, "parameters", schema);
 	else
-		tool = json_pack("{s:s, s:s, s:o}", "name", "code_executor", "description", desc,
+		tool = json_pack("{s:s, s:s, s:o}", "name", TOOL_NAME, "description", desc,
 		                 "input_schema", schema);
 	if (tool != NULL) {
 		out = json_dumps(tool, JSON_COMPACT | JSON_PRESERVE_ORDER);

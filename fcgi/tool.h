@@ -6,6 +6,9 @@
 
 #include <stddef.h>
 
+/* The tool's name (GET /tool, MCP's tools/list and tools/call) */
+#define TOOL_NAME "code_executor"
+
 enum tool_format {
 	TOOL_ANTHROPIC, /* {"name", "description", "input_schema"} */
 	TOOL_OPENAI, /* {"type": "function", "function": {"name", "description", "parameters"}} */

@@ -310,34 +310,24 @@ static pid_t zy_killed[4]; /* zygotes killed, not yet reaped */
 static void
 orphans_find(void)
 {
-	char path[64], kids[8192], comm[32];
-	ssize_t n;
-	int fd;
+	pid_t kids[256];
+	int n = proc_children_of(0, kids, 256);
 
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	n = fd >= 0 ? read(fd, kids, sizeof(kids) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return;
-	kids[n] = '\0';
-	for (char *k = kids, *end; *k; k = end) {
-		long pid = strtol(k, &end, 10);
+	for (int c = 0; c < n; c++) {
+		char path[64], comm[32];
+		ssize_t len;
 		unsigned tier;
 		bool known = false;
-		int free_i = -1;
+		int free_i = -1, fd;
 
-		if (end == k)
-			break;
-		snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)kids[c]);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
-		n = fd >= 0 ? read(fd, comm, sizeof(comm) - 1) : -1;
+		len = fd >= 0 ? read(fd, comm, sizeof(comm) - 1) : -1;
 		if (fd >= 0)
 			close(fd);
-		if (n <= 0)
+		if (len <= 0)
 			continue;
-		comm[n] = '\0';
+		comm[len] = '\0';
 		if (strcmp(comm, "codebox-warm\n") == 0)
 			tier = WARM_TIER_LIGHT;
 		else if (strcmp(comm, "codebox-heavy\n") == 0)
@@ -345,20 +335,20 @@ orphans_find(void)
 		else
 			continue;
 		for (int i = 0; i < WARM_MAX_ORPHANS; i++) {
-			known |= orphans[i].pid == (pid_t)pid;
+			known |= orphans[i].pid == kids[c];
 			if (orphans[i].pid == 0 && free_i < 0)
 				free_i = i;
 		}
 		if (known)
 			continue;
 		if (free_i < 0) {
-			proc_kill((pid_t)pid, SIGKILL, "an orphaned template (too many)");
+			proc_kill(kids[c], SIGKILL, "an orphaned template (too many)");
 			continue;
 		}
-		orphans[free_i].pid = (pid_t)pid;
+		orphans[free_i].pid = kids[c];
 		orphans[free_i].tier = tier;
-		log_msg(LOG_INFO, "the %s template (pid %ld) of a zygote that died serves on",
-		        tier == WARM_TIER_HEAVY ? "heavy" : "light", pid);
+		log_msg(LOG_INFO, "the %s template (pid %d) of a zygote that died serves on",
+		        tier == WARM_TIER_HEAVY ? "heavy" : "light", (int)kids[c]);
 	}
 }
 

@@ -351,7 +351,7 @@ worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *b
 static void
 worker_mcp_call(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
                 FCGX_Request *req, const struct limits *l, const char *request_id,
-                const struct mcp_message *m, const char *tool_name)
+                const struct mcp_message *m)
 {
 	const char *name = json_string_value(json_object_get(m->params, "name"));
 	json_t *args = json_object_get(m->params, "arguments");
@@ -360,9 +360,9 @@ worker_mcp_call(const struct worker_config *wc, const struct run_config *run, st
 	char message[256], *text, *reply, *answer;
 	size_t len, reply_len;
 
-	if (name == NULL || strcmp(name, tool_name) != 0) {
+	if (name == NULL || strcmp(name, TOOL_NAME) != 0) {
 		snprintf(message, sizeof(message), "unknown tool: %s (this server has %s)",
-		         name ? name : "(none)", tool_name);
+		         name ? name : "(none)", TOOL_NAME);
 		answer = mcp_error(m->id, MCP_INVALID_PARAMS, message, &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
 		return;
@@ -435,7 +435,7 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 	const char *origin = FCGX_GetParam("HTTP_ORIGIN", req->envp);
 	const char *version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", req->envp);
 	struct mcp_message m;
-	char message[256], *body = NULL, *caps = NULL, *tool = NULL, *name = NULL, *answer = NULL;
+	char message[256], *body = NULL, *caps = NULL, *tool = NULL, *answer = NULL;
 	size_t len = 0, caps_len, tool_len = 0;
 	long n;
 
@@ -489,13 +489,15 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 	case MCP_MSG_REQUEST:
 		break;
 	}
-	/* the tool is GET /tool's: one description everywhere */
-	caps = reply_capabilities(wc->probe, l, wc->files_contained, &caps_len);
-	tool = caps ? tool_render(caps, caps_len, TOOL_ANTHROPIC, &tool_len) : NULL;
-	name = tool ? mcp_tool_name(tool, tool_len) : NULL;
-	if (name == NULL) {
-		worker_mcp_send(req, 500, NULL, NULL, 0);
-		goto out;
+	/* the tool is GET /tool's: one description everywhere, rendered only where it is
+	 * answered (initialize, tools/list), never on a call's way to its run */
+	if (strcmp(m.method, "initialize") == 0 || strcmp(m.method, "tools/list") == 0) {
+		caps = reply_capabilities(wc->probe, l, wc->files_contained, &caps_len);
+		tool = caps ? tool_render(caps, caps_len, TOOL_ANTHROPIC, &tool_len) : NULL;
+		if (tool == NULL) {
+			worker_mcp_send(req, 500, NULL, NULL, 0);
+			goto out;
+		}
 	}
 	if (strcmp(m.method, "initialize") == 0) {
 		json_t *d = json_loadb(tool, tool_len, 0, NULL);
@@ -507,7 +509,7 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 		        &instructions,
 		        "codebox runs Python programs in isolated sandboxes. Its one tool, %s: "
 		        "%s",
-		        name, desc) < 0)
+		        TOOL_NAME, desc) < 0)
 			instructions = NULL;
 		answer = instructions
 		             ? mcp_result(m.id, mcp_initialize(want, CODEBOX_VERSION, instructions),
@@ -528,7 +530,7 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 			    mcp_error(m.id, MCP_INVALID_PARAMS, "tools/call needs params", &len);
 			worker_mcp_send(req, 200, NULL, answer, len);
 		} else {
-			worker_mcp_call(wc, run, slot, req, l, request_id, &m, name);
+			worker_mcp_call(wc, run, slot, req, l, request_id, &m);
 		}
 	} else {
 		snprintf(message, sizeof(message), "method not found: %.120s", m.method);
@@ -538,7 +540,6 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 out:
 	free(caps);
 	free(tool);
-	free(name);
 	mcp_message_free(&m);
 }
 
