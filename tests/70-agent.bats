@@ -457,3 +457,41 @@ command_init() {
 	wait_for "the command to die with its init" 50 marker_gone "$m"
 	still_serving
 }
+
+@test "agent: a warm command shares no page, no layout, no AT_RANDOM and no path with the pool" {
+	run -0 curl -s "$BASE/isolation"
+	[[ $(jq -r .details.interpreter <<<"$output") == warm ]] || skip "runs are cold here: the cold suites check them"
+	[[ $(jq -r .details.privateProc <<<"$output") == true ]] || skip "no /proc of its own in a run here"
+	local before guards nginx half imp
+	before=$(tier_runs agent)
+	client write shared-pages.py "$ROOT/tests/programs/attacks/shared-pages.py"
+	client write layout.py "$ROOT/tests/programs/layout.py"
+	client write memory-scan.py "$ROOT/tests/programs/memory-scan.py"
+	# the runtime directory's path, in two halves (the program never holds it whole)
+	half=$((${#STACK_DIR} / 2))
+	printf '%s\n%s' "${STACK_DIR:0:half}" "${STACK_DIR:half}" >"$BATS_TEST_TMPDIR/needle"
+	client write needle "$BATS_TEST_TMPDIR/needle"
+	nginx=$(stack_nginx_pid)
+	# shellcheck disable=SC2046
+	guards=$("$PY" "$ROOT/tests/programs/layout.py" "$(pool_pid)" $(worker_pids) "$nginx" $(pgrep -P "$nginx"))
+	# both tiers: a command naming numpy takes the heavy template here
+	for imp in "" "import numpy; "; do
+		# every shared mapping written over: only the C library's read-only views of files
+		agent_run "python3 -c '${imp}import runpy; runpy.run_path(\"shared-pages.py\")'"
+		assert_equal "$(field .exit_code)" 0
+		run -0 jq -e 'all(.perms == "r--s" and (.path | startswith("/usr/")))' <<<"$(field .stdout)"
+		# AT_RANDOM and the bases of libc, the heap, the executable: none the pool's, a
+		# worker's or nginx's
+		agent_run "python3 -c '${imp}import runpy; runpy.run_path(\"layout.py\")'"
+		run -0 jq -e --argjson g "$guards" 'length == 1 and .[0].random != null and .[0].libc != null and
+			(.[0] as $r | [$g[] | select(.random == $r.random or (.libc != null and .libc == $r.libc) or
+			(.heap != null and .heap == $r.heap) or (.exe != null and .exe == $r.exe))] | length == 0)' \
+			<<<"$(field .stdout)"
+		# no byte of the runtime directory's path in any readable page
+		agent_run "python3 -c '${imp}import io, runpy, sys; sys.stdin = io.StringIO(open(\"needle\").read()); runpy.run_path(\"memory-scan.py\")'"
+		run -0 jq -e '.found == 0 and .scanned_mb > 10' <<<"$(field .stdout)"
+	done
+	# all six ran warm
+	assert_equal "$(($(tier_runs agent) - before))" 6
+	still_serving
+}
