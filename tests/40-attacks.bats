@@ -248,6 +248,21 @@ healthy_and_clean() {
 	healthy_and_clean
 }
 
+@test "attacks: no byte of the runtime directory's path is in a run's readable memory, on either tier" {
+	[[ -n ${STACK_DIR:-} ]] || skip "an external stack: its runtime directory is not this shell's"
+	run -0 curl -s "$BASE/isolation"
+	[[ $(jq -r .details.privateProc <<<"$output") == true ]] || skip "no /proc of its own in a run here"
+	local half=$((${#STACK_DIR} / 2)) prefix
+	# (warm in the warm pass, cold in the cold one; a program naming scipy takes the heavy tier)
+	for prefix in "" $'# scipy\n'; do
+		execute "$prefix$(cat "$ROOT/tests/programs/memory-scan.py")" \
+			"$(jq -cn --arg a "${STACK_DIR:0:half}" --arg b "${STACK_DIR:half}" '{stdin: ($a + "\n" + $b)}')"
+		assert_equal "$(field .status)" succeeded
+		run -0 jq -e '.found == 0 and .scanned_mb > 5' <<<"$(field .stdout)"
+	done
+	healthy_and_clean
+}
+
 @test "attacks: signalling the worker, the pool, nginx or init fails and they live on" {
 	local pool worker nginx
 	pool=$(pool_pid)
