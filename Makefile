@@ -35,13 +35,13 @@ NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp
+           outcome tier pycmd mcp files
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
 UNIT_DEPS_result  = result jsonw utf8
-UNIT_DEPS_request = request limits
+UNIT_DEPS_request = request limits files capture utf8 workspace util proc log jsonw
 UNIT_DEPS_limits  = limits
-UNIT_DEPS_reply   = reply jsonw capture result outcome isolation utf8
+UNIT_DEPS_reply   = reply jsonw capture result outcome isolation utf8 files workspace util proc log
 UNIT_DEPS_jsonw   = jsonw
 UNIT_DEPS_workdir = workdir log jsonw util proc
 UNIT_DEPS_isolation = isolation
@@ -53,6 +53,7 @@ UNIT_DEPS_outcome = outcome capture utf8
 UNIT_DEPS_tier    = tier
 UNIT_DEPS_pycmd   = pycmd
 UNIT_DEPS_mcp     = mcp jsonw capture utf8 result outcome
+UNIT_DEPS_files   = files capture utf8 workspace util proc log jsonw
 
 .PHONY: all help deps build run test unit bats asan asan-build bats-run asan-run check lint \
         format clean bench
@@ -133,7 +134,7 @@ unit: deps $(UNIT_BIN)
 # every suite warm (the default), then the four suites about what a run sees and cannot do
 # cold as well (CODEBOX_WARM=0)
 COLD_SUITES = tests/10-contract.bats tests/20-limits.bats tests/30-isolation.bats tests/40-attacks.bats \
-              tests/99-leftovers.bats
+              tests/82-files.bats tests/99-leftovers.bats
 
 bats: build
 	@$(MAKE) --no-print-directory bats-run

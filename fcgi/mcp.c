@@ -179,19 +179,20 @@ mcp_initialize(const char *requested_version, const char *server_version, const 
 	                 "version", server_version, "instructions", instructions);
 }
 
-/* POST /execute's answer, as JSON Schema: the eight keys (details may follow) */
+/* POST /execute's answer, as JSON Schema: the eight keys (details and artifacts may follow) */
 static json_t *
 output_schema(void)
 {
 	return json_pack(
 	    "{s:s, s:{s:{s:s, s:[s,s,s]}, s:{s:[s,s]}, s:{s:s}, s:{s:s}, s:{}, s:{s:[s,s]}, "
-	    "s:{s:s, s:i}, s:{s:s}, s:{s:s}}, s:[s,s,s,s,s,s,s,s]}",
+	    "s:{s:s, s:i}, s:{s:s}, s:{s:s}, s:{s:s, s:{s:s}}}, s:[s,s,s,s,s,s,s,s]}",
 	    "type", "object", "properties", "status", "type", "string", "enum", "succeeded",
 	    "failed", "timed_out", "exitCode", "type", "integer", "null", "stdout", "type",
 	    "string", "stderr", "type", "string", "result", "resultError", "type", "string", "null",
 	    "durationMs", "type", "integer", "minimum", 0, "truncated", "type", "boolean",
-	    "details", "type", "object", "required", "status", "exitCode", "stdout", "stderr",
-	    "result", "resultError", "durationMs", "truncated");
+	    "details", "type", "object", "artifacts", "type", "array", "items", "type", "object",
+	    "required", "status", "exitCode", "stdout", "stderr", "result", "resultError",
+	    "durationMs", "truncated");
 }
 
 json_t *
@@ -234,8 +235,11 @@ put_stream(FILE *f, const char *name, const struct capture *c)
 
 /* The text a model reads: what happened, then each stream, then the result. */
 static char *
-call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
+call_text(const struct run_outcome *o, size_t max_result_bytes, const json_t *artifacts,
+          size_t *len)
 {
+	size_t i;
+	const json_t *a;
 	char *text = NULL, errbuf[128];
 	const char *rerr;
 	FILE *f = open_memstream(&text, len);
@@ -261,6 +265,15 @@ call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
 	rerr = result_error_string(o->result_status, max_result_bytes, errbuf, sizeof(errbuf));
 	if (rerr != NULL)
 		fprintf(f, "result.json was not accepted: %s\n", rerr);
+	json_array_foreach(artifacts, i, a)
+	{
+		const char *omitted = json_string_value(json_object_get(a, "omitted"));
+		fprintf(f, "file: %s (%s, %lld bytes%s%s)\n",
+		        json_string_value(json_object_get(a, "path")),
+		        json_string_value(json_object_get(a, "mimeType")),
+		        (long long)json_integer_value(json_object_get(a, "bytes")),
+		        omitted ? "; not sent: " : "", omitted ? omitted : "");
+	}
 	if (fclose(f) != 0 || bad) {
 		free(text);
 		return NULL;
@@ -270,11 +283,12 @@ call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
 
 char *
 mcp_call_answer(const json_t *id, const struct run_outcome *o, const char *reply, size_t reply_len,
-                size_t max_result_bytes, size_t *len)
+                size_t max_result_bytes, const json_t *artifacts, size_t *len)
 {
 	struct jsonw w;
-	size_t tlen;
-	char *text = call_text(o, max_result_bytes, &tlen);
+	size_t tlen, i;
+	char *text = call_text(o, max_result_bytes, artifacts, &tlen);
+	const json_t *a;
 
 	if (text == NULL)
 		return NULL;
@@ -282,7 +296,24 @@ mcp_call_answer(const json_t *id, const struct run_outcome *o, const char *reply
 	put_head(&w, id);
 	jsonw_lit(&w, ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
 	jsonw_str(&w, text, tlen);
-	jsonw_lit(&w, "}],\"structuredContent\":");
+	jsonw_lit(&w, "}");
+	/* pictures the run made (a figure it showed or left open, a file it saved) are images
+	 * the model sees */
+	json_array_foreach(artifacts, i, a)
+	{
+		const char *mime = json_string_value(json_object_get(a, "mimeType"));
+		json_t *data = json_object_get(a, "contentBase64");
+		if (mime == NULL || !json_is_string(data) ||
+		    (strcmp(mime, "image/png") != 0 && strcmp(mime, "image/jpeg") != 0 &&
+		     strcmp(mime, "image/gif") != 0))
+			continue;
+		jsonw_lit(&w, ",{\"type\":\"image\",\"data\":");
+		jsonw_str(&w, json_string_value(data), json_string_length(data));
+		jsonw_lit(&w, ",\"mimeType\":");
+		jsonw_cstr(&w, mime);
+		jsonw_lit(&w, "}");
+	}
+	jsonw_lit(&w, "],\"structuredContent\":");
 	jsonw_raw(&w, reply, reply_len);
 	jsonw_lit(&w, ",\"isError\":");
 	jsonw_lit(&w, o->status == RUN_SUCCEEDED ? "false" : "true");

@@ -80,11 +80,14 @@ json_t *mcp_tools(const char *tool, size_t len);
 
 /*
  * tools/call's answer for a run: a text block a model reads well (the status, stdout, stderr,
- * the result), the /execute answer (reply, reply_len bytes, as reply_outcome() wrote it) as
- * structuredContent, and isError when the program did not succeed. Caller frees.
+ * the result, the files the run left), an image block for each picture among artifacts (the
+ * array artifacts_render() made, or NULL), the /execute answer (reply, reply_len bytes, as
+ * reply_outcome() wrote it) as structuredContent, and isError when the program did not
+ * succeed. Caller frees.
  */
 char *mcp_call_answer(const json_t *id, const struct run_outcome *o, const char *reply,
-                      size_t reply_len, size_t max_result_bytes, size_t *len);
+                      size_t reply_len, size_t max_result_bytes, const json_t *artifacts,
+                      size_t *len);
 
 /* tools/call's answer for a tool error the model can act on (isError, one text block). */
 char *mcp_call_error(const json_t *id, const char *text, size_t *len);

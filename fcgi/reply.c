@@ -7,6 +7,7 @@
  */
 #include "reply.h"
 
+#include "files.h"
 #include "jsonw.h"
 
 #include <jansson.h>
@@ -76,7 +77,7 @@ put_capture(struct jsonw *w, const struct capture *c)
 
 char *
 reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
-              const char *request_id, size_t *len)
+              const char *request_id, const json_t *artifacts, size_t *len)
 {
 	struct jsonw w;
 	char errbuf[128];
@@ -137,6 +138,15 @@ reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details
 		jsonw_lit(&w, ",\"stderrBytes\":");
 		jsonw_int(&w, (long long)o->err.total_bytes);
 		jsonw_lit(&w, "}");
+	}
+	if (artifacts != NULL) {
+		char *a = json_dumps(artifacts, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		jsonw_lit(&w, ",\"artifacts\":");
+		if (a == NULL)
+			w.failed = true;
+		else
+			jsonw_raw(&w, a, strlen(a));
+		free(a);
 	}
 	jsonw_lit(&w, "}");
 	return jsonw_take(&w, len);
@@ -232,7 +242,7 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
 	}
 	doc = json_pack(
 	    "{s:o, s:o, s:{s:b, s:b, s:i, s:i, s:s, s:s, s:s, s:o, s:b, s:b, s:o, s:s, s:s, s:s}, "
-	    "s:{s:I, s:I, s:o, s:b}, s:{s:I, s:I, s:I, s:I, s:I}, s:o}",
+	    "s:{s:I, s:I, s:o, s:b}, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}, s:o}",
 	    "layers", layers, "off", off, "details", "readOnlySystem", iso->on[ISO_MOUNTNS],
 	    "privateProc", iso->proc, "landlockAbi", iso->landlock_abi, "cgroupVersion",
 	    iso->on[ISO_CGROUP] ? iso->cgroup_version : 0, "memoryLimit",
@@ -256,6 +266,8 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
 	    iso->root_pool, "limits", "memoryBytes", (json_int_t)l->memory_bytes, "maxProcesses",
 	    (json_int_t)l->max_processes, "diskBytes", (json_int_t)l->disk_bytes, "maxStdinBytes",
 	    (json_int_t)l->max_stdin_bytes, "cpuMillicores", (json_int_t)l->cpu_millicores,
-	    "workspace", workspace);
+	    "maxInputFiles", (json_int_t)FILES_MAX_COUNT, "maxInputBytes",
+	    (json_int_t)files_max_bytes(l), "maxArtifacts", (json_int_t)ARTIFACTS_MAX_SENT,
+	    "maxArtifactBytes", (json_int_t)ARTIFACTS_MAX_BYTES, "workspace", workspace);
 	return dump_doc(doc, len);
 }

@@ -8,16 +8,19 @@
 #include <stddef.h>
 
 #include "isolation.h"
+#include <jansson.h>
+
 #include "limits.h"
 #include "outcome.h"
 #include "probe.h"
 
 /*
  * The 200 body of POST /execute: exactly the eight keys in contract order, plus "details"
- * when asked. Returns a newly allocated NUL-terminated string (caller frees) or NULL.
+ * when asked and "artifacts" (the array artifacts_render() made) when not NULL. Returns a
+ * newly allocated NUL-terminated string (caller frees) or NULL.
  */
 char *reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
-                    const char *request_id, size_t *len);
+                    const char *request_id, const json_t *artifacts, size_t *len);
 
 /* {"error": error, "message": message}. Caller frees; NULL when out of memory. */
 char *reply_error(const char *error, const char *message, size_t *len);

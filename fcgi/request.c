@@ -7,11 +7,22 @@
  */
 #include "request.h"
 
+#include "files.h"
+
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #define BODY_SHAPE "body must be {\"code\": \"<non-empty string>\"}"
+
+/* an optional key's value, or NULL when it is absent or null */
+static json_t *
+optional(json_t *root, const char *key)
+{
+	json_t *v = json_object_get(root, key);
+	return json_is_null(v) ? NULL : v;
+}
 
 int
 request_parse(struct request *r, const char *body, size_t len, const struct limits *l,
@@ -53,7 +64,8 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 	json_object_foreach(r->root, key, v)
 	{
 		if (strcmp(key, "code") != 0 && strcmp(key, "stdin") != 0 &&
-		    strcmp(key, "timeoutSeconds") != 0 && strcmp(key, "details") != 0) {
+		    strcmp(key, "timeoutSeconds") != 0 && strcmp(key, "details") != 0 &&
+		    strcmp(key, "files") != 0 && strcmp(key, "artifacts") != 0) {
 			/* the key as the client sent it, bounded and printable only */
 			char shown[41];
 			size_t n = 0;
@@ -62,12 +74,15 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 			shown[n] = '\0';
 			snprintf(message, message_len,
 			         "unknown key in body; allowed keys are code, stdin, "
-			         "timeoutSeconds and details (%s%s: extra_forbidden)",
+			         "timeoutSeconds, details, files and artifacts (%s%s: "
+			         "extra_forbidden)",
 			         shown, strlen(key) > n ? "..." : "");
 			goto invalid;
 		}
 	}
-	v = json_object_get(r->root, "stdin");
+	/* every optional key may be null, meaning absent (OpenAI's strict tool schemas send
+	 * null for what a model leaves out) */
+	v = optional(r->root, "stdin");
 	if (v != NULL) {
 		if (!json_is_string(v) || json_string_length(v) > l->max_stdin_bytes) {
 			snprintf(message, message_len,
@@ -79,7 +94,7 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 		r->stdin_data = json_string_value(v);
 		r->stdin_len = json_string_length(v);
 	}
-	v = json_object_get(r->root, "timeoutSeconds");
+	v = optional(r->root, "timeoutSeconds");
 	if (v != NULL) {
 		double t = json_is_number(v) ? json_number_value(v) : NAN;
 		if (!(t > 0) || t > (double)l->execution_timeout_seconds) {
@@ -97,7 +112,7 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 		if (r->wall_ms < 1)
 			r->wall_ms = 1;
 	}
-	v = json_object_get(r->root, "details");
+	v = optional(r->root, "details");
 	if (v != NULL) {
 		if (!json_is_boolean(v)) {
 			snprintf(message, message_len,
@@ -106,6 +121,19 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 		}
 		r->details = json_is_true(v);
 	}
+	v = optional(r->root, "artifacts");
+	if (v != NULL) {
+		if (!json_is_boolean(v)) {
+			snprintf(message, message_len,
+			         "artifacts must be true or false (artifacts: bool_type)");
+			goto invalid;
+		}
+		r->artifacts = json_is_true(v);
+	}
+	v = optional(r->root, "files");
+	if (v != NULL && files_parse(v, files_max_bytes(l), &r->files, &r->files_len, &r->n_files,
+	                             message, message_len) < 0)
+		goto invalid;
 	if (json_string_length(code) > l->max_code_bytes) {
 		/* the reference sandbox's message, exactly (API.md part 1) */
 		snprintf(message, message_len, "code must be at most %zu bytes", l->max_code_bytes);
@@ -123,5 +151,6 @@ void
 request_free(struct request *r)
 {
 	json_decref(r->root);
+	free(r->files);
 	memset(r, 0, sizeof(*r));
 }

@@ -17,6 +17,10 @@ struct request {
 	size_t stdin_len;
 	long wall_ms; /* the run's wall-clock limit */
 	bool details;
+	bool artifacts; /* the answer lists the files the run created or changed */
+	char *files;    /* owned: the inputs, packed (files.h), or NULL */
+	size_t files_len;
+	size_t n_files;
 	json_t *root; /* owned */
 };
 

@@ -125,6 +125,8 @@
  */
 #include "run.h"
 
+#include "files.h"
+
 #include "cgroup.h"
 #include "isolation.h"
 #include "jsonw.h"
@@ -277,7 +279,8 @@ report_complete(const struct report_buf *rb)
 {
 	struct sandbox_report rep;
 
-	return report_header(rb, &rep) && rb->len >= sizeof(rep) + rep.result_len;
+	return report_header(rb, &rep) &&
+	       rb->len >= sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len;
 }
 
 /* The user namespace's maps: the run's one inner uid and gid onto its host ones. */
@@ -793,6 +796,8 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	    .code_len = (uint32_t)spec->code_len,
 	    .stdin_len = (uint32_t)spec->stdin_len,
 	    .max_result_bytes = (uint32_t)spec->max_result_bytes,
+	    .files_len = (uint32_t)spec->files_len,
+	    .flags = spec->artifacts ? SANDBOX_WANT_ARTIFACTS : 0,
 	    .nproc = cfg->nproc_rlimit ? spec->caps.max_processes : 0,
 	    .fsize_bytes = spec->caps.disk_bytes,
 	    /* warm: the template's own address space is shared, not the run's */
@@ -805,8 +810,10 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	const struct {
 		const void *p;
 		size_t n;
-	} parts[] = {
-	    {&req, sizeof(req)}, {spec->code, spec->code_len}, {spec->stdin_data, spec->stdin_len}};
+	} parts[] = {{&req, sizeof(req)},
+	             {spec->code, spec->code_len},
+	             {spec->stdin_data, spec->stdin_len},
+	             {spec->files, spec->files_len}};
 	long long deadline = proc_now_ms() + RUN_STOP_MS;
 
 	(void)fcntl(box->ctl_w, F_SETFL, O_NONBLOCK);
@@ -924,7 +931,8 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	}
 	w->box = &s->box;
 	if (s->box.ns_mode) {
-		w->rb.cap = sizeof(struct sandbox_report) + spec->max_result_bytes + 1;
+		w->rb.cap = sizeof(struct sandbox_report) + spec->max_result_bytes +
+		            (spec->artifacts ? ARTIFACTS_BLOB_MAX : 0) + 1;
 		w->rb.buf = malloc(w->rb.cap);
 		if (w->rb.buf == NULL) {
 			out->fault = RUN_FAULT_OTHER;
@@ -1118,8 +1126,9 @@ run_read_report(const struct report_buf *rb, size_t max_result_bytes, struct out
 {
 	struct sandbox_report rep;
 
-	if (!report_header(rb, &rep) || rb->len != sizeof(rep) + rep.result_len ||
-	    rep.result_len > max_result_bytes)
+	if (!report_header(rb, &rep) ||
+	    rb->len != sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len ||
+	    rep.result_len > max_result_bytes || rep.artifacts_len > ARTIFACTS_BLOB_MAX)
 		return false;
 	f->wait_status = rep.program_status;
 	f->have_status = rep.program_reaped != 0;
@@ -1134,6 +1143,15 @@ run_read_report(const struct report_buf *rb, size_t max_result_bytes, struct out
 			memcpy(out->result_json, rb->buf + sizeof(rep), rep.result_len);
 			out->result_json[rep.result_len] = '\0';
 			out->result_len = rep.result_len;
+		}
+	}
+	if (rep.artifacts_len > 0) {
+		/* untrusted, like all of the report: artifacts_render() checks every record */
+		out->artifacts = malloc(rep.artifacts_len);
+		if (out->artifacts != NULL) {
+			memcpy(out->artifacts, rb->buf + sizeof(rep) + rep.result_len,
+			       rep.artifacts_len);
+			out->artifacts_len = rep.artifacts_len;
 		}
 	}
 	out->cpu_ms = rusage_cpu_ms(&rep.children);
@@ -1200,6 +1218,10 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		} else if (!box->ns_mode) {
 			out->result_status = result_read(box->wd.fd, spec->max_result_bytes,
 			                                 &out->result_json, &out->result_len);
+			/* direct mode: every process of the run is gone (box_kill above) */
+			if (spec->artifacts)
+				(void)artifacts_collect(box->wd.fd, &out->artifacts,
+				                        &out->artifacts_len);
 		}
 		f.oom_stopped = box->oom_stopped;
 		outcome_classify(&f, out);

@@ -68,6 +68,9 @@ struct run_spec {
 	size_t code_len;
 	const char *stdin_data;
 	size_t stdin_len;
+	const char *files; /* the input files, packed (files.h), or NULL */
+	size_t files_len;
+	bool artifacts; /* collect the files the run leaves (run_outcome.artifacts) */
 	long wall_ms;
 	size_t max_stdout_bytes;
 	size_t max_stderr_bytes;

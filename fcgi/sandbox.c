@@ -52,6 +52,8 @@
  */
 #include "sandbox.h"
 
+#include "files.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -198,37 +200,58 @@ read_full(int fd, void *buf, size_t n)
 	return 0;
 }
 
+/* What the warm program tells init once it has read the request. */
+struct sandbox_handoff {
+	uint64_t max_result_bytes;
+	uint64_t artifacts;
+};
+
+/* What the request brings into the sandbox: the code (a C string too: an agent's command),
+ * stdin and the input files, packed. */
+struct sandbox_input {
+	char *code;
+	size_t code_len;
+	char *input;
+	size_t input_len;
+	char *files;
+	size_t files_len;
+};
+
 /*
- * Reads the request that follows 'G' and applies its limits to s. *code and *input are
+ * Reads the request that follows 'G' and applies its limits to s. The input's buffers are
  * allocated here (the worker is single-threaded, so its malloc is consistent in the copy).
  */
 static int
-sandbox_read_request(int fd, struct sandbox_spec *s, char **code, size_t *code_len, char **input,
-                     size_t *input_len)
+sandbox_read_request(int fd, struct sandbox_spec *s, struct sandbox_input *in)
 {
 	struct sandbox_request req;
 
 	if (read_full(fd, &req, sizeof(req)) < 0)
 		return -1;
 	if (req.magic != SANDBOX_REQUEST_MAGIC || req.code_len > SANDBOX_MAX_INPUT_BYTES ||
-	    req.stdin_len > SANDBOX_MAX_INPUT_BYTES) {
+	    req.stdin_len > SANDBOX_MAX_INPUT_BYTES || req.files_len > SANDBOX_MAX_INPUT_BYTES) {
 		errno = EPROTO;
 		return -1;
 	}
-	*code = malloc((size_t)req.code_len + 1);
-	*input = malloc((size_t)req.stdin_len + 1);
-	if (*code == NULL || *input == NULL || read_full(fd, *code, req.code_len) < 0 ||
-	    read_full(fd, *input, req.stdin_len) < 0)
+	in->code = malloc((size_t)req.code_len + 1);
+	in->input = malloc((size_t)req.stdin_len + 1);
+	in->files = malloc((size_t)req.files_len + 1);
+	if (in->code == NULL || in->input == NULL || in->files == NULL ||
+	    read_full(fd, in->code, req.code_len) < 0 ||
+	    read_full(fd, in->input, req.stdin_len) < 0 ||
+	    read_full(fd, in->files, req.files_len) < 0)
 		return -1;
-	(*code)[req.code_len] = '\0'; /* an agent's command is a C string */
-	*code_len = req.code_len;
-	*input_len = req.stdin_len;
+	in->code[req.code_len] = '\0'; /* an agent's command is a C string */
+	in->code_len = req.code_len;
+	in->input_len = req.stdin_len;
+	in->files_len = req.files_len;
 	s->nproc = (unsigned long)req.nproc;
 	s->fsize_bytes = req.fsize_bytes;
 	s->as_bytes = req.as_bytes;
 	s->as_exec_bytes = req.as_exec_bytes;
 	s->cpu_limit_seconds = (long)req.cpu_limit_seconds;
 	s->max_result_bytes = req.max_result_bytes;
+	s->artifacts = (req.flags & SANDBOX_WANT_ARTIFACTS) != 0;
 	return 0;
 }
 
@@ -247,16 +270,26 @@ sandbox_make_stdin(const char *data, size_t len)
 	return fd;
 }
 
+/* main.py and the input files, into the working directory (the current one); frees what
+ * they were read into, but the code when keep_code (an agent's command is run, not written) */
 static int
-sandbox_write_code(const char *code, size_t len)
+sandbox_write_inputs(struct sandbox_input *in, bool keep_code)
 {
-	int fd = open("main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int rc;
+	int fd, rc = 0;
 
-	if (fd < 0)
-		return -1;
-	rc = util_write_all(fd, code, len);
-	close(fd);
+	if (!keep_code) {
+		fd = open("main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		rc = fd < 0 ? -1 : util_write_all(fd, in->code, in->code_len);
+		if (fd >= 0)
+			close(fd);
+		free(in->code);
+		in->code = NULL;
+	}
+	if (rc == 0 && in->files_len > 0)
+		rc = files_write(AT_FDCWD, in->files, in->files_len);
+	free(in->files);
+	free(in->input);
+	in->files = in->input = NULL;
 	return rc;
 }
 
@@ -416,9 +449,8 @@ sandbox_program(const struct sandbox_spec *s)
 static noreturn void
 sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 {
-	char *code, *input;
-	size_t code_len, input_len;
-	uint64_t max_result;
+	struct sandbox_input in;
+	struct sandbox_handoff handoff;
 	bool prepared;
 
 	if (sandbox_signals() < 0)
@@ -448,10 +480,10 @@ sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 	prepared = s->prepare(s) == 0;
 
 	/* the request: from here on the run's clock is running */
-	if (sandbox_read_request(s->ctl_fd, s, &code, &code_len, &input, &input_len) < 0)
+	if (sandbox_read_request(s->ctl_fd, s, &in) < 0)
 		_exit(0); /* the worker gave this sandbox up */
 	close(s->ctl_fd);
-	s->stdin_fd = sandbox_make_stdin(input, input_len);
+	s->stdin_fd = sandbox_make_stdin(in.input, in.input_len);
 	if (s->stdin_fd < 0 || dup2(s->stdin_fd, 0) < 0)
 		sandbox_fail(s, SANDBOX_STDIO, 0);
 	close(s->stdin_fd);
@@ -460,17 +492,14 @@ sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 		 * invocation (pycmd.h), else the shell does, as cold */
 		if (chdir("/app") < 0)
 			sandbox_fail(s, SANDBOX_CHDIR, 0);
-		s->command = code;
-	} else {
-		if (sandbox_write_code(code, code_len) < 0)
-			sandbox_fail(s, SANDBOX_CODE, 0);
-		free(code);
+		s->command = in.code;
 	}
-	free(input);
+	if (sandbox_write_inputs(&in, s->agent) < 0)
+		sandbox_fail(s, SANDBOX_CODE, 0);
 	if (sandbox_rlimits(s) < 0)
 		sandbox_fail(s, SANDBOX_RLIMITS, 0);
-	max_result = s->max_result_bytes;
-	if (util_write_all(handoff_fd, &max_result, sizeof(max_result)) < 0)
+	handoff = (struct sandbox_handoff){s->max_result_bytes, s->artifacts};
+	if (util_write_all(handoff_fd, &handoff, sizeof(handoff)) < 0)
 		sandbox_fail(s, SANDBOX_FORK, 1);
 	close(handoff_fd);
 	if (prepared)
@@ -492,23 +521,22 @@ noreturn void
 sandbox_run_program(const struct sandbox_spec *spec)
 {
 	struct sandbox_spec s = *spec;
-	char *code, *input;
-	size_t code_len, input_len;
+	struct sandbox_input in;
 
 	/* no page of the pool's admission, metrics or audit trail in a run */
 	util_unmap_shared();
 	if (sandbox_wait_go(&s) < 0)
 		sandbox_fail(&s, SANDBOX_WAIT, 0);
-	if (sandbox_read_request(s.ctl_fd, &s, &code, &code_len, &input, &input_len) < 0)
+	if (sandbox_read_request(s.ctl_fd, &s, &in) < 0)
 		_exit(0); /* the worker gave this sandbox up */
-	s.stdin_fd = sandbox_make_stdin(input, input_len);
+	s.stdin_fd = sandbox_make_stdin(in.input, in.input_len);
 	if (s.stdin_fd < 0)
 		sandbox_fail(&s, SANDBOX_STDIO, 0);
 	if (chdir(s.workdir) < 0)
 		sandbox_fail(&s, SANDBOX_CHDIR, 0);
 	if (sandbox_ids(&s) < 0)
 		sandbox_fail(&s, SANDBOX_IDS, 0);
-	if (sandbox_write_code(code, code_len) < 0)
+	if (sandbox_write_inputs(&in, false) < 0)
 		sandbox_fail(&s, SANDBOX_CODE, 0);
 	sandbox_program(&s);
 }
@@ -597,12 +625,11 @@ sandbox_init(const struct sandbox_spec *spec)
 {
 	struct sandbox_spec spec_copy = *spec, *s = &spec_copy;
 	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
-	char *code, *input;
-	size_t code_len, input_len;
+	struct sandbox_input in;
 	sigset_t chld, waitmask;
 	enum mounts_step mstep = 0;
-	char *json = NULL;
-	size_t json_len = 0;
+	char *json = NULL, *artifacts = NULL;
+	size_t json_len = 0, artifacts_len = 0;
 	pid_t prog;
 	int st, dirfd;
 
@@ -682,7 +709,7 @@ sandbox_init(const struct sandbox_spec *spec)
 	if (s->prepare != NULL) {
 		/* warm: the program is forked now and reads the request itself (above) */
 		int hp[2];
-		uint64_t max_result = 0;
+		struct sandbox_handoff handoff = {0, 0};
 		ssize_t r;
 
 		if (pipe2(hp, O_CLOEXEC) < 0)
@@ -700,10 +727,10 @@ sandbox_init(const struct sandbox_spec *spec)
 		close(s->error_fd);
 		/* until the program has read the request, the control pipe is its own */
 		do
-			r = read(hp[0], &max_result, sizeof(max_result));
+			r = read(hp[0], &handoff, sizeof(handoff));
 		while (r < 0 && errno == EINTR);
 		close(hp[0]);
-		if (r != (ssize_t)sizeof(max_result)) {
+		if (r != (ssize_t)sizeof(handoff)) {
 			/* gone before the request: the worker gave the sandbox up (status 0),
 			 * or a step failed (reported on the error pipe); report what happened */
 			while (waitpid(prog, &st, 0) < 0 && errno == EINTR)
@@ -713,30 +740,28 @@ sandbox_init(const struct sandbox_spec *spec)
 			rep.program_reaped = 1;
 			rep.program_status = st;
 		}
-		s->max_result_bytes = (size_t)max_result;
+		s->max_result_bytes = (size_t)handoff.max_result_bytes;
+		s->artifacts = handoff.artifacts != 0;
 		goto wait;
 	}
 
 	/* the sandbox is ready: from here on, it waits for its request */
-	if (sandbox_read_request(s->ctl_fd, s, &code, &code_len, &input, &input_len) < 0)
+	if (sandbox_read_request(s->ctl_fd, s, &in) < 0)
 		_exit(0); /* the worker gave this sandbox up */
-	s->stdin_fd = sandbox_make_stdin(input, input_len);
+	s->stdin_fd = sandbox_make_stdin(in.input, in.input_len);
 	if (s->stdin_fd < 0)
 		sandbox_fail(s, SANDBOX_STDIO, 0);
 	if (s->agent) {
 		/* the command runs in the workspace; init keeps no file of its own there */
 		static char *agent_argv[4] = {"/bin/sh", "-c", NULL, NULL};
-		agent_argv[2] = code;
+		agent_argv[2] = in.code;
 		s->argv = agent_argv;
 		s->python = "/bin/sh";
 		if (chdir("/app") < 0)
 			sandbox_fail(s, SANDBOX_CHDIR, 0);
-	} else {
-		if (sandbox_write_code(code, code_len) < 0)
-			sandbox_fail(s, SANDBOX_CODE, 0);
-		free(code);
 	}
-	free(input);
+	if (sandbox_write_inputs(&in, s->agent) < 0)
+		sandbox_fail(s, SANDBOX_CODE, 0);
 
 	prog = fork();
 	if (prog < 0)
@@ -795,13 +820,18 @@ wait:
 			rep.disk_full = 1;
 		rep.result_status =
 		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
+		/* the files the program left (all of it is gone: nothing changes them now) */
+		if (s->artifacts)
+			(void)artifacts_collect(dirfd, &artifacts, &artifacts_len);
 		close(dirfd);
 	} else {
 		rep.result_status = RESULT_OPEN_FAILED;
 	}
 	rep.result_len = (uint32_t)json_len;
-	if (util_write_all(s->report_fd, &rep, sizeof(rep)) == 0 && json_len > 0)
-		(void)util_write_all(s->report_fd, json, json_len);
+	rep.artifacts_len = (uint32_t)artifacts_len;
+	if (util_write_all(s->report_fd, &rep, sizeof(rep)) == 0 &&
+	    util_write_all(s->report_fd, json, json_len) == 0)
+		(void)util_write_all(s->report_fd, artifacts, artifacts_len);
 	_exit(0);
 }
 

@@ -73,13 +73,18 @@ struct sandbox_request {
 	uint32_t code_len;
 	uint32_t stdin_len;
 	uint32_t max_result_bytes;
-	uint64_t nproc; /* RLIMIT_NPROC, 0: not set */
+	uint32_t files_len; /* the inputs, packed (files.h), after stdin */
+	uint32_t flags;     /* SANDBOX_WANT_* */
+	uint64_t nproc;     /* RLIMIT_NPROC, 0: not set */
 	uint64_t fsize_bytes;
 	uint64_t as_bytes; /* RLIMIT_AS, 0: not set */
 	/* warm: RLIMIT_AS for a program that execs instead (a template's pages are then gone) */
 	uint64_t as_exec_bytes;
 	int64_t cpu_limit_seconds;
 };
+
+/* init collects the run's files (files.h) and reports them after result.json */
+#define SANDBOX_WANT_ARTIFACTS 1u
 
 /* Upper bounds a child accepts for code and stdin (limits.c allows at most 16 MiB each). */
 #define SANDBOX_MAX_INPUT_BYTES (64U << 20)
@@ -94,6 +99,7 @@ struct sandbox_report {
 	int32_t disk_full;     /* the working tmpfs had no space left */
 	int32_t result_status; /* enum result_status */
 	uint32_t result_len;
+	uint32_t artifacts_len; /* a blob of artifacts_collect()'s, after the result */
 	struct rusage children; /* everything init reaped */
 };
 
@@ -140,6 +146,7 @@ struct sandbox_spec {
 	const char *command;     /* warm: the agent's command, once read (enter() may run it) */
 	int workspace_fd;        /* -1, or the workspace init attaches; closed before the program */
 	size_t max_result_bytes; /* from the request */
+	bool artifacts;          /* from the request: SANDBOX_WANT_ARTIFACTS */
 
 	/*
 	 * Warm mode (interp.c): called by the program in place of execve(), once every step above

@@ -16,6 +16,7 @@
 
 #include "agent.h"
 #include "cgroup.h"
+#include "files.h"
 #include "landlock.h"
 #include "limits.h"
 #include "log.h"
@@ -215,6 +216,9 @@ worker_run(const struct worker_config *wc, const struct run_config *run, struct 
 	    .code_len = r->code_len,
 	    .stdin_data = r->stdin_data,
 	    .stdin_len = r->stdin_len,
+	    .files = r->files,
+	    .files_len = r->files_len,
+	    .artifacts = r->artifacts,
 	    .wall_ms = r->wall_ms,
 	    .max_stdout_bytes = l->max_stdout_bytes,
 	    .max_stderr_bytes = l->max_stderr_bytes,
@@ -260,6 +264,7 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 	char message[256];
 	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
 	char *body = NULL, *reply;
+	json_t *arts;
 	size_t len;
 	long n;
 
@@ -299,7 +304,14 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 	}
 	switch (worker_run(wc, run, slot, req, l, request_id, &r, METRICS_PORT_EXECUTE, &o)) {
 	case WORKER_RAN:
-		reply = reply_outcome(&o, l->max_result_bytes, r.details, request_id, &len);
+		arts = r.artifacts
+		           ? artifacts_render(o.artifacts, o.artifacts_len, r.files, r.files_len)
+		           : NULL;
+		reply =
+		    r.artifacts && arts == NULL
+		        ? NULL
+		        : reply_outcome(&o, l->max_result_bytes, r.details, request_id, arts, &len);
+		json_decref(arts);
 		if (reply == NULL) {
 			worker_send_error(req, 500, NULL, "sandbox_error",
 			                  "the worker is out of memory");
@@ -359,6 +371,8 @@ worker_mcp_call(const struct worker_config *wc, const struct run_config *run, st
 	struct run_outcome o;
 	char message[256], *text, *reply, *answer;
 	size_t len, reply_len;
+	json_t *arts;
+	bool asked;
 
 	if (name == NULL || strcmp(name, TOOL_NAME) != 0) {
 		snprintf(message, sizeof(message), "unknown tool: %s (this server has %s)",
@@ -386,12 +400,20 @@ worker_mcp_call(const struct worker_config *wc, const struct run_config *run, st
 		return;
 	}
 	free(text);
+	/* a model sees the pictures a run makes whether it asked for files or not; the answer
+	 * lists them only when it did */
+	asked = r.artifacts;
+	r.artifacts = true;
 	switch (worker_run(wc, run, slot, req, l, request_id, &r, METRICS_PORT_MCP, &o)) {
 	case WORKER_RAN:
-		reply = reply_outcome(&o, l->max_result_bytes, r.details, request_id, &reply_len);
-		answer =
-		    reply ? mcp_call_answer(m->id, &o, reply, reply_len, l->max_result_bytes, &len)
-		          : NULL;
+		arts = artifacts_render(o.artifacts, o.artifacts_len, r.files, r.files_len);
+		reply = arts == NULL ? NULL
+		                     : reply_outcome(&o, l->max_result_bytes, r.details, request_id,
+		                                     asked ? arts : NULL, &reply_len);
+		answer = reply ? mcp_call_answer(m->id, &o, reply, reply_len, l->max_result_bytes,
+		                                 arts, &len)
+		               : NULL;
+		json_decref(arts);
 		free(reply);
 		worker_mcp_send(req, 200, NULL, answer, len);
 		run_outcome_free(&o);

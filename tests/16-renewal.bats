@@ -36,6 +36,8 @@ log_count() { # log_count PATTERN: lines of the pool's log matching PATTERN (gre
 	(($(log_count "starting a new zygote \(the serving one's life is up\)") >= 2))
 	(($(log_count "forking the next (light|heavy) template") >= 1))
 	echo "# $i pairs of runs" >&3
+	# the fallbacks' reasons, should there be any
+	grep -E "this run is (cold|on the light one)" "$STACK_DIR/logs/pool.log" || true
 	assert_equal "$(log_count "this run is (cold|on the light one)")" 0
 	run -0 curl -s "$METRICS/metrics"
 	assert_equal "$(awk '/^codebox_warm_fallbacks_total/ { n += $2 } END { print n + 0 }' <<<"$output")" 0

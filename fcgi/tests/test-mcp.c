@@ -147,7 +147,7 @@ main(void)
 	o.result_len = strlen(o.result_json);
 	{
 		const char *reply = "{\"status\":\"failed\",\"big\":1e999}";
-		s = mcp_call_answer(id, &o, reply, strlen(reply), 100, &len);
+		s = mcp_call_answer(id, &o, reply, strlen(reply), 100, NULL, &len);
 	}
 	is_str(s,
 	       "{\"jsonrpc\":\"2.0\",\"id\":\"x\\\"y\",\"result\":{\"content\":[{\"type\":\"text\","
@@ -158,7 +158,7 @@ main(void)
 	free(s);
 	o.status = RUN_TIMED_OUT;
 	o.has_exit_code = false;
-	s = mcp_call_answer(id, &o, "{}", 2, 100, &len);
+	s = mcp_call_answer(id, &o, "{}", 2, 100, NULL, &len);
 	ok(s != NULL &&
 	       strstr(s, "status: timed_out (stopped at the wall-clock limit after 12 ms)"),
 	   "a timeout says so");

@@ -10,6 +10,7 @@ static struct limits lim = {
     .max_stderr_bytes = 100,
     .max_result_bytes = 100,
     .max_stdin_bytes = 5,
+    .disk_bytes = 2000, /* files: at most 1000 bytes */
 };
 
 static char msg[256];
@@ -53,6 +54,26 @@ main(void)
 	   "the code limit counts UTF-8 bytes, not characters (10 bytes)");
 	request_free(&r);
 
+	ok(parse("{\"code\":\"x\",\"stdin\":null,\"timeoutSeconds\":null,\"details\":null,"
+	         "\"files\":null,\"artifacts\":null}",
+	         &r) == 0 &&
+	       r.stdin_len == 0 && r.wall_ms == 30000 && !r.details && !r.artifacts &&
+	       r.files == NULL,
+	   "null for every optional key is the key absent");
+	request_free(&r);
+	ok(parse("{\"code\":\"x\",\"artifacts\":true,\"files\":[{\"path\":\"a.txt\","
+	         "\"content\":\"hi\"},{\"path\":\"b/c\",\"contentBase64\":\"AAE=\"}]}",
+	         &r) == 0 &&
+	       r.artifacts && r.n_files == 2 && r.files != NULL && r.files_len > 0,
+	   "files and artifacts");
+	request_free(&r);
+	invalid("{\"code\":\"x\",\"artifacts\":1}", "(artifacts: bool_type)",
+	        "artifacts not a bool");
+	invalid("{\"code\":\"x\",\"files\":[{\"path\":\"../x\",\"content\":\"\"}]}",
+	        "(files[0].path: value_error)", "a file outside the directory");
+	invalid("{\"code\":\"x\",\"files\":{}}", "(files: list_type)", "files not an array");
+	invalid("{\"code\":\"x\",\"files\":[{\"path\":\"a\",\"content\":\"x\"}],\"oops\":1}",
+	        "(oops: extra_forbidden)", "an unknown key is named before the files are read");
 	invalid("not json", "body must be", "not JSON");
 	invalid("[1]", "body must be", "not an object");
 	invalid("\"code\"", "body must be", "a string");

@@ -1,0 +1,775 @@
+/*
+ * files.c - files into a run and out of it (files.h says how they travel).
+ */
+#include "files.h"
+
+#include "capture.h"
+#include "utf8.h"
+#include "util.h"
+#include "workspace.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+unsigned long long
+files_max_bytes(const struct limits *l)
+{
+	return l->disk_bytes / 2;
+}
+
+/* ---- base64 ---- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *
+files_base64_encode(const char *data, size_t n, size_t *out_len)
+{
+	const unsigned char *in = (const unsigned char *)data;
+	size_t len = (n + 2) / 3 * 4, o = 0;
+	char *out = malloc(len + 1);
+
+	if (out == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)in[i] << 16;
+		if (i + 1 < n)
+			v |= (unsigned)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= in[i + 2];
+		out[o++] = b64[(v >> 18) & 63];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		out[o++] = i + 2 < n ? b64[v & 63] : '=';
+	}
+	out[o] = '\0';
+	*out_len = o;
+	return out;
+}
+
+static int
+b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+char *
+files_base64_decode(const char *s, size_t n, size_t *out_len)
+{
+	size_t pad = 0, o = 0;
+	char *out;
+
+	if (n % 4 != 0)
+		return NULL;
+	if (n > 0 && s[n - 1] == '=')
+		pad = n > 1 && s[n - 2] == '=' ? 2 : 1;
+	out = malloc(n / 4 * 3 + 1);
+	if (out == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+		bool last = i + 4 == n;
+		for (int k = 0; k < 4; k++) {
+			bool padded = last && k >= 4 - (int)pad;
+			v[k] = padded ? 0 : b64_value(s[i + (size_t)k]);
+			if (v[k] < 0) {
+				free(out);
+				return NULL;
+			}
+		}
+		unsigned w = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 |
+		             (unsigned)v[3];
+		out[o++] = (char)(w >> 16);
+		if (!last || pad < 2)
+			out[o++] = (char)(w >> 8);
+		if (!last || pad < 1)
+			out[o++] = (char)w;
+		/* the bits a padded end leaves over must be zero (RFC 4648, canonical) */
+		if (last && ((pad == 1 && (w & 0xff)) || (pad == 2 && (w & 0xffff)))) {
+			free(out);
+			return NULL;
+		}
+	}
+	*out_len = o;
+	return out;
+}
+
+/* ---- inputs ---- */
+
+/* The rules of files.h for one path: port 8888's, plus lengths and the two reserved names. */
+static const char *
+path_problem(const char *p, size_t n)
+{
+	size_t depth = 0, start = 0;
+
+	if (n == 0)
+		return "is empty";
+	if (n > FILES_MAX_PATH)
+		return "is longer than 1024 bytes";
+	if (memchr(p, '\0', n) != NULL || !workspace_path_ok(p, n))
+		return "must be relative, with no empty, \".\" or \"..\" component and no control "
+		       "character";
+	for (size_t i = 0; i <= n; i++)
+		if (i == n || p[i] == '/') {
+			if (i - start > 255)
+				return "has a component longer than 255 bytes";
+			start = i + 1;
+			depth++;
+		}
+	if (depth > FILES_MAX_DEPTH)
+		return "is more than 16 levels deep";
+	if ((n == 7 && memcmp(p, "main.py", 7) == 0) ||
+	    (n == 11 && memcmp(p, "result.json", 11) == 0))
+		return "names main.py or result.json, which the sandbox writes and reads";
+	return NULL;
+}
+
+/* whether a is b or a directory above it, or the other way round */
+static bool
+paths_clash(const char *a, size_t an, const char *b, size_t bn)
+{
+	size_t n = an < bn ? an : bn;
+
+	return memcmp(a, b, n) == 0 && (an == bn || (an < bn ? b[an] : a[bn]) == '/');
+}
+
+struct blob {
+	char *buf;
+	size_t len, cap;
+};
+
+/* room for n more bytes */
+static int
+blob_reserve(struct blob *b, size_t n)
+{
+	if (b->cap - b->len < n) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *nb;
+		while (cap - b->len < n)
+			cap *= 2;
+		nb = realloc(b->buf, cap);
+		if (nb == NULL)
+			return -1;
+		b->buf = nb;
+		b->cap = cap;
+	}
+	return 0;
+}
+
+static int
+blob_put(struct blob *b, const void *p, size_t n)
+{
+	if (blob_reserve(b, n) < 0)
+		return -1;
+	if (n > 0)
+		memcpy(b->buf + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+#define FILES_SHAPE                                                                                \
+	"files must be an array of at most 100 objects {\"path\": \"<relative path>\", "           \
+	"\"content\": \"<text>\"} or {\"path\", \"contentBase64\"}"
+
+int
+files_parse(json_t *v, unsigned long long max_bytes, char **blob, size_t *blob_len, size_t *count,
+            char *message, size_t message_len)
+{
+	struct blob b = {NULL, 0, 0};
+	unsigned long long total = 0;
+	size_t i, n;
+	json_t *f;
+
+	*blob = NULL;
+	*blob_len = *count = 0;
+	if (!json_is_array(v) || json_array_size(v) > FILES_MAX_COUNT) {
+		snprintf(message, message_len, "%s (files: %s)", FILES_SHAPE,
+		         json_is_array(v) ? "too_long" : "list_type");
+		return -1;
+	}
+	n = json_array_size(v);
+	json_array_foreach(v, i, f)
+	{
+		json_t *path = json_object_get(f, "path"), *text = json_object_get(f, "content"),
+		       *b64s = json_object_get(f, "contentBase64"), *x;
+		const char *key, *problem;
+		char *decoded = NULL;
+		size_t plen, dlen;
+		struct file_rec rec;
+
+		if (!json_is_object(f)) {
+			snprintf(message, message_len, "%s (files[%zu]: dict_type)", FILES_SHAPE,
+			         i);
+			goto invalid;
+		}
+		json_object_foreach(f, key, x)
+		{
+			if (strcmp(key, "path") != 0 && strcmp(key, "content") != 0 &&
+			    strcmp(key, "contentBase64") != 0) {
+				snprintf(message, message_len,
+				         "a file has the keys path and content or contentBase64 "
+				         "(files[%zu].%.40s: extra_forbidden)",
+				         i, key);
+				goto invalid;
+			}
+		}
+		if (!json_is_string(path)) {
+			snprintf(message, message_len,
+			         "a file's path must be a string (files[%zu].path: %s)", i,
+			         path == NULL ? "missing" : "string_type");
+			goto invalid;
+		}
+		plen = json_string_length(path);
+		problem = path_problem(json_string_value(path), plen);
+		if (problem != NULL) {
+			snprintf(message, message_len,
+			         "a file's path %s (files[%zu].path: value_error)", problem, i);
+			goto invalid;
+		}
+		if ((text == NULL) == (b64s == NULL)) {
+			snprintf(
+			    message, message_len,
+			    "a file has exactly one of content and contentBase64 (files[%zu]: %s)",
+			    i, text == NULL ? "missing" : "extra_forbidden");
+			goto invalid;
+		}
+		if ((text != NULL && !json_is_string(text)) ||
+		    (b64s != NULL && !json_is_string(b64s))) {
+			snprintf(message, message_len,
+			         "a file's %s must be a string (files[%zu].%s: "
+			         "string_type)",
+			         text ? "content" : "contentBase64", i,
+			         text ? "content" : "contentBase64");
+			goto invalid;
+		}
+		if (b64s != NULL) {
+			decoded = files_base64_decode(json_string_value(b64s),
+			                              json_string_length(b64s), &dlen);
+			if (decoded == NULL) {
+				snprintf(message, message_len,
+				         "a file's contentBase64 must be padded base64 (RFC 4648) "
+				         "(files[%zu].contentBase64: value_error)",
+				         i);
+				goto invalid;
+			}
+		} else {
+			dlen = json_string_length(text);
+		}
+		total += dlen;
+		if (total > max_bytes) {
+			free(decoded);
+			snprintf(message, message_len,
+			         "the files hold more than %llu bytes in all, half the run's disk "
+			         "(files[%zu]: too_long)",
+			         max_bytes, i);
+			goto invalid;
+		}
+		for (size_t k = 0; k < i; k++) {
+			json_t *other = json_object_get(json_array_get(v, k), "path");
+			if (paths_clash(json_string_value(other), json_string_length(other),
+			                json_string_value(path), plen)) {
+				free(decoded);
+				snprintf(message, message_len,
+				         "a file's path is files[%zu]'s, or a directory of it, or "
+				         "below it "
+				         "(files[%zu].path: value_error)",
+				         k, i);
+				goto invalid;
+			}
+		}
+		rec.path_len = (uint32_t)plen;
+		rec.data_len = (uint32_t)dlen;
+		if (blob_put(&b, &rec, sizeof(rec)) < 0 ||
+		    blob_put(&b, json_string_value(path), plen) < 0 ||
+		    blob_put(&b, decoded ? decoded : json_string_value(text), dlen) < 0) {
+			free(decoded);
+			snprintf(message, message_len, "out of memory");
+			goto invalid;
+		}
+		free(decoded);
+	}
+	*blob = b.buf;
+	*blob_len = b.len;
+	*count = n;
+	return 0;
+invalid:
+	free(b.buf);
+	return -1;
+}
+
+/* Walks a blob of file_recs: the next record's path and data, or false at its end or where it
+ * stops being well-formed. */
+static bool
+next_file(const char *blob, size_t len, size_t *off, const char **path, size_t *plen,
+          const char **data, size_t *dlen)
+{
+	struct file_rec rec;
+
+	if (len - *off < sizeof(rec))
+		return false;
+	memcpy(&rec, blob + *off, sizeof(rec));
+	if (rec.path_len == 0 || rec.path_len > FILES_MAX_PATH ||
+	    len - *off - sizeof(rec) < (size_t)rec.path_len + rec.data_len)
+		return false;
+	*path = blob + *off + sizeof(rec);
+	*plen = rec.path_len;
+	*data = *path + rec.path_len;
+	*dlen = rec.data_len;
+	*off += sizeof(rec) + rec.path_len + rec.data_len;
+	return true;
+}
+
+int
+files_write(int dirfd, const char *blob, size_t len)
+{
+	const char *path, *data;
+	size_t off = 0, plen, dlen;
+
+	while (next_file(blob, len, &off, &path, &plen, &data, &dlen)) {
+		char p[FILES_MAX_PATH + 1], *name = p, *slash;
+		int d = dirfd, fd, rc;
+
+		memcpy(p, path, plen);
+		p[plen] = '\0';
+		/* each directory on the way, created if needed, never through a symlink */
+		while ((slash = strchr(name, '/')) != NULL) {
+			int next;
+			*slash = '\0';
+			if (mkdirat(d, name, 0700) < 0 && errno != EEXIST)
+				goto fail;
+			next = openat(d, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (next < 0)
+				goto fail;
+			if (d != dirfd)
+				close(d);
+			d = next;
+			name = slash + 1;
+		}
+		fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			goto fail;
+		rc = dlen > 0 ? util_write_all(fd, data, dlen) : 0;
+		if (close(fd) < 0 || rc < 0)
+			goto fail;
+		if (d != dirfd)
+			close(d);
+		continue;
+	fail:
+		rc = errno;
+		if (d != dirfd)
+			close(d);
+		errno = rc;
+		return -1;
+	}
+	return off == len ? 0 : (errno = EINVAL, -1);
+}
+
+/* ---- outputs ---- */
+
+struct found {
+	char *path;
+	uint64_t bytes;
+};
+
+struct walk {
+	struct found *v;
+	size_t n, cap, visited;
+};
+
+static int
+walk_dir(int dfd, const char *prefix, int depth, struct walk *w)
+{
+	DIR *dir = fdopendir(dfd);
+	struct dirent *e;
+	int rc = 0;
+
+	if (dir == NULL) {
+		close(dfd);
+		return 0;
+	}
+	while (rc == 0 && w->visited < ARTIFACTS_MAX_VISITED && (e = readdir(dir)) != NULL) {
+		struct stat st;
+		char path[FILES_MAX_PATH + 1];
+		int n;
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		w->visited++;
+		if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		n = snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", e->d_name);
+		if (n < 0 || (size_t)n >= sizeof(path))
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int sub;
+			if (depth + 1 >= FILES_MAX_DEPTH || strcmp(e->d_name, "__pycache__") == 0)
+				continue;
+			sub = openat(dirfd(dir), e->d_name,
+			             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0)
+				rc = walk_dir(sub, path, depth + 1, w);
+		} else if (S_ISREG(st.st_mode)) {
+			if (depth == 0 && (strcmp(e->d_name, "main.py") == 0 ||
+			                   strcmp(e->d_name, "result.json") == 0))
+				continue;
+			if (w->n == w->cap) {
+				size_t cap = w->cap ? w->cap * 2 : 64;
+				struct found *nv = realloc(w->v, cap * sizeof(*nv));
+				if (nv == NULL) {
+					rc = -1;
+					break;
+				}
+				w->v = nv;
+				w->cap = cap;
+			}
+			w->v[w->n].path = strdup(path);
+			if (w->v[w->n].path == NULL) {
+				rc = -1;
+				break;
+			}
+			w->v[w->n++].bytes = (uint64_t)st.st_size;
+		}
+	}
+	closedir(dir);
+	return rc;
+}
+
+static int
+by_path(const void *a, const void *b)
+{
+	return strcmp(((const struct found *)a)->path, ((const struct found *)b)->path);
+}
+
+/* Opens path beneath dirfd, through no symlink, only if it is a regular file (a FIFO or a
+ * device is never opened for reading: O_NONBLOCK, and the type is checked first). */
+static int
+open_regular(int dirfd, const char *path)
+{
+	struct open_how how = {
+	    .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	struct stat st;
+	int fd;
+
+	if (fstatat(dirfd, path, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+		return -1;
+	fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(dirfd, path, (int)how.flags);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* reads up to n bytes of fd into buf; returns how many */
+static size_t
+read_upto(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = read(fd, buf + got, n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return got;
+}
+
+int
+artifacts_collect(int dirfd, char **blob, size_t *len)
+{
+	struct walk w = {NULL, 0, 0, 0};
+	struct blob b = {NULL, 0, 0};
+	size_t sent = 0, total = 0;
+	int dfd = dup(dirfd), rc = -1;
+
+	*blob = NULL;
+	*len = 0;
+	if (dfd < 0 || fcntl(dfd, F_SETFD, FD_CLOEXEC) < 0) {
+		if (dfd >= 0)
+			close(dfd);
+		return -1;
+	}
+	/* fdopendir reads from the fd's offset: the copy shares it, so rewind first */
+	(void)lseek(dfd, 0, SEEK_SET);
+	if (walk_dir(dfd, "", 0, &w) < 0)
+		goto out;
+	qsort(w.v, w.n, sizeof(*w.v), by_path);
+	for (size_t i = 0; i < w.n && i < ARTIFACTS_MAX_LISTED; i++) {
+		struct artifact_rec rec = {.bytes = w.v[i].bytes};
+		size_t want, plen = strlen(w.v[i].path), mark;
+		int fd;
+
+		if (w.v[i].bytes > ARTIFACTS_MAX_BYTES)
+			rec.omitted = ARTIFACT_TOO_LARGE;
+		else if (sent == ARTIFACTS_MAX_SENT)
+			rec.omitted = ARTIFACT_TOO_MANY;
+		else if (total + w.v[i].bytes > ARTIFACTS_MAX_BYTES)
+			rec.omitted = ARTIFACT_OVER_TOTAL;
+		want = rec.omitted == ARTIFACT_SENT          ? (size_t)w.v[i].bytes
+		       : w.v[i].bytes < ARTIFACTS_HEAD_BYTES ? (size_t)w.v[i].bytes
+		                                             : ARTIFACTS_HEAD_BYTES;
+		rec.path_len = (uint32_t)plen;
+		mark = b.len;
+		/* room for the data too, read straight into it */
+		if (blob_put(&b, &rec, sizeof(rec)) < 0 || blob_put(&b, w.v[i].path, plen) < 0 ||
+		    blob_reserve(&b, want) < 0)
+			goto out;
+		fd = open_regular(dirfd, w.v[i].path);
+		if (fd < 0) {
+			rec.omitted = ARTIFACT_UNREADABLE;
+			rec.data_len = 0;
+		} else {
+			rec.data_len = (uint32_t)read_upto(fd, b.buf + b.len, want);
+			close(fd);
+			b.len += rec.data_len;
+			if (rec.omitted == ARTIFACT_SENT) {
+				/* what was read is what is sent: a file that shrank in between is
+				 * sent as it now is */
+				rec.bytes = rec.data_len;
+				sent++;
+				total += rec.data_len;
+			}
+		}
+		memcpy(b.buf + mark, &rec, sizeof(rec));
+	}
+	rc = 0;
+out:
+	for (size_t i = 0; i < w.n; i++)
+		free(w.v[i].path);
+	free(w.v);
+	if (rc < 0) {
+		free(b.buf);
+		errno = ENOMEM;
+		return -1;
+	}
+	*blob = b.buf;
+	*len = b.len;
+	return 0;
+}
+
+const char *
+artifacts_omit_string(enum artifact_omit o)
+{
+	switch (o) {
+	case ARTIFACT_SENT:
+		return NULL;
+	case ARTIFACT_TOO_LARGE:
+		return "larger than maxArtifactBytes";
+	case ARTIFACT_OVER_TOTAL:
+		return "the files before it (by path) used up maxArtifactBytes";
+	case ARTIFACT_TOO_MANY:
+		return "maxArtifacts files were sent before it (by path)";
+	case ARTIFACT_UNREADABLE:
+		return "it could not be read";
+	case ARTIFACT_OMIT_COUNT:
+		break;
+	}
+	return "not sent";
+}
+
+/* whether the inputs' blob holds path with exactly this content */
+static bool
+unchanged_input(const char *inputs, size_t inputs_len, const char *path, size_t plen,
+                const char *data, size_t dlen, uint64_t bytes)
+{
+	const char *ip, *id;
+	size_t off = 0, ipl, idl;
+
+	if (inputs == NULL)
+		return false;
+	while (next_file(inputs, inputs_len, &off, &ip, &ipl, &id, &idl))
+		if (ipl == plen && memcmp(ip, path, plen) == 0)
+			return idl == bytes && idl == dlen && memcmp(id, data, dlen) == 0;
+	return false;
+}
+
+json_t *
+artifacts_render(const char *blob, size_t len, const char *inputs, size_t inputs_len)
+{
+	json_t *list = json_array();
+	size_t off = 0;
+
+	if (list == NULL)
+		return NULL;
+	while (blob != NULL && len - off >= sizeof(struct artifact_rec) &&
+	       json_array_size(list) < ARTIFACTS_MAX_LISTED) {
+		struct artifact_rec rec;
+		const char *path, *data;
+		char name[3 * FILES_MAX_PATH + 1];
+		size_t name_len, b64_len = 0;
+		char *b64s = NULL;
+		json_t *item;
+
+		memcpy(&rec, blob + off, sizeof(rec));
+		if (rec.path_len == 0 || rec.path_len > FILES_MAX_PATH ||
+		    rec.omitted >= ARTIFACT_OMIT_COUNT ||
+		    len - off - sizeof(rec) < (size_t)rec.path_len + rec.data_len ||
+		    (rec.omitted == ARTIFACT_SENT && rec.data_len != rec.bytes) ||
+		    (rec.omitted != ARTIFACT_SENT && rec.data_len > ARTIFACTS_HEAD_BYTES))
+			break;
+		path = blob + off + sizeof(rec);
+		data = path + rec.path_len;
+		off += sizeof(rec) + rec.path_len + rec.data_len;
+		if (rec.omitted == ARTIFACT_SENT &&
+		    unchanged_input(inputs, inputs_len, path, rec.path_len, data, rec.data_len,
+		                    rec.bytes))
+			continue;
+		/* a name that is not UTF-8 is shown as Python shows it decoded with "replace" */
+		name_len = utf8_sanitize((const unsigned char *)path, rec.path_len, name);
+		if (rec.omitted == ARTIFACT_SENT) {
+			b64s = files_base64_encode(data, rec.data_len, &b64_len);
+			if (b64s == NULL)
+				goto oom;
+		}
+		{
+			const char *why = artifacts_omit_string((enum artifact_omit)rec.omitted);
+			item = json_object();
+			if (item == NULL || json_array_append_new(list, item) < 0 ||
+			    json_object_set_new(item, "path", json_stringn(name, name_len)) < 0 ||
+			    json_object_set_new(item, "mimeType",
+			                        json_string(files_sniff(data, rec.data_len))) < 0 ||
+			    json_object_set_new(item, "bytes",
+			                        json_integer((json_int_t)rec.bytes)) < 0 ||
+			    json_object_set_new(item, "contentBase64",
+			                        b64s ? json_stringn(b64s, b64_len) : json_null()) <
+			        0 ||
+			    json_object_set_new(item, "omitted",
+			                        why ? json_string(why) : json_null()) < 0) {
+				free(b64s);
+				goto oom;
+			}
+			free(b64s);
+		}
+	}
+	return list;
+oom:
+	json_decref(list);
+	return NULL;
+}
+
+/* ---- types ---- */
+
+static bool
+valid_utf8_text(const unsigned char *s, size_t n, bool cut)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned need;
+		unsigned char lo, hi;
+
+		if (s[i] == 0)
+			return false;
+		if (!utf8_lead(s[i], &need, &lo, &hi))
+			return false;
+		if (i + need >= n)
+			return cut; /* a character cut by the end of a head is fine */
+		for (unsigned k = 1; k <= need; k++) {
+			unsigned char c = s[i + k];
+			if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF))
+				return false;
+		}
+		i += 1 + need;
+	}
+	return true;
+}
+
+static const char *
+skip_space(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n'))
+		p++;
+	return p;
+}
+
+/* whether p starts with s */
+static bool
+starts(const char *p, const char *end, const char *s)
+{
+	size_t n = strlen(s);
+	return (size_t)(end - p) >= n && memcmp(p, s, n) == 0;
+}
+
+/* the first lines have the same number (at least one) of commas, outside quotes */
+static bool
+looks_csv(const char *p, const char *end)
+{
+	int lines = 0, want = -1, commas = 0;
+	bool quoted = false;
+
+	for (; p < end && lines < 5; p++) {
+		if (*p == '"')
+			quoted = !quoted;
+		else if (*p == ',' && !quoted)
+			commas++;
+		else if (*p == '\n' && !quoted) {
+			if (commas == 0 || (want >= 0 && commas != want))
+				return false;
+			want = commas;
+			commas = 0;
+			lines++;
+		}
+	}
+	return lines >= 2 || (lines == 1 && p == end && commas == 0);
+}
+
+const char *
+files_sniff(const char *data, size_t n)
+{
+	const char *end = data + n, *p;
+	bool cut = n == ARTIFACTS_HEAD_BYTES;
+
+	if (n >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0)
+		return "image/png";
+	if (n >= 3 && memcmp(data, "\xff\xd8\xff", 3) == 0)
+		return "image/jpeg";
+	if (n >= 6 && (memcmp(data, "GIF87a", 6) == 0 || memcmp(data, "GIF89a", 6) == 0))
+		return "image/gif";
+	if (n >= 5 && memcmp(data, "%PDF-", 5) == 0)
+		return "application/pdf";
+	if (n == 0 || !valid_utf8_text((const unsigned char *)data, n, cut))
+		return n == 0 ? "text/plain" : "application/octet-stream";
+	p = skip_space(data + (starts(data, end, "\xef\xbb\xbf") ? 3 : 0), end);
+	/* SVG: an <svg element first, after an XML declaration, comments or a doctype */
+	while (p < end &&
+	       (starts(p, end, "<?xml") || starts(p, end, "<!--") || starts(p, end, "<!DOCTYPE"))) {
+		const char *close = memmem(p, (size_t)(end - p), ">", 1);
+		if (close == NULL)
+			break;
+		p = skip_space(close + 1, end);
+	}
+	if (starts(p, end, "<svg"))
+		return "image/svg+xml";
+	if (p < end && (*p == '{' || *p == '[') && !cut) {
+		json_t *j = json_loadb(data, n, JSON_DECODE_ANY, NULL);
+		if (j != NULL) {
+			json_decref(j);
+			return "application/json";
+		}
+	}
+	if (looks_csv(data, end))
+		return "text/csv";
+	return "text/plain";
+}

@@ -1,0 +1,122 @@
+/*
+ * files.h - files into a run (POST /execute's "files") and out of it ("artifacts").
+ *
+ * In: the worker validates the request's files (files_parse(): paths, count, bytes, base64)
+ * and packs them into one blob that travels down the control pipe after the code and stdin;
+ * the sandbox's child writes them into the working directory next to main.py (files_write()).
+ *
+ * Out: after the program and everything it started are gone, init (or, in direct mode, the
+ * worker) walks the working directory without following a symlink or opening anything but a
+ * regular file (artifacts_collect()) and packs what it found into a blob bounded by
+ * ARTIFACTS_BLOB_MAX; the worker reads that blob as untrusted input and renders the answer's
+ * "artifacts" array (artifacts_render()): each file's path, its type from its content's magic
+ * (files_sniff()), its size and its content in base64, or why the content was not sent.
+ *
+ * Both blobs are sequences of records, each a fixed header followed by its path and data.
+ */
+#ifndef CODEBOX_FILES_H
+#define CODEBOX_FILES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limits.h"
+
+/* Inputs: at most this many files, each path at most FILES_MAX_PATH bytes, each component at
+ * most 255 (NAME_MAX), and at most FILES_MAX_DEPTH directories deep. */
+#define FILES_MAX_COUNT 100
+#define FILES_MAX_PATH 1024
+#define FILES_MAX_DEPTH 16
+
+/* Outputs: at most ARTIFACTS_MAX_SENT files are sent with their content, at most
+ * ARTIFACTS_MAX_BYTES of content in all; at most ARTIFACTS_MAX_LISTED are listed (the rest
+ * with why their content is not sent); the walk visits at most ARTIFACTS_MAX_VISITED entries
+ * and FILES_MAX_DEPTH levels. */
+#define ARTIFACTS_MAX_SENT 32
+#define ARTIFACTS_MAX_BYTES (8U << 20)
+#define ARTIFACTS_MAX_LISTED 256
+#define ARTIFACTS_MAX_VISITED 4096
+/* the head of an unsent file, for its type */
+#define ARTIFACTS_HEAD_BYTES 512
+/* the largest blob artifacts_collect() makes */
+#define ARTIFACTS_BLOB_MAX                                                                         \
+	((size_t)ARTIFACTS_MAX_BYTES +                                                             \
+	 (size_t)ARTIFACTS_MAX_LISTED *                                                            \
+	     (sizeof(struct artifact_rec) + FILES_MAX_PATH + ARTIFACTS_HEAD_BYTES))
+
+/* A record of the inputs' blob: path_len bytes of path, then data_len bytes of content. */
+struct file_rec {
+	uint32_t path_len;
+	uint32_t data_len;
+};
+
+/* Why an artifact's content is not sent. */
+enum artifact_omit {
+	ARTIFACT_SENT = 0,
+	ARTIFACT_TOO_LARGE,  /* larger than ARTIFACTS_MAX_BYTES on its own */
+	ARTIFACT_OVER_TOTAL, /* the files before it (by path) used up ARTIFACTS_MAX_BYTES */
+	ARTIFACT_TOO_MANY,   /* ARTIFACTS_MAX_SENT files were sent before it */
+	ARTIFACT_UNREADABLE, /* it could not be opened or read (its mode, a race) */
+	ARTIFACT_OMIT_COUNT
+};
+
+/* A record of the artifacts' blob: path_len bytes of path, then data_len bytes of content
+ * (all of it when omitted == ARTIFACT_SENT, else at most ARTIFACTS_HEAD_BYTES of its head). */
+struct artifact_rec {
+	uint32_t path_len;
+	uint32_t omitted; /* enum artifact_omit */
+	uint64_t bytes;   /* its size */
+	uint32_t data_len;
+	uint32_t pad;
+};
+
+/* The most input bytes (decoded, all files) a run takes: half its disk. */
+unsigned long long files_max_bytes(const struct limits *l);
+
+/*
+ * Validates the request's "files" (v: its value, not NULL) and packs it into *blob (malloc'd;
+ * *blob_len bytes, *count files). A file is {"path": p, "content": UTF-8 text} or {"path": p,
+ * "contentBase64": base64}; p is relative, with no empty, "." or ".." component and no control
+ * character (port 8888's rule), not main.py or result.json, not a path of another file or a
+ * directory of one. Returns 0, or -1 with a sentence for the client in message naming which
+ * file and why (the 400's, ending in "(files[i].key: type)" as the others do).
+ */
+int files_parse(json_t *v, unsigned long long max_bytes, char **blob, size_t *blob_len,
+                size_t *count, char *message, size_t message_len);
+
+/*
+ * In the sandbox's child, in the working directory dirfd: writes every file of the blob (mode
+ * 0600, directories 0700, never following a symlink or replacing anything). Returns 0 or -1
+ * (errno).
+ */
+int files_write(int dirfd, const char *blob, size_t len);
+
+/*
+ * After the run, walks the working directory dirfd (top-level main.py and result.json and
+ * every __pycache__ directory excepted) and packs every regular file it finds, sorted by path,
+ * into *blob (malloc'd, at most ARTIFACTS_BLOB_MAX bytes). Returns 0 or -1 (errno: ENOMEM).
+ */
+int artifacts_collect(int dirfd, char **blob, size_t *len);
+
+/*
+ * The answer's "artifacts" array from a blob of artifacts_collect()'s (untrusted: a malformed
+ * blob renders as far as it is well-formed), less the inputs (a blob of files_parse()'s, or
+ * NULL) that came back unchanged. Returns a new JSON array, or NULL when out of memory.
+ */
+json_t *artifacts_render(const char *blob, size_t len, const char *inputs, size_t inputs_len);
+
+/* The MIME type of content by its magic: PNG, JPEG, GIF, PDF, SVG, JSON, CSV, plain text
+ * (valid UTF-8 with no NUL), else application/octet-stream. */
+const char *files_sniff(const char *data, size_t n);
+
+/* Base64 (RFC 4648, padded). encode: a malloc'd NUL-terminated string; decode: strict (no
+ * whitespace, padding required), into a malloc'd buffer; NULL when invalid or out of memory. */
+char *files_base64_encode(const char *data, size_t n, size_t *out_len);
+char *files_base64_decode(const char *s, size_t n, size_t *out_len);
+
+/* Why an artifact's content is not sent, for the answer. */
+const char *artifacts_omit_string(enum artifact_omit o);
+
+#endif

@@ -1,0 +1,290 @@
+/* Unit tests for files.c: the inputs' rules, writing them, collecting and rendering artifacts,
+ * types by magic, base64. */
+#include "files.h"
+#include "tap.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char msg[512];
+
+static int
+parse(const char *files_json, char **blob, size_t *len, size_t *count)
+{
+	json_t *v = json_loads(files_json, JSON_ALLOW_NUL, NULL);
+	int rc = files_parse(v, 1000, blob, len, count, msg, sizeof(msg));
+	json_decref(v);
+	return rc;
+}
+
+static void
+refused(const char *files_json, const char *want, const char *what)
+{
+	char *blob;
+	size_t len, count;
+	int rc = parse(files_json, &blob, &len, &count);
+
+	ok(rc < 0 && strstr(msg, want) != NULL, "400: %s (%s)", what, rc < 0 ? msg : "accepted");
+	if (rc == 0)
+		free(blob);
+}
+
+static void
+put(int dirfd, const char *name, const char *data, size_t n)
+{
+	int fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, data, n) != (ssize_t)n)
+		printf("# could not write %s\n", name);
+	if (fd >= 0)
+		close(fd);
+}
+
+static json_t *
+find(json_t *list, const char *path)
+{
+	size_t i;
+	json_t *a;
+
+	json_array_foreach(list, i, a)
+	{
+		if (strcmp(json_string_value(json_object_get(a, "path")), path) == 0)
+			return a;
+	}
+	return NULL;
+}
+
+static const char *
+field(json_t *a, const char *key)
+{
+	return json_string_value(json_object_get(a, key));
+}
+
+int
+main(void)
+{
+	char *blob, *enc, *dec, dir[] = "/tmp/codebox-test-files.XXXXXX", big[64];
+	size_t len, count, n;
+	int dirfd;
+
+	/* base64 */
+	enc = files_base64_encode("hi!?", 4, &n);
+	is_str(enc, "aGkhPw==", "base64 of four bytes is padded");
+	free(enc);
+	dec = files_base64_decode("aGkhPw==", 8, &n);
+	ok(dec != NULL && n == 4 && memcmp(dec, "hi!?", 4) == 0, "base64 decodes");
+	free(dec);
+	ok(files_base64_decode("aGkhPw", 6, &n) == NULL, "unpadded base64 is refused");
+	ok(files_base64_decode("aGk hPw=", 8, &n) == NULL, "whitespace in base64 is refused");
+	ok(files_base64_decode("aGkhPx==", 8, &n) == NULL,
+	   "non-canonical padding bits are refused");
+	dec = files_base64_decode("", 0, &n);
+	ok(dec != NULL && n == 0, "empty base64 is empty content");
+	free(dec);
+	for (int k = 0; k < 64; k++)
+		big[k] = (char)(k * 37);
+	enc = files_base64_encode(big, 61, &n);
+	dec = enc ? files_base64_decode(enc, n, &len) : NULL;
+	ok(dec != NULL && len == 61 && memcmp(dec, big, 61) == 0, "binary bytes round-trip");
+	free(enc);
+	free(dec);
+
+	/* the inputs' rules */
+	ok(parse("[{\"path\":\"data/in.csv\",\"content\":\"a,b\\n1,2\\n\"},"
+	         "{\"path\":\"bin\",\"contentBase64\":\"AAEC\"}]",
+	         &blob, &len, &count) == 0 &&
+	       count == 2,
+	   "two files, text and base64, are accepted");
+	free(blob);
+	ok(parse("[]", &blob, &len, &count) == 0 && count == 0, "no files");
+	free(blob);
+	refused("{}", "(files: list_type)", "not an array");
+	refused("[1]", "(files[0]: dict_type)", "not an object");
+	refused("[{\"path\":\"a\"}]", "(files[0]: missing)", "no content");
+	refused("[{\"path\":\"a\",\"content\":\"x\",\"contentBase64\":\"\"}]",
+	        "(files[0]: extra_forbidden)", "both contents");
+	refused("[{\"path\":\"a\",\"content\":\"x\",\"mode\":1}]",
+	        "(files[0].mode: extra_forbidden)", "an unknown key");
+	refused("[{\"content\":\"x\"}]", "(files[0].path: missing)", "no path");
+	refused("[{\"path\":\"/etc/passwd\",\"content\":\"x\"}]", "(files[0].path: value_error)",
+	        "an absolute path");
+	refused("[{\"path\":\"a/../../b\",\"content\":\"x\"}]", "must be relative",
+	        "a .. component");
+	refused("[{\"path\":\"a//b\",\"content\":\"x\"}]", "must be relative",
+	        "an empty component");
+	refused("[{\"path\":\"a\\u0000b\",\"content\":\"x\"}]", "must be relative", "a NUL");
+	refused("[{\"path\":\"main.py\",\"content\":\"x\"}]", "names main.py", "main.py");
+	refused("[{\"path\":\"result.json\",\"content\":\"x\"}]", "names main.py", "result.json");
+	refused("[{\"path\":\"a\",\"content\":\"x\"},{\"path\":\"a\",\"content\":\"y\"}]",
+	        "files[0]'s", "a duplicate");
+	refused("[{\"path\":\"a\",\"content\":\"x\"},{\"path\":\"a/b\",\"content\":\"y\"}]",
+	        "(files[1].path: value_error)", "a file under a file");
+	refused("[{\"path\":\"a/b\",\"content\":\"x\"},{\"path\":\"a\",\"content\":\"y\"}]",
+	        "(files[1].path: value_error)", "a file over a directory");
+	refused("[{\"path\":\"a\",\"contentBase64\":\"!!!!\"}]",
+	        "(files[0].contentBase64: value_error)", "bad base64");
+	refused("[{\"path\":\"a\",\"content\":7}]", "(files[0].content: string_type)",
+	        "a number as content");
+	{
+		char name[300], body[400];
+		memset(name, 'n', 256);
+		name[256] = '\0';
+		snprintf(body, sizeof(body), "[{\"path\":\"%s\",\"content\":\"\"}]", name);
+		refused(body, "longer than 255", "a component over NAME_MAX");
+	}
+	refused("[{\"path\":\"a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p/q\",\"content\":\"\"}]", "16 levels",
+	        "too deep");
+	{
+		/* 1000 bytes is the bound given to parse() */
+		char body[2200];
+		char x[601];
+		memset(x, 'x', 600);
+		x[600] = '\0';
+		snprintf(
+		    body, sizeof(body),
+		    "[{\"path\":\"a\",\"content\":\"%s\"},{\"path\":\"b\",\"content\":\"%s\"}]", x,
+		    x);
+		refused(body, "(files[1]: too_long)", "more bytes than the bound, in all");
+	}
+	{
+		json_t *v = json_array();
+		for (int k = 0; k <= FILES_MAX_COUNT; k++)
+			json_array_append_new(v,
+			                      json_pack("{s:s, s:s}", "path", "x", "content", ""));
+		ok(files_parse(v, 1000, &blob, &len, &count, msg, sizeof(msg)) < 0 &&
+		       strstr(msg, "(files: too_long)") != NULL,
+		   "101 files are too many (%s)", msg);
+		json_decref(v);
+	}
+
+	/* written, then collected as the run would leave them */
+	if (mkdtemp(dir) == NULL || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		ok(0, "a temporary directory");
+		return tap_done();
+	}
+	ok(parse("[{\"path\":\"data/in.csv\",\"content\":\"a,b\\n1,2\\n\"},"
+	         "{\"path\":\"data/deep/x.bin\",\"contentBase64\":\"AAEC\"},"
+	         "{\"path\":\"notes.txt\",\"content\":\"keep\"}]",
+	         &blob, &len, &count) == 0,
+	   "inputs for the run");
+	ok(files_write(dirfd, blob, len) == 0, "files_write writes them");
+	{
+		struct stat st;
+		ok(fstatat(dirfd, "data/deep/x.bin", &st, 0) == 0 && st.st_size == 3 &&
+		       (st.st_mode & 0777) == 0600,
+		   "a nested file, 0600, its decoded size");
+		ok(fstatat(dirfd, "data", &st, 0) == 0 && (st.st_mode & 0777) == 0700,
+		   "its directory, 0700");
+	}
+	ok(files_write(dirfd, blob, len) < 0, "files_write never replaces a file");
+	/* what the program did */
+	put(dirfd, "main.py", "print(1)", 8);
+	put(dirfd, "result.json", "{}", 2);
+	put(dirfd, "notes.txt", "changed", 7);
+	put(dirfd, "chart.png", "\x89PNG\r\n\x1a\n....", 12);
+	put(dirfd, "out.json", "{\"a\": [1, 2]}", 13);
+	put(dirfd, "out.csv", "x,y\n1,2\n3,4\n", 12);
+	put(dirfd, "pic.svg", "<?xml version=\"1.0\"?>\n<!-- c -->\n<svg xmlns=\"x\"/>", 48);
+	put(dirfd, "blob.bin", "\x00\x01\xfe", 3);
+	mkdirat(dirfd, "__pycache__", 0700);
+	put(dirfd, "__pycache__/m.pyc", "x", 1);
+	ok(symlinkat("/etc/passwd", dirfd, "link") == 0, "a symlink to /etc/passwd");
+	(void)mkfifoat(dirfd, "fifo", 0600);
+	{
+		char *ab;
+		size_t al;
+		json_t *list;
+		ok(artifacts_collect(dirfd, &ab, &al) == 0, "artifacts_collect");
+		list = artifacts_render(ab, al, blob, len);
+		ok(list != NULL && json_array_size(list) == 6, "six artifacts (%zu)",
+		   list ? json_array_size(list) : 0);
+		ok(find(list, "main.py") == NULL && find(list, "result.json") == NULL,
+		   "main.py and result.json are not artifacts");
+		ok(find(list, "data/in.csv") == NULL && find(list, "data/deep/x.bin") == NULL,
+		   "unchanged inputs are not artifacts");
+		ok(find(list, "notes.txt") != NULL, "a changed input is");
+		ok(find(list, "link") == NULL && find(list, "fifo") == NULL &&
+		       find(list, "__pycache__/m.pyc") == NULL,
+		   "no symlink, FIFO or __pycache__");
+		is_str(field(find(list, "chart.png"), "mimeType"), "image/png", "PNG by magic");
+		is_str(field(find(list, "out.json"), "mimeType"), "application/json", "JSON");
+		is_str(field(find(list, "out.csv"), "mimeType"), "text/csv", "CSV");
+		is_str(field(find(list, "pic.svg"), "mimeType"), "image/svg+xml", "SVG");
+		is_str(field(find(list, "blob.bin"), "mimeType"), "application/octet-stream",
+		       "binary");
+		is_str(field(find(list, "notes.txt"), "mimeType"), "text/plain", "text");
+		is_str(field(find(list, "notes.txt"), "contentBase64"),
+		       "Y2hhbmdlZA==", "the content in base64");
+		ok(json_is_null(json_object_get(find(list, "notes.txt"), "omitted")) &&
+		       json_integer_value(json_object_get(find(list, "notes.txt"), "bytes")) == 7,
+		   "sent: omitted is null, bytes its size");
+		is_str(field(json_array_get(list, 0), "path"), "blob.bin", "sorted by path");
+		json_decref(list);
+		/* a malformed blob renders as far as it is well-formed */
+		list = artifacts_render(ab, al - 1, NULL, 0);
+		ok(list != NULL && json_array_size(list) == 7, "a cut blob: all but the last (%zu)",
+		   list ? json_array_size(list) : 0);
+		json_decref(list);
+		free(ab);
+	}
+	free(blob);
+	/* bounds: too many, too large */
+	for (int k = 0; k < ARTIFACTS_MAX_SENT + 3; k++) {
+		char name[32];
+		snprintf(name, sizeof(name), "many-%02d.txt", k);
+		put(dirfd, name, "m", 1);
+	}
+	{
+		int fd = openat(dirfd, "huge.bin", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		char *ab;
+		size_t al;
+		json_t *list, *huge;
+		int sent = 0, too_many = 0;
+		size_t i;
+		json_t *a;
+
+		ok(fd >= 0 && ftruncate(fd, ARTIFACTS_MAX_BYTES + 1) == 0, "a sparse huge file");
+		if (fd >= 0)
+			close(fd);
+		ok(artifacts_collect(dirfd, &ab, &al) == 0 && al <= ARTIFACTS_BLOB_MAX,
+		   "collected within ARTIFACTS_BLOB_MAX");
+		list = artifacts_render(ab, al, NULL, 0);
+		json_array_foreach(list, i, a)
+		{
+			if (json_is_string(json_object_get(a, "contentBase64")))
+				sent++;
+			else if (strstr(field(a, "omitted"), "maxArtifacts files") != NULL)
+				too_many++;
+		}
+		ok(sent == ARTIFACTS_MAX_SENT, "at most %d sent (%d)", ARTIFACTS_MAX_SENT, sent);
+		ok(too_many > 0, "the rest listed as too many (%d)", too_many);
+		huge = find(list, "huge.bin");
+		ok(huge != NULL && json_is_null(json_object_get(huge, "contentBase64")) &&
+		       strstr(field(huge, "omitted"), "larger than") != NULL &&
+		       json_integer_value(json_object_get(huge, "bytes")) ==
+		           ARTIFACTS_MAX_BYTES + 1,
+		   "a file over the bound is listed, its size and why, no content");
+		json_decref(list);
+		free(ab);
+	}
+	close(dirfd);
+	{
+		char cmd[128];
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		if (system(cmd) != 0)
+			printf("# could not remove %s\n", dir);
+	}
+
+	/* types by magic */
+	is_str(files_sniff("\xff\xd8\xff\xe0", 4), "image/jpeg", "JPEG");
+	is_str(files_sniff("GIF89a...", 9), "image/gif", "GIF");
+	is_str(files_sniff("%PDF-1.7", 8), "application/pdf", "PDF");
+	is_str(files_sniff("<svg></svg>", 11), "image/svg+xml", "a bare SVG");
+	is_str(files_sniff("[1, 2", 5), "text/plain", "broken JSON is text");
+	is_str(files_sniff("caf\xc3\xa9", 5), "text/plain", "UTF-8 text");
+	is_str(files_sniff("caf\xe9", 4), "application/octet-stream", "Latin-1 is not text");
+	is_str(files_sniff("one line, no newline", 20), "text/plain", "one line is text");
+	is_str(files_sniff("a,b\nc\n", 6), "text/plain", "ragged commas are not CSV");
+	return tap_done();
+}
