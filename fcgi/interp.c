@@ -18,6 +18,7 @@
 
 #include "interp.h"
 
+#include "figures.h"
 #include "log.h"
 #include "pycmd.h"
 #include "sandbox.h"
@@ -201,7 +202,18 @@ static const char warm_exercise_source[] =
     "        import sklearn.metrics, sklearn.cluster, sklearn.tree, sklearn.ensemble\n"
     "        x = np.arange(10, dtype=float).reshape(-1, 1)\n"
     "        m = sklearn.linear_model.LinearRegression().fit(x, 3 * x.ravel() + 2)\n"
-    "        m.predict(x); sklearn.metrics.r2_score(x.ravel(), x.ravel())\n";
+    "        m.predict(x); sklearn.metrics.r2_score(x.ravel(), x.ravel())\n"
+    "    if 'matplotlib.pyplot' in wanted or 'matplotlib' in wanted:\n"
+    "        import io\n"
+    "        import matplotlib.pyplot as plt\n"
+    "        fig, ax = plt.subplots()\n"
+    "        ax.plot([1, 2, 3], [3.0, 2.0, 5.0], marker='o', label='price'); ax.bar([1], [1])\n"
+    "        ax.set_title('t'); ax.set_xlabel('x'); ax.legend(); ax.grid(True)\n"
+    "        fig.savefig(io.BytesIO(), format='png'); plt.close('all')\n"
+    "        # the fonts drawn with hold their files open: a run's sandbox closes every fd\n"
+    "        # it did not open, so none may be kept (a run opens what it draws with)\n"
+    "        import gc, matplotlib.font_manager\n"
+    "        matplotlib.font_manager._get_font.cache_clear(); gc.collect()\n";
 
 int
 interp_threads(void)
@@ -310,6 +322,23 @@ interp_init(const struct warm_settings *s, const char *python, char *why, size_t
 	Py_INCREF(warm_leave_fn);
 	Py_INCREF(warm_collect_fn);
 	Py_INCREF(warm_command_fn);
+	/* matplotlib's hook (figures.h), before any module is imported; a run's copy has it */
+	{
+		PyObject *fns = PyDict_New(), *install;
+		r = fns && PyDict_SetItemString(fns, "__builtins__", PyEval_GetBuiltins()) == 0
+		        ? PyRun_String(figures_source, Py_file_input, fns, fns)
+		        : NULL;
+		Py_XDECREF(r);
+		install = r ? PyDict_GetItemString(fns, "install") : NULL;
+		r = install ? PyObject_CallNoArgs(install) : NULL;
+		Py_XDECREF(fns);
+		if (r == NULL) {
+			PyErr_Print();
+			snprintf(why, why_len, "installing matplotlib's hook failed");
+			return -1;
+		}
+		Py_DECREF(r);
+	}
 	/* what the entry imports, imported now (a run's copy need not) */
 	for (size_t i = 0; i < sizeof(entry_modules) / sizeof(entry_modules[0]); i++)
 		Py_XDECREF(PyImport_ImportModule(entry_modules[i]));

@@ -11,6 +11,7 @@
  * the calling process as part of the run.
  */
 #include "cgroup.h"
+#include "figures.h"
 #include "isolation.h"
 #include "landlock.h"
 #include "log.h"
@@ -206,8 +207,11 @@ etc_prepare(int runs_fd, const char *runs_dir, char *etc, size_t etc_len)
 	                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n") < 0 ||
 	    write_small(fd, "group", "root:x:0:\nsandbox:x:" INNER ":\nnogroup:x:65534:\n") < 0 ||
 	    write_small(fd, "hostname", "codebox\n") < 0 ||
+	    write_small(fd, "sitecustomize.py", figures_sitecustomize) < 0 ||
 	    copy_file("/etc/ld.so.cache", fd, "ld.so.cache") < 0 ||
 	    copy_file("/etc/localtime", fd, "localtime") < 0 ||
+	    /* Debian's matplotlib reads its defaults from /etc/matplotlibrc alone */
+	    copy_file("/etc/matplotlibrc", fd, "matplotlibrc") < 0 ||
 	    (mkdirat(fd, "alternatives", 0755) < 0 && errno != EEXIST))
 		die("preparing %s failed: %s", etc, strerror(errno));
 	close(fd);

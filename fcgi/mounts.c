@@ -5,9 +5,9 @@
  *   1. make every mount private, so nothing below propagates back to the host;
  *   2. mount the skeleton tmpfs on the run's own (host) directory: it becomes the new root;
  *   3. bind /usr read-only, and /bin, /lib... as symlinks or binds, like the host has them;
- *   4. copy the sandbox's /etc (passwd, group, hostname, ld.so.cache, localtime) into the
- *      skeleton, and bind the host's /etc/alternatives in it (Debian reaches libblas.so.3
- *      through it). Copied, not bound: a bind would show the host's runtime directory as its
+ *   4. copy the sandbox's /etc (passwd, group, hostname, ld.so.cache, localtime, matplotlibrc,
+ *      python3.11/sitecustomize.py: figures.h) into the skeleton, and bind the host's
+ *      /etc/alternatives in it (Debian reaches libblas.so.3 through it). Copied, not bound: a bind would show the host's runtime directory as its
  *      root in /proc/self/mountinfo;
  *   5. /dev: binds of the harmless character devices and the /dev/fd links;
  *   6. a fresh /proc, which shows only the run's own pid namespace;
@@ -28,6 +28,7 @@
  */
 #include "mounts.h"
 
+#include "figures.h"
 #include "limits.h"
 #include "workspace.h"
 
@@ -211,20 +212,31 @@ build_dev(const char *root)
 static int
 copy_etc(const char *root, int etc_fd)
 {
-	static const char *const names[] = {"passwd", "group", "hostname", "ld.so.cache",
-	                                    "localtime"};
+	/* each file's name in etc_fd, and where it goes under the sandbox's /etc */
+	static const char *const names[][2] = {
+	    {"passwd", "passwd"},
+	    {"group", "group"},
+	    {"hostname", "hostname"},
+	    {"ld.so.cache", "ld.so.cache"},
+	    {"localtime", "localtime"},
+	    {"matplotlibrc", "matplotlibrc"},
+	    {"sitecustomize.py", FIGURES_SITE_DIR "/sitecustomize.py"}, /* figures.h */
+	};
 	char dst[NEWROOT_MAX], buf[16384];
 
+	if (mkdirs(root, "/etc/" FIGURES_SITE_DIR) < 0)
+		return -1;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		long total = 0;
 		ssize_t n;
 		int in, out;
 
-		if (snprintf(dst, sizeof(dst), "%s/etc/%s", root, names[i]) >= (int)sizeof(dst)) {
+		if (snprintf(dst, sizeof(dst), "%s/etc/%s", root, names[i][1]) >=
+		    (int)sizeof(dst)) {
 			errno = ENAMETOOLONG;
 			return -1;
 		}
-		in = openat(etc_fd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		in = openat(etc_fd, names[i][0], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (in < 0) {
 			if (errno == ENOENT)
 				continue; /* no localtime on this host */

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#define WARM_DEFAULT_MODULES "numpy,pandas,scipy,sympy,sklearn"
+#define WARM_DEFAULT_MODULES "numpy,pandas,scipy,sympy,sklearn,matplotlib.pyplot"
 /* The light tier's modules: the preloaded modules among these (CODEBOX_WARM_LIGHT_MODULES) */
 #define WARM_DEFAULT_LIGHT_MODULES "numpy"
 /* How long a worker waits for templates' clones of one sandbox, all told (then the run is

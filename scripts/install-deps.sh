@@ -51,6 +51,7 @@ packages=(
 	libfcgi-bin
 	# runtime: HTTP front end and the sandbox's interpreter with its modules
 	nginx-light python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-sklearn
+	python3-matplotlib
 	# tests and checks (setpriv and nsenter: util-linux; pgrep and ps: procps)
 	bats bats-assert bats-support curl jq shellcheck clang-format util-linux procps
 	# the agent protocol suite speaks through requests, as the agent-sandbox client does;
@@ -86,6 +87,21 @@ if ((${#missing[@]} > 0)); then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# matplotlib's font cache, built ahead (fcgi/figures.h): a run's first plot builds none
+mpl_cache=/usr/local/share/codebox/matplotlib
+if ! compgen -G "$mpl_cache/fontlist-*.json" >/dev/null; then
+	if ((EUID != 0)); then
+		echo "install-deps: no font cache in $mpl_cache; run as root to build it (each plot builds its own meanwhile)" >&2
+	else
+		mkdir -p "$mpl_cache"
+		MPLCONFIGDIR=$mpl_cache /usr/bin/python3 -I -c 'import matplotlib.font_manager' || {
+			echo "install-deps: building matplotlib's font cache in $mpl_cache failed" >&2
+			exit 1
+		}
+		chmod -R a+rX /usr/local/share/codebox
+	fi
 fi
 
 # npm's own errors are shown as npm prints them; only the progress noise is turned off

@@ -1,0 +1,120 @@
+#!/usr/bin/env bats
+# Pictures: matplotlib draws with Agg from the font cache built ahead; plt.show() and figures
+# left open come back as figure-N.png artifacts, and over MCP as image blocks. Warm (the heavy
+# tier preloads matplotlib.pyplot here, as by default) and cold (the cold pass runs this file).
+
+load helpers/stack
+
+setup_file() {
+	export CODEBOX_WARM_MODULES=numpy,matplotlib.pyplot CODEBOX_WARM_LIGHT_MODULES=
+	stack_start
+}
+
+teardown_file() {
+	stack_stop
+}
+
+# the café's prices as a line chart, shown as a notebook would
+chart='import matplotlib.pyplot as plt
+import numpy as np
+orders = np.array([[2, 1, 1], [1, 3, 2], [3, 2, 1]], dtype=float)
+prices = np.linalg.solve(orders, np.array([13.0, 19.0, 18.0]))
+plt.plot(["coffee", "tea", "cake"], prices, marker="o")
+plt.title("Café prices")
+plt.ylabel("price")
+plt.show()
+print([round(float(p), 2) for p in prices])'
+
+# mcp_call PARAMS-JSON: tools/call over raw HTTP, the JSON-RPC answer on stdout
+mcp_call() {
+	curl -s --max-time 60 -H 'Content-Type: application/json' \
+		-H 'Accept: application/json, text/event-stream' \
+		--data-binary "$(jq -cn --argjson p "$1" '{jsonrpc: "2.0", id: 1, method: "tools/call", params: $p}')" \
+		"$BASE/mcp"
+}
+
+# png_info FILE: "WIDTHxHEIGHT" from a PNG's IHDR, or nothing when FILE is not a PNG
+png_info() {
+	python3 - "$1" <<'EOF'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+if b[:8] == b"\x89PNG\r\n\x1a\n" and b[12:16] == b"IHDR":
+    w, h = struct.unpack(">II", b[16:24])
+    print("%dx%d" % (w, h))
+EOF
+}
+
+@test "figures: plt.show() comes back as a PNG artifact: a line chart of the café's prices" {
+	execute "$chart" '{artifacts: true}'
+	assert_equal "$code" 200
+	assert_equal "$(field .status)" succeeded
+	assert_equal "$(field .stdout)" "[3.0, 2.0, 5.0]"
+	# no warning about a backend, a display or a font cache
+	assert_equal "$(field .stderr)" ""
+	run -0 jq -c '[.artifacts[] | [.path, .mimeType, .omitted]]' <<<"$reply"
+	assert_output '[["figure-1.png","image/png",null]]'
+	jq -r '.artifacts[0].contentBase64' <<<"$reply" | base64 -d >"$BATS_TEST_TMPDIR/chart.png"
+	assert_equal "$(png_info "$BATS_TEST_TMPDIR/chart.png")" 640x480
+	local bytes
+	bytes=$(stat -c %s "$BATS_TEST_TMPDIR/chart.png")
+	assert_equal "$(jq '.artifacts[0].bytes' <<<"$reply")" "$bytes"
+	# a real drawing (a line, markers, a title, axes), not an empty canvas
+	((bytes > 10000 && bytes < 200000))
+	if [[ ${CODEBOX_WARM:-1} == 1 ]]; then
+		assert_equal "$(grep -c '"tier":"heavy"' "$STACK_DIR/logs/pool.log")" "$(grep -c '"api":"execute"' "$STACK_DIR/logs/pool.log")"
+	fi
+}
+
+@test "figures: figures left open are saved at exit, after savefig's own files; show() closes what it saved" {
+	execute 'import matplotlib.pyplot as plt
+plt.figure(); plt.plot([1, 2, 3])
+plt.savefig("mine.png")
+plt.show()
+plt.figure(); plt.bar([1, 2], [3, 4])
+plt.figure(); plt.scatter([1], [1])
+open("figure-3.png", "w").write("taken")' '{artifacts: true}'
+	assert_equal "$(field .status)" succeeded
+	run -0 jq -c '[.artifacts[] | [.path, .mimeType]]' <<<"$reply"
+	# show() saved the first (figure-1); exit the two left open, past the name the program took
+	assert_output '[["figure-1.png","image/png"],["figure-2.png","image/png"],["figure-3.png","text/plain"],["figure-4.png","image/png"],["mine.png","image/png"]]'
+}
+
+@test "figures: matplotlib leaves nothing in the run's environment or working directory" {
+	execute 'import os
+import matplotlib
+import matplotlib.pyplot as plt
+print(matplotlib.get_backend(), "MPLCONFIGDIR" in os.environ, sorted(os.listdir(".")))
+plt.plot([1])
+plt.savefig("x.svg")
+print(sorted(os.listdir(".")))' '{artifacts: true}'
+	assert_equal "$(field .stdout)" "agg False ['main.py']
+['main.py', 'x.svg']"
+	assert_equal "$(field .stderr)" ""
+	run -0 jq -c '[.artifacts[] | [.path, .mimeType]]' <<<"$reply"
+	assert_output '[["figure-1.png","image/png"],["x.svg","image/svg+xml"]]'
+	# without artifacts: the lab's eight keys
+	execute "$chart"
+	run -0 jq -e 'has("artifacts") | not' <<<"$reply"
+	# a program that never imports matplotlib sees nothing of the hook
+	execute 'import os; print(sorted(os.listdir(".")), sorted(os.listdir("/tmp")), "MPLCONFIGDIR" in os.environ)' '{artifacts: true}'
+	assert_equal "$(field .stdout)" "['main.py'] [] False"
+	assert_equal "$(jq -c .artifacts <<<"$reply")" '[]'
+}
+
+@test "figures: over MCP the chart is an image block the model sees, with or without artifacts" {
+	local out
+	out=$(mcp_call "$(jq -cn --arg code "$chart" '{name: "code_executor", arguments: {code: $code}}')")
+	run -0 jq -r '.result.content | map(.type) | join(",")' <<<"$out"
+	assert_output text,image
+	run -0 jq -r '.result.content[1].mimeType' <<<"$out"
+	assert_output image/png
+	jq -r '.result.content[1].data' <<<"$out" | base64 -d >"$BATS_TEST_TMPDIR/mcp.png"
+	assert_equal "$(png_info "$BATS_TEST_TMPDIR/mcp.png")" 640x480
+	run -0 jq -r '.result.content[0].text' <<<"$out"
+	assert_output --partial "file: figure-1.png (image/png, "
+	# structuredContent is /execute's answer: artifacts only when asked for
+	run -0 jq -e '.result.structuredContent | has("artifacts") | not' <<<"$out"
+	out=$(mcp_call "$(jq -cn --arg code "$chart" '{name: "code_executor", arguments: {code: $code, artifacts: true}}')")
+	run -0 jq -r '.result.structuredContent.artifacts[0].path' <<<"$out"
+	assert_output figure-1.png
+}
