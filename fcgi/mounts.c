@@ -7,8 +7,8 @@
  *   3. bind /usr read-only, and /bin, /lib... as symlinks or binds, like the host has them;
  *   4. copy the sandbox's /etc (passwd, group, hostname, ld.so.cache, localtime, matplotlibrc,
  *      python3.11/sitecustomize.py: figures.h) into the skeleton, and bind the host's
- *      /etc/alternatives in it (Debian reaches libblas.so.3 through it). Copied, not bound: a bind would show the host's runtime directory as its
- *      root in /proc/self/mountinfo;
+ *      /etc/alternatives in it (Debian reaches libblas.so.3 through it). Copied, not bound: a bind
+ * would show the host's runtime directory as its root in /proc/self/mountinfo;
  *   5. /dev: binds of the harmless character devices and the /dev/fd links;
  *   6. a fresh /proc, which shows only the run's own pid namespace;
  *   7. the run's one size-limited tmpfs (diskBytes), mounted at a staging point, holding the
