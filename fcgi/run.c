@@ -655,7 +655,7 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 	/* warm: Python programs, and an agent's command that is a plain Python invocation (any
 	 * other is a shell's), with init */
 	if (allow_warm && cfg->warm && ns_mode && (cfg->workspace_fd < 0 || caps->warm_command)) {
-		/* one bound for both tiers' answers: the heavy tier has half, so that a heavy
+		/* one bound for both tiers' answers: the heavy tier has most of it, and a heavy
 		 * template that does not answer leaves the light one time to */
 		long long t0 = proc_now_ms();
 
@@ -670,7 +670,7 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 
 			box->pid =
 			    warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,
-			                   t0 + (heavy ? WARM_ANSWER_MS / 2 : WARM_ANSWER_MS),
+			                   t0 + (heavy ? WARM_HEAVY_ANSWER_MS : WARM_ANSWER_MS),
 			                   &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
 			if (box->pid > 0) {
 				box->warm = box->foreign = true;

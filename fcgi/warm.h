@@ -16,8 +16,11 @@
 #define WARM_DEFAULT_LIGHT_MODULES "numpy"
 /* How long a worker waits for templates' clones of one sandbox, all told (then the run is
  * cold): a bound on what a sandbox built on the request's path may add (not counted in the
- * kill grace) */
-#define WARM_ANSWER_MS 2000
+ * kill grace; nginx's read timeout leaves 4 s past it and the execution timeout). The heavy
+ * tier has WARM_HEAVY_ANSWER_MS of it (a clone of its larger interpreter is slower on a loaded
+ * host), the light one the rest at least. */
+#define WARM_ANSWER_MS 2500
+#define WARM_HEAVY_ANSWER_MS 2000
 #define WARM_MAX_MODULES 32
 /* The interpreter whose library (libpython3.11) is embedded: warm runs need --python to be it. */
 #define WARM_INTERPRETER "/usr/bin/python3.11"
