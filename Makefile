@@ -163,8 +163,11 @@ check: build
 	scripts/check-config.sh nginx/nginx.conf && echo "check-config: nginx/nginx.conf is consistent"
 
 lint:
-	shellcheck scripts/*.sh scripts/cafe-agent .ci/run tests/helpers/*.bash image/codebox-nginx \
+	shellcheck scripts/*.sh .ci/run tests/helpers/*.bash image/codebox-nginx \
 	    image/codebox-pool-start image/codebox-config image/codebox-probe
+# the Python scripts (cafe-agent, the test helpers) must parse: stdlib only, no linter here
+	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' \
+	    scripts/cafe-agent tests/helpers/*.py
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
 format:
