@@ -328,11 +328,13 @@ schema_prop(json_t *props, const char *key, const char *type, bool nullable, con
 static json_t *
 schema_file(const char *key, const char *what)
 {
-	return json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s,s], s:b}", "type", "object",
-	                 "properties", "path", "type", "string", "description",
-	                 "Where to write it, relative to the working directory (e.g. data.csv)",
-	                 key, "type", "string", "description", what, "required", "path", key,
-	                 "additionalProperties", 0);
+	return json_pack(
+	    "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s,s], s:b}", "type", "object", "properties",
+	    "path", "type", "string", "description",
+	    "Where to write it, relative to the working directory (e.g. data/prices.csv; "
+	    "not main.py or result.json)",
+	    key, "type", "string", "description", what, "required", "path", key,
+	    "additionalProperties", 0);
 }
 
 char *
