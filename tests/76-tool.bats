@@ -172,8 +172,7 @@ print(int(input()) * int(open("seven.txt").read()) if os.path.exists("seven.txt"
 	assert_equal "$(field .stdout)" 42
 }
 
-# This one passes once POST /execute takes JSON null for its optional keys (issue 19's /execute
-# change); until then /execute refuses the null stdin with a 400.
+# POST /execute takes null as an absent optional key (a server before 598d204 refuses it: 400)
 @test "tool: the strict form's call, with null for every optional key, is accepted by /execute" {
 	local tool body
 	tool=$(curl -s "$BASE/tool?format=openai&strict=true")
