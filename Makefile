@@ -35,7 +35,7 @@ NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp files
+           outcome tier pycmd mcp files tool
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
 UNIT_DEPS_result  = result jsonw utf8
@@ -54,6 +54,7 @@ UNIT_DEPS_tier    = tier
 UNIT_DEPS_pycmd   = pycmd
 UNIT_DEPS_mcp     = mcp jsonw capture utf8 result outcome
 UNIT_DEPS_files   = files capture utf8 workspace util proc log jsonw
+UNIT_DEPS_tool    = tool
 
 .PHONY: all help deps build run test unit bats asan asan-build bats-run asan-run check lint \
         format clean bench
@@ -162,8 +163,11 @@ check: build
 	scripts/check-config.sh nginx/nginx.conf && echo "check-config: nginx/nginx.conf is consistent"
 
 lint:
-	shellcheck scripts/*.sh scripts/cafe-agent .ci/run tests/helpers/*.bash image/codebox-nginx \
+	shellcheck scripts/*.sh .ci/run tests/helpers/*.bash image/codebox-nginx \
 	    image/codebox-pool-start image/codebox-config image/codebox-probe
+# the Python scripts (cafe-agent, the test helpers) must parse: stdlib only, no linter here
+	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' \
+	    scripts/cafe-agent tests/helpers/*.py
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
 format:

@@ -445,6 +445,19 @@ worker_mcp_call(const struct worker_config *wc, const struct run_config *run, st
 	request_free(&r);
 }
 
+/* The /isolation document (reply_isolation()) for this request's limits: GET /isolation's
+ * answer, and what /tool and MCP's tool are written from. Newly allocated, or NULL. */
+static char *
+worker_isolation_doc(const struct worker_config *wc, const struct run_config *run,
+                     const struct limits *l, size_t *len)
+{
+	bool agent_on = wc->agent.workspace_fd >= 0;
+	unsigned long long ws_bytes = agent_on ? wc->agent.workspace_bytes : 0;
+
+	return reply_isolation(wc->iso, l, run->warm && warm_serving(), ws_bytes,
+	                       agent_on ? workspace_inodes(ws_bytes) : 0, len);
+}
+
 /*
  * POST /mcp: one JSON-RPC message (mcp.h). The Origin allow-list and MCP-Protocol-Version are
  * checked first, as the specification says; notifications and responses get 202.
@@ -457,8 +470,8 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 	const char *origin = FCGX_GetParam("HTTP_ORIGIN", req->envp);
 	const char *version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", req->envp);
 	struct mcp_message m;
-	char message[256], *body = NULL, *caps = NULL, *tool = NULL, *answer = NULL;
-	size_t len = 0, caps_len, tool_len = 0;
+	char message[256], *body = NULL, *caps = NULL, *iso = NULL, *tool = NULL, *answer = NULL;
+	size_t len = 0, caps_len, iso_len, tool_len = 0;
 	long n;
 
 	if (method == NULL || strcmp(method, "POST") != 0) {
@@ -515,7 +528,10 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 	 * answered (initialize, tools/list), never on a call's way to its run */
 	if (strcmp(m.method, "initialize") == 0 || strcmp(m.method, "tools/list") == 0) {
 		caps = reply_capabilities(wc->probe, l, wc->files_contained, &caps_len);
-		tool = caps ? tool_render(caps, caps_len, TOOL_ANTHROPIC, &tool_len) : NULL;
+		iso = worker_isolation_doc(wc, run, l, &iso_len);
+		tool = caps && iso
+		           ? tool_render(caps, caps_len, iso, iso_len, TOOL_ANTHROPIC, &tool_len)
+		           : NULL;
 		if (tool == NULL) {
 			worker_mcp_send(req, 500, NULL, NULL, 0);
 			goto out;
@@ -561,6 +577,7 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 	}
 out:
 	free(caps);
+	free(iso);
 	free(tool);
 	mcp_message_free(&m);
 }
@@ -616,10 +633,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 		worker_mcp(wc, run, &slots->execute, req, &l, request_id);
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
-		bool agent_on = wc->agent.workspace_fd >= 0;
-		unsigned long long ws_bytes = agent_on ? wc->agent.workspace_bytes : 0;
-		char *doc = reply_isolation(wc->iso, &l, run->warm && warm_serving(), ws_bytes,
-		                            agent_on ? workspace_inodes(ws_bytes) : 0, &len);
+		char *doc = worker_isolation_doc(wc, run, &l, &len);
 		if (doc == NULL) {
 			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
 		} else {
@@ -627,21 +641,23 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 			free(doc);
 		}
 	} else if (strcmp(endpoint, "tool") == 0) {
-		size_t len, tool_len;
+		size_t len, iso_len, tool_len;
 		enum tool_format format;
-		char *caps = NULL, *doc = NULL;
-		if (tool_parse_format(FCGX_GetParam("REQUEST_URI", req->envp), &format) < 0) {
-			worker_send_error(req, 400, NULL, "invalid_request",
-			                  "format must be anthropic (the default) or openai");
+		char *caps = NULL, *iso = NULL, *doc = NULL;
+		if (tool_parse_format(FCGX_GetParam("REQUEST_URI", req->envp), &format, why,
+		                      sizeof(why)) < 0) {
+			worker_send_error(req, 400, NULL, "invalid_request", why);
 			goto out;
 		}
 		caps = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
-		doc = caps ? tool_render(caps, len, format, &tool_len) : NULL;
+		iso = worker_isolation_doc(wc, run, &l, &iso_len);
+		doc = caps && iso ? tool_render(caps, len, iso, iso_len, format, &tool_len) : NULL;
 		if (doc == NULL)
 			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
 		else
 			worker_send(req, 200, NULL, doc, tool_len);
 		free(caps);
+		free(iso);
 		free(doc);
 	} else if (strcmp(endpoint, "metrics") == 0) {
 		size_t len;

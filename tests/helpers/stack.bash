@@ -134,8 +134,12 @@ stack_logs() {
 }
 
 # The logs are shown by bats only when a test failed; a stack the test started is stopped,
-# pass or fail.
+# pass or fail. (A suite with a teardown of its own calls stack_teardown from it.)
 teardown() {
+	stack_teardown
+}
+
+stack_teardown() {
 	if [[ ${BATS_TEST_COMPLETED:-} != 1 && -n ${STACK_DIR:-} ]]; then
 		stack_logs
 	fi
