@@ -45,7 +45,7 @@ warm_remote() {
 @test "warm: /isolation says warm" {
 	run -0 curl -s "$BASE/isolation"
 	assert_equal "$(jq -r .details.interpreter <<<"$output")" warm
-	run -0 grep -c "zygote ready: 5 modules imported" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "zygote ready: 6 modules imported" "$STACK_DIR/logs/pool.log"
 }
 
 @test "warm: the program sees what python3 -I -u main.py sees cold" {
@@ -176,7 +176,7 @@ new_heavy() {
 	assert_equal "$(field .stdout)" "False True"
 	execute $'import sys\nimport scipy\nprint("sk" + "learn" in sys.modules, __name__)'
 	assert_equal "$(field .stdout)" "True __main__"
-	run -0 grep -c "heavy template ready: 4 modules imported" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "heavy template ready: 5 modules imported" "$STACK_DIR/logs/pool.log"
 	[[ -n $(heavy_pids) ]]
 	# a wrong guess costs speed only: a module the template lacks is imported as cold
 	execute 'import importlib; m = importlib.import_module("sci" + "py.special"); print(m.gamma(5))'
