@@ -4,6 +4,7 @@
 # tier preloads matplotlib.pyplot here, as by default) and cold (the cold pass runs this file).
 
 load helpers/stack
+load helpers/mcp
 
 setup_file() {
 	export CODEBOX_WARM_MODULES=numpy,matplotlib.pyplot CODEBOX_WARM_LIGHT_MODULES=
@@ -117,4 +118,12 @@ print(sorted(os.listdir(".")))' '{artifacts: true}'
 	out=$(mcp_call "$(jq -cn --arg code "$chart" '{name: "code_executor", arguments: {code: $code, artifacts: true}}')")
 	run -0 jq -r '.result.structuredContent.artifacts[0].path' <<<"$out"
 	assert_output figure-1.png
+}
+
+@test "figures: the official MCP SDK's client gets the chart as an image block (its result schema holds)" {
+	run -0 mcp_client "$BASE/mcp" call code_executor "$(jq -cn --arg c "$chart" '{code: $c}')"
+	run -0 jq -e '.isError == false and .content[0].type == "text" and .content[1].type == "image" and
+		.content[1].mimeType == "image/png"' <<<"$output"
+	jq -r '.content[1].data' <<<"$output" | base64 -d >"$BATS_TEST_TMPDIR/sdk.png"
+	assert_equal "$(png_info "$BATS_TEST_TMPDIR/sdk.png")" 640x480
 }
