@@ -49,7 +49,9 @@ host_can() {
 	done
 	assert_equal "$(jq -r .layers.seccomp <<<"$iso")" true
 	run -0 jq -e '.limits == {"memoryBytes": 1073741824, "maxProcesses": 64,
-		"diskBytes": 67108864, "maxStdinBytes": 65536, "cpuMillicores": 1000}' <<<"$iso"
+		"diskBytes": 67108864, "maxStdinBytes": 65536, "cpuMillicores": 1000,
+		"maxInputFiles": 100, "maxInputBytes": 33554432, "maxArtifacts": 32,
+		"maxArtifactBytes": 8388608}' <<<"$iso"
 	# the pool-wide budget defaults to 3/4 of the memory the pool may use
 	if [[ $(jq -r .layers.poolmemory <<<"$iso") == true ]]; then
 		run -0 jq -e '.details.poolMemoryBytes > 1073741824' <<<"$iso"
