@@ -24,6 +24,22 @@ optional(json_t *root, const char *key)
 	return json_is_null(v) ? NULL : v;
 }
 
+/* an optional boolean into *out (left as it is when absent); -1 with the 400's message */
+static int
+optional_bool(json_t *root, const char *key, bool *out, char *message, size_t message_len)
+{
+	json_t *v = optional(root, key);
+
+	if (v != NULL && !json_is_boolean(v)) {
+		snprintf(message, message_len, "%s must be true or false (%s: bool_type)", key,
+		         key);
+		return -1;
+	}
+	if (v != NULL)
+		*out = json_is_true(v);
+	return 0;
+}
+
 int
 request_parse(struct request *r, const char *body, size_t len, const struct limits *l,
               char *message, size_t message_len)
@@ -112,24 +128,9 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 		if (r->wall_ms < 1)
 			r->wall_ms = 1;
 	}
-	v = optional(r->root, "details");
-	if (v != NULL) {
-		if (!json_is_boolean(v)) {
-			snprintf(message, message_len,
-			         "details must be true or false (details: bool_type)");
-			goto invalid;
-		}
-		r->details = json_is_true(v);
-	}
-	v = optional(r->root, "artifacts");
-	if (v != NULL) {
-		if (!json_is_boolean(v)) {
-			snprintf(message, message_len,
-			         "artifacts must be true or false (artifacts: bool_type)");
-			goto invalid;
-		}
-		r->artifacts = json_is_true(v);
-	}
+	if (optional_bool(r->root, "details", &r->details, message, message_len) < 0 ||
+	    optional_bool(r->root, "artifacts", &r->artifacts, message, message_len) < 0)
+		goto invalid;
 	v = optional(r->root, "files");
 	if (v != NULL && files_parse(v, files_max_bytes(l), &r->files, &r->files_len, &r->n_files,
 	                             message, message_len) < 0)
