@@ -113,9 +113,11 @@ print(sorted(os.listdir(".")))' '{artifacts: true}'
 }
 
 @test "figures: the official MCP SDK's client gets the chart as an image block (its result schema holds)" {
+	local result
 	run -0 mcp_client "$BASE/mcp" call code_executor "$(jq -cn --arg c "$chart" '{code: $c}')"
+	result=$output
 	run -0 jq -e '.isError == false and .content[0].type == "text" and .content[1].type == "image" and
-		.content[1].mimeType == "image/png"' <<<"$output"
-	jq -r '.content[1].data' <<<"$output" | base64 -d >"$BATS_TEST_TMPDIR/sdk.png"
+		.content[1].mimeType == "image/png"' <<<"$result"
+	jq -r '.content[1].data' <<<"$result" | base64 -d >"$BATS_TEST_TMPDIR/sdk.png"
 	assert_equal "$(png_info "$BATS_TEST_TMPDIR/sdk.png")" 640x480
 }
