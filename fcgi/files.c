@@ -517,7 +517,8 @@ artifacts_collect(int dirfd, char **blob, size_t *len)
 	(void)lseek(dfd, 0, SEEK_SET);
 	if (walk_dir(dfd, "", 0, &w) < 0)
 		goto out;
-	qsort(w.v, w.n, sizeof(*w.v), by_path);
+	if (w.n > 0)
+		qsort(w.v, w.n, sizeof(*w.v), by_path);
 	for (size_t i = 0; i < w.n && i < ARTIFACTS_MAX_LISTED; i++) {
 		struct artifact_rec rec = {.bytes = w.v[i].bytes};
 		size_t want, plen = strlen(w.v[i].path), mark;
