@@ -33,7 +33,7 @@ have_kind() {
 	command -v kind >/dev/null && return 0
 	echo "kind-$1: kind is not installed. Install kind v0.24 or later (a single binary: see" \
 		"https://kind.sigs.k8s.io/docs/user/quick-start/#installation) with docker or podman," \
-		"then run make kind-up. README: \"Image and Kubernetes\"." >&2
+		"then run make kind-up. docs/OPERATIONS.md: \"kind\"." >&2
 	return 1
 }
 
