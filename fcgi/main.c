@@ -6,7 +6,9 @@
  * measure the interpreter through the real sandbox (probe.c) - if a layer's set-up step fails
  * there, that layer is turned off and the probe tried again, so what /isolation reports is
  * what worked; refuse to start if CODEBOX_REQUIRE names a layer that is off or a promised
- * module is missing; log one line of layers; bind the FastCGI socket; hand over to the pool.
+ * module is missing; log one line of layers; create port 8888's workspace and open the audit
+ * trail when they are configured; start the warm pool's zygote (warm.c); bind the FastCGI
+ * socket; hand over to the pool.
  * The probe runs before any worker exists because the run's kill sweep treats every child of
  * the calling process as part of the run.
  */

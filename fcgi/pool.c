@@ -2,8 +2,8 @@
  * pool.c - the prefork pool.
  *
  * One supervisor forks N workers that all accept on one socket. It waits for events with
- * sigsuspend() while SIGCHLD, SIGTERM, SIGINT and SIGALRM are blocked everywhere else, so no
- * SIGCHLD is ever lost between a check and the wait. A worker that dies is logged with its
+ * ppoll(), which unblocks SIGCHLD, SIGTERM, SIGINT and SIGALRM only while it waits (they are
+ * blocked everywhere else), so no SIGCHLD is ever lost between a check and the wait. A worker that dies is logged with its
  * exit status or signal and respawned at once; one that dies within a second of its start is
  * respawned after a second (SIGALRM), so a worker that cannot start does not spin.
  *

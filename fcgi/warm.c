@@ -16,8 +16,9 @@
  * after the first: a successor is started when the current one's life (CODEBOX_WARM_MAX_SECONDS)
  * is up or when it died, and it serves from its ready report on; the one it succeeds is then
  * retired (its socket closed) and ends once its templates have finished their requests. A
- * shared word tells the workers whether any zygote serves, so that a run never waits for a
- * template that is not there: it is cold at once.
+ * shared word tells the workers which tiers have a serving template (the serving zygote's, or
+ * an orphaned one's whose zygote died), so that a run never waits for a template that is not
+ * there: it is on the light tier, or cold, at once.
  *
  * Warm runs need a pid namespace (main.c): their init is a template's child, and only a
  * namespace's init ends everything of a run when it is killed through its pidfd.

@@ -17,13 +17,16 @@
  *
  * Each tier has one serving template, and during a succession (template.c) its successor and
  * then the retired one, ending. tier_check() keeps the three and says what happens when one of
- * them dies: one that crashed is forked again (at most once a second), a successor that fails
- * to import turns the tier off, one not ready within WARM_ZYGOTE_READY_MS is killed.
+ * them dies: one that crashed is forked again (after a second, doubling up to 60 s while they
+ * keep dying before they are ready), a successor that fails to import turns the tier off, one
+ * not ready within WARM_ZYGOTE_READY_MS is killed.
  *
  * The supervisor closing the zygote's socket retires it: each tier's serving template ends
  * between two requests (the successor zygote's templates serve meanwhile), and the zygote ends
- * once they have. The supervisor's death kills it (a parent-death signal), and its death kills
- * its templates; runs already cloned live on, watched by their workers.
+ * once they have. The supervisor's death kills it (a parent-death signal). Its own death does
+ * not end its templates: they have no parent-death signal, and serve on as orphans until the
+ * supervisor has a zygote whose template serves their tier (warm.c); runs already cloned live
+ * on, watched by their workers.
  */
 #include "zygote.h"
 
@@ -195,7 +198,7 @@ tier_start(struct tier *t, long long wait_ms)
 /*
  * After every poll: reaps templates that ended; when the serving one's life is up (its 'R'),
  * forks its successor, which both serve until the successor is ready, then retires it;
- * replaces one that crashed (at most once a second) or ended.
+ * replaces one that crashed or ended (after a second, doubling while they keep dying).
  */
 static void
 tier_check(struct tier *t)

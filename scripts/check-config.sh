@@ -63,8 +63,8 @@ Checks the invariants between nginx's limits, its timeouts and the pool size.
                    the pool caps whatever a request brings at these (codebox-pool --ceilings)
   --memory-limit BYTES
                    refuse limits whose concurrent runs cannot fit BYTES of memory (the
-                   pool container's limit; default for 7: this process's memory
-                   cgroup limit, else the host's MemTotal)
+                   pool container's limit; default: this process's memory cgroup
+                   limit, else the host's MemTotal)
   --print-pool-memory-bytes
                    print CODEBOX_POOL_MEMORY_BYTES (for codebox-pool --pool-memory-bytes)
 USAGE
