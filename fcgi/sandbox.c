@@ -552,15 +552,10 @@ sandbox_high_pids(void)
 	char buf[32];
 	long max;
 	ssize_t n;
-	int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+	int fd;
 
-	if (fd < 0)
+	if (util_read_small("/proc/sys/kernel/pid_max", buf, sizeof(buf)) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	max = strtol(buf, NULL, 10);
 	if (max < 4096) {
 		errno = ERANGE;
