@@ -967,6 +967,19 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	return 0;
 }
 
+/* What the watch loop polls: one entry each of its table of pollfds, -1 (which poll() skips)
+ * while it is not watched. */
+enum run_watched {
+	RUN_WATCH_OUT,    /* the program's stdout */
+	RUN_WATCH_ERR,    /* its stderr */
+	RUN_WATCH_FAIL,   /* the error pipe: a failed set-up step */
+	RUN_WATCH_REPORT, /* namespace mode: init's report */
+	RUN_WATCH_PID,    /* the pidfd of the program (direct mode) or init, until reaped */
+	RUN_WATCH_CLIENT, /* the request's connection, for a hang-up, until reaped */
+	RUN_WATCH_OOM,    /* the run's cgroup's OOM eventfd, until reaped or stopped */
+	RUN_WATCH_COUNT,
+};
+
 /*
  * Phase 2: drains the output and the report until the program (or init) is reaped and the
  * pipes are closed or their drain time is up; stops the run at the deadline or its first OOM,
@@ -978,9 +991,6 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 	struct run_box *box = w->box;
 
 	for (;;) {
-		struct pollfd pfd[7];
-		int n = 0, i_out = -1, i_err = -1, i_fail = -1, i_rep = -1, i_pid = -1, i_cli = -1;
-		int i_oom = -1;
 		long long now = proc_now_ms(), until;
 
 		if (w->main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
@@ -1023,74 +1033,58 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 		until = w->main_reaped ? w->drain_deadline
 		        : w->stop_sent ? w->stop_deadline
 		                       : w->deadline;
-		if (box->out_r >= 0) {
-			i_out = n;
-			pfd[n++] = (struct pollfd){.fd = box->out_r, .events = POLLIN};
-		}
-		if (box->err_r >= 0) {
-			i_err = n;
-			pfd[n++] = (struct pollfd){.fd = box->err_r, .events = POLLIN};
-		}
-		if (box->fail_r >= 0) {
-			i_fail = n;
-			pfd[n++] = (struct pollfd){.fd = box->fail_r, .events = POLLIN};
-		}
-		if (box->rep_r >= 0) {
-			i_rep = n;
-			pfd[n++] = (struct pollfd){.fd = box->rep_r, .events = POLLIN};
-		}
-		if (!w->main_reaped && box->pidfd >= 0) {
-			i_pid = n;
-			pfd[n++] = (struct pollfd){.fd = box->pidfd, .events = POLLIN};
-		}
-		if (w->client_fd >= 0 && !w->main_reaped) {
-			/* POLLRDHUP only: bytes nginx sent that libfcgi has not read are no sign */
-			i_cli = n;
-			pfd[n++] = (struct pollfd){.fd = w->client_fd, .events = POLLRDHUP};
-		}
-		if (!w->main_reaped && !w->stop_sent && box->cg.active && box->cg.oom_fd >= 0) {
-			i_oom = n;
-			pfd[n++] = (struct pollfd){.fd = box->cg.oom_fd, .events = POLLIN};
-		}
+		struct pollfd pfd[RUN_WATCH_COUNT] = {
+		    [RUN_WATCH_OUT] = {.fd = box->out_r, .events = POLLIN},
+		    [RUN_WATCH_ERR] = {.fd = box->err_r, .events = POLLIN},
+		    [RUN_WATCH_FAIL] = {.fd = box->fail_r, .events = POLLIN},
+		    [RUN_WATCH_REPORT] = {.fd = box->rep_r, .events = POLLIN},
+		    [RUN_WATCH_PID] = {.fd = w->main_reaped ? -1 : box->pidfd, .events = POLLIN},
+		    /* POLLRDHUP only: bytes nginx sent that libfcgi has not read are no sign */
+		    [RUN_WATCH_CLIENT] = {.fd = w->main_reaped ? -1 : w->client_fd,
+		                          .events = POLLRDHUP},
+		    [RUN_WATCH_OOM] = {.fd = !w->main_reaped && !w->stop_sent && box->cg.active
+		                                 ? box->cg.oom_fd
+		                                 : -1,
+		                       .events = POLLIN},
+		};
 		long long wait_ms = until - now;
 		if (wait_ms < 0)
 			wait_ms = 0;
 		if (box->pidfd < 0 && !w->main_reaped && wait_ms > 10)
 			wait_ms = 10; /* no pidfd (kernel < 5.3): check the child every 10 ms */
-		if (poll(pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) {
+		if (poll(pfd, RUN_WATCH_COUNT, (int)wait_ms) < 0 && errno != EINTR) {
 			set_fault(out, RUN_FAULT_OTHER, why, why_len, "poll() failed");
 			return -1;
 		}
-		if (i_cli >= 0 && (pfd[i_cli].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+		if (pfd[RUN_WATCH_CLIENT].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
 			out->abandoned = true;
 			return 0; /* the kill in run_collect() is the same as for any end */
 		}
-		if (i_out >= 0 && pfd[i_out].revents)
+		if (pfd[RUN_WATCH_OUT].revents)
 			drain(&box->out_r, &out->out);
-		if (i_err >= 0 && pfd[i_err].revents)
+		if (pfd[RUN_WATCH_ERR].revents)
 			drain(&box->err_r, &out->err);
-		if (i_rep >= 0 && pfd[i_rep].revents)
+		if (pfd[RUN_WATCH_REPORT].revents)
 			drain_report(&box->rep_r, &w->rb);
-		if (i_oom >= 0 && pfd[i_oom].revents && cgroup_run_oom(&box->cg)) {
+		if (pfd[RUN_WATCH_OOM].revents && cgroup_run_oom(&box->cg)) {
 			/* the run's first OOM ends it, before a second process is killed */
 			box->oom_stopped = true;
 			w->deadline =
 			    proc_now_ms(); /* stopped like a timeout, reported as memory */
 			continue;
 		}
-		if (i_fail >= 0 && pfd[i_fail].revents) {
+		if (pfd[RUN_WATCH_FAIL].revents) {
 			ssize_t r = read(box->fail_r, &w->failure, sizeof(w->failure));
 			if (r == (ssize_t)sizeof(w->failure))
 				w->setup_failed = true;
 			if (r != -1 || errno != EINTR)
 				close_fd(&box->fail_r);
 		}
-		if (!w->main_reaped && box->foreign && i_pid >= 0 && pfd[i_pid].revents) {
+		if (!w->main_reaped && box->foreign && pfd[RUN_WATCH_PID].revents) {
 			/* init is gone (the kernel reaps it); what it reported is all there is */
 			w->main_reaped = true;
 			w->main_status = SIGKILL;
-		} else if (!w->main_reaped &&
-		           (box->pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
+		} else if (!w->main_reaped && (box->pidfd < 0 || pfd[RUN_WATCH_PID].revents)) {
 			int st;
 			struct rusage r1;
 			pid_t p = wait4(box->pid, &st, WNOHANG | __WALL, &r1);
