@@ -8,7 +8,7 @@
  *                                                          ─fork─▶ program ─execve─▶ python3
  *
  * Before the clone the worker prepares what the child's steps need (the run's empty directory,
- * the run's cgroup, the argv and environment arrays: run_child_prepare()), because between
+ * the run's cgroup, the argv and environment arrays: child_prepare()), because between
  * fork and execve a child may only make system calls. The sandbox is built ahead of its
  * request (box_build()); when the request comes, the worker sends it down the control pipe
  * and the child itself writes main.py and a memfd holding stdin (sandbox.c). The pipes:
@@ -98,7 +98,7 @@
  * it: templates ignore SIGCHLD, so the kernel reaps it (the box is foreign). Namespace mode needs
  * no wait status of init: its report carries the program's. So warm runs need a pid namespace;
  * without one, runs are cold. The child takes the same sandbox.c steps in the same order, from
- * the same run_child_prepare() spec; only the program's last step differs: instead of execve()
+ * the same child_prepare() spec; only the program's last step differs: instead of execve()
  * it reseeds every random generator of the preloaded modules, sets the environment, argv and
  * signals as the interpreter's start-up would, and runs main.py in the template's interpreter
  * (interp_enter()). Any failure of the warm path before the program runs (no zygote serving, a
@@ -128,6 +128,7 @@
 #include "files.h"
 
 #include "cgroup.h"
+#include "child.h"
 #include "isolation.h"
 #include "jsonw.h"
 #include "limits.h"
@@ -459,130 +460,6 @@ box_discard(const struct run_config *cfg, struct run_box *box)
 		box_teardown(cfg, box, &reaped, &st, &ru, NULL);
 }
 
-void
-run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned long long disk_bytes,
-                  struct run_child *c)
-{
-	bool ns_mode = cfg->clone_flags != 0;
-	bool agent = cfg->workspace_fd >= 0;
-	/* in a mount namespace the run sees its directory at a path that names nothing of the host
-	 */
-	bool mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS);
-	const char *name = strrchr(workdir, '/');
-	int n = 0;
-
-	memset(c, 0, sizeof(*c));
-	snprintf(c->inner, sizeof(c->inner), "%s/%s", SANDBOX_INNER_DIR,
-	         name != NULL ? name + 1 : workdir);
-	const char *run_dir = mounts ? c->inner : workdir;
-	snprintf(c->home, sizeof(c->home), "HOME=%s", run_dir);
-	snprintf(c->tmpdir, sizeof(c->tmpdir), "TMPDIR=%s", run_dir);
-	c->envp[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-	c->envp[n++] = c->home;
-	c->envp[n++] = c->tmpdir;
-	c->envp[n++] = "LANG=C.UTF-8";
-	c->envp[n++] = "OPENBLAS_NUM_THREADS=1";
-	c->envp[n++] = "OMP_NUM_THREADS=1";
-	c->envp[n++] = "MKL_NUM_THREADS=1";
-	c->envp[n] = NULL;
-	/* an agent's shell: its home is the workspace, and `python` is the sandbox's python3 */
-	n = 0;
-	c->agent_envp[n++] = "PATH=/opt/codebox/bin:/usr/local/bin:/usr/bin:/bin";
-	c->agent_envp[n++] = "HOME=/app";
-	c->agent_envp[n++] = c->tmpdir;
-	c->agent_envp[n++] = "LANG=C.UTF-8";
-	c->agent_envp[n++] = "OPENBLAS_NUM_THREADS=1";
-	c->agent_envp[n++] = "OMP_NUM_THREADS=1";
-	c->agent_envp[n++] = "MKL_NUM_THREADS=1";
-	c->agent_envp[n] = NULL;
-	c->argv[0] = (char *)cfg->python;
-	c->argv[1] = "-I";
-	c->argv[2] = "-u";
-	c->argv[3] = "main.py";
-	c->argv[4] = NULL;
-	c->ms = (struct mounts_spec){
-	    .workdir = workdir,
-	    .inner_workdir = c->inner,
-	    .etc_fd = cfg->etc_fd,
-	    .python = cfg->python,
-	    .disk_bytes = disk_bytes,
-	    .owner_uid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
-	    .owner_gid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
-	    .mount_proc = cfg->mount_proc,
-	    .workspace_fd = cfg->workspace_fd,
-	};
-	c->sb = (struct sandbox_spec){
-	    .stdin_fd = -1,
-	    .stdout_fd = -1,
-	    .stderr_fd = -1,
-	    .error_fd = -1,
-	    .ctl_fd = -1,
-	    .report_fd = -1,
-	    .workdir = run_dir,
-	    .python = cfg->python,
-	    .argv = c->argv,
-	    .envp = agent ? c->agent_envp : c->envp,
-	    /* direct mode: the program switches under a root pool; namespace mode: init does */
-	    .set_ids = ns_mode ? (cfg->userns || cfg->drop_privileges) : cfg->drop_privileges,
-	    .uid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
-	    .gid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
-	    .parent_pid = ns_mode ? 1 : getpid(),
-	    .nofile = 1024,
-	    .landlock_fd = cfg->landlock_fd,
-	    .landlock_abi = mounts ? cfg->landlock_abi : 0,
-	    .seccomp = cfg->seccomp,
-	    .mounts = mounts ? &c->ms : NULL,
-	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
-	    .cgroupns = ns_mode && cfg->cgroupns,
-	    .high_pids = mounts && cfg->mount_proc && cfg->high_pids,
-	    .mask_proc = mounts && cfg->mount_proc && cfg->mask_proc,
-	    .ids_before_mounts = cfg->userns,
-	    .agent = agent,
-	    .workspace_fd = agent ? cfg->workspace_fd : -1,
-	};
-}
-
-/*
- * clone() of the run's namespaces as the run's own host uid: the user namespace is then owned
- * by that uid, so every per-user kernel quota charged through it (inotify, fanotify, pending
- * signals, message queues, nested namespaces...) is the run uid's, not root's. Only the
- * effective ids change, for the one call; the saved ids stay 0 and bring root back.
- */
-pid_t
-run_clone_as(const struct run_config *cfg, int flags, int *pidfd)
-{
-	pid_t pid;
-	int err;
-
-	if (pidfd != NULL) {
-		*pidfd = -1;
-		flags |= CLONE_PIDFD;
-	}
-	if (!cfg->drop_privileges || !(flags & CLONE_NEWUSER))
-		return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
-	if (setresgid((gid_t)-1, cfg->run_gid, (gid_t)-1) < 0)
-		return -1;
-	if (setresuid((uid_t)-1, cfg->run_uid, (uid_t)-1) < 0) {
-		err = errno;
-		if (setresgid((gid_t)-1, 0, (gid_t)-1) < 0)
-			_exit(1); /* cannot happen: the real gid is 0 */
-		errno = err;
-		return -1;
-	}
-	pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
-	if (pid == 0)
-		return 0; /* init switches all its ids once the maps exist */
-	err = errno;
-	if (setresuid((uid_t)-1, 0, (uid_t)-1) < 0 || setresgid((gid_t)-1, 0, (gid_t)-1) < 0) {
-		log_msg(LOG_ERROR, "cannot become root again after clone(): %s", strerror(errno));
-		_exit(1); /* a worker that is not root cannot serve; the pool starts another */
-	}
-	/* the euid change made the worker non-dumpable; it was dumpable before */
-	(void)prctl(PR_SET_DUMPABLE, 1);
-	errno = err;
-	return pid;
-}
-
 /* A box's pipes, as pairs: stdout, stderr, error, control, and (namespace mode) report. */
 static int
 box_pipes_open(int p[5][2], bool ns_mode)
@@ -615,7 +492,7 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 	int *out_p = p[0], *err_p = p[1], *fail_p = p[2], *ctl_p = p[3], *rep_p = p[4];
 	bool ns_mode = cfg->clone_flags != 0;
 	char cg_name[80];
-	static struct run_child child; /* large; the worker is single-threaded */
+	static struct child_spec child; /* large; the worker is single-threaded */
 	struct fault f = {"", 0};
 
 	memset(box, 0, sizeof(*box));
@@ -645,12 +522,9 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 		goto fail;
 	}
 
-	run_child_prepare(cfg, box->wd.path, caps->disk_bytes, &child);
-	child.sb.stdout_fd = out_p[1];
-	child.sb.stderr_fd = err_p[1];
-	child.sb.error_fd = fail_p[1];
-	child.sb.ctl_fd = ctl_p[0];
-	child.sb.report_fd = rep_p[1];
+	child_prepare(cfg, box->wd.path, caps->disk_bytes, &child);
+	child_set_fds(&child,
+	              (int[CHILD_FD_COUNT]){out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]});
 
 	/* warm: Python programs, and an agent's command that is a plain Python invocation (any
 	 * other is a shell's), with init */
@@ -663,7 +537,8 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 		 * program the heavy tier cannot take now gets the light one (it imports the
 		 * rest), and the light one's failure means a cold run */
 		for (int heavy = caps->heavy; box->pid < 0 && heavy >= 0; heavy--) {
-			int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
+			int fds[CHILD_FD_COUNT] = {out_p[1], err_p[1], fail_p[1], ctl_p[0],
+			                           rep_p[1]};
 			char wwhy[256];
 
 			bool serving = warm_serving();
@@ -691,15 +566,12 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 				          "could not create the run's pipes");
 				goto fail;
 			}
-			child.sb.stdout_fd = out_p[1];
-			child.sb.stderr_fd = err_p[1];
-			child.sb.error_fd = fail_p[1];
-			child.sb.ctl_fd = ctl_p[0];
-			child.sb.report_fd = rep_p[1];
+			child_set_fds(&child, (int[CHILD_FD_COUNT]){out_p[1], err_p[1], fail_p[1],
+			                                            ctl_p[0], rep_p[1]});
 		}
 	}
 	if (box->pid < 0 && ns_mode)
-		box->pid = run_clone_as(cfg, cfg->clone_flags, NULL);
+		box->pid = child_clone(cfg, cfg->clone_flags, NULL);
 	else if (box->pid < 0)
 		box->pid = fork();
 	if (box->pid < 0) {
