@@ -136,6 +136,7 @@
 #include "proc.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "userns.h"
 #include "util.h"
 #include "warm.h"
 #include "workdir.h"
@@ -284,23 +285,14 @@ report_complete(const struct report_buf *rb)
 	       rb->len >= sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len;
 }
 
-/* The user namespace's maps: the run's one inner uid and gid onto its host ones. */
+/* The user namespace's maps: the run's one inner uid and gid onto its host ones (a root
+ * pool's run uid, else the pool's own). */
 static int
 write_id_maps(const struct run_config *cfg, pid_t pid)
 {
-	char map[64], proc[32];
-	uid_t host_uid = cfg->drop_privileges ? cfg->run_uid : geteuid();
-	gid_t host_gid = cfg->drop_privileges ? cfg->run_gid : getegid();
-
-	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
-	/* an unprivileged writer must give up setgroups before it may write gid_map */
-	if (!cfg->drop_privileges && util_write_file(proc, "setgroups", "deny") < 0)
-		return -1;
-	snprintf(map, sizeof(map), "%d %u 1\n", SANDBOX_INNER_ID, (unsigned)host_uid);
-	if (util_write_file(proc, "uid_map", map) < 0)
-		return -1;
-	snprintf(map, sizeof(map), "%d %u 1\n", SANDBOX_INNER_ID, (unsigned)host_gid);
-	return util_write_file(proc, "gid_map", map);
+	return userns_write_maps(pid, SANDBOX_INNER_ID,
+	                         cfg->drop_privileges ? cfg->run_uid : geteuid(),
+	                         cfg->drop_privileges ? cfg->run_gid : getegid());
 }
 
 /*
