@@ -17,6 +17,23 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* An environment: PATH, HOME and TMPDIR, then what every run has (NULL-terminated; envp has
+ * room for 8). */
+static void
+child_env(char **envp, char *path, char *home, char *tmpdir)
+{
+	int n = 0;
+
+	envp[n++] = path;
+	envp[n++] = home;
+	envp[n++] = tmpdir;
+	envp[n++] = "LANG=C.UTF-8";
+	envp[n++] = "OPENBLAS_NUM_THREADS=1";
+	envp[n++] = "OMP_NUM_THREADS=1";
+	envp[n++] = "MKL_NUM_THREADS=1";
+	envp[n] = NULL;
+}
+
 void
 child_prepare(const struct run_config *cfg, const char *workdir, unsigned long long disk_bytes,
               struct child_spec *c)
@@ -27,7 +44,6 @@ child_prepare(const struct run_config *cfg, const char *workdir, unsigned long l
 	 */
 	bool mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS);
 	const char *name = strrchr(workdir, '/');
-	int n = 0;
 
 	memset(c, 0, sizeof(*c));
 	snprintf(c->inner, sizeof(c->inner), "%s/%s", SANDBOX_INNER_DIR,
@@ -35,24 +51,10 @@ child_prepare(const struct run_config *cfg, const char *workdir, unsigned long l
 	const char *run_dir = mounts ? c->inner : workdir;
 	snprintf(c->home, sizeof(c->home), "HOME=%s", run_dir);
 	snprintf(c->tmpdir, sizeof(c->tmpdir), "TMPDIR=%s", run_dir);
-	c->envp[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-	c->envp[n++] = c->home;
-	c->envp[n++] = c->tmpdir;
-	c->envp[n++] = "LANG=C.UTF-8";
-	c->envp[n++] = "OPENBLAS_NUM_THREADS=1";
-	c->envp[n++] = "OMP_NUM_THREADS=1";
-	c->envp[n++] = "MKL_NUM_THREADS=1";
-	c->envp[n] = NULL;
+	child_env(c->envp, "PATH=/usr/local/bin:/usr/bin:/bin", c->home, c->tmpdir);
 	/* an agent's shell: its home is the workspace, and `python` is the sandbox's python3 */
-	n = 0;
-	c->agent_envp[n++] = "PATH=/opt/codebox/bin:/usr/local/bin:/usr/bin:/bin";
-	c->agent_envp[n++] = "HOME=/app";
-	c->agent_envp[n++] = c->tmpdir;
-	c->agent_envp[n++] = "LANG=C.UTF-8";
-	c->agent_envp[n++] = "OPENBLAS_NUM_THREADS=1";
-	c->agent_envp[n++] = "OMP_NUM_THREADS=1";
-	c->agent_envp[n++] = "MKL_NUM_THREADS=1";
-	c->agent_envp[n] = NULL;
+	child_env(c->agent_envp, "PATH=/opt/codebox/bin:/usr/local/bin:/usr/bin:/bin", "HOME=/app",
+	          c->tmpdir);
 	c->argv[0] = (char *)cfg->python;
 	c->argv[1] = "-I";
 	c->argv[2] = "-u";
