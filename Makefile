@@ -35,17 +35,17 @@ NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp files tool
+           outcome tier pycmd mcp files tool util
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
 UNIT_DEPS_result  = result jsonw utf8
-UNIT_DEPS_request = request limits files capture utf8 workspace util proc log jsonw
+UNIT_DEPS_request = request limits files capture utf8 workspace userns util proc log jsonw
 UNIT_DEPS_limits  = limits
-UNIT_DEPS_reply   = reply jsonw capture result outcome isolation utf8 files workspace util proc log
+UNIT_DEPS_reply   = reply jsonw capture result outcome isolation utf8 files workspace userns util proc log
 UNIT_DEPS_jsonw   = jsonw
 UNIT_DEPS_workdir = workdir log jsonw util proc
 UNIT_DEPS_isolation = isolation
-UNIT_DEPS_multipart = multipart workspace util proc log jsonw
+UNIT_DEPS_multipart = multipart workspace userns util proc log jsonw
 UNIT_DEPS_slots   = slots util proc log jsonw
 UNIT_DEPS_landlock = landlock log jsonw
 UNIT_DEPS_seccomp = seccomp log jsonw isolation
@@ -53,8 +53,9 @@ UNIT_DEPS_outcome = outcome capture utf8
 UNIT_DEPS_tier    = tier
 UNIT_DEPS_pycmd   = pycmd
 UNIT_DEPS_mcp     = mcp jsonw capture utf8 result outcome
-UNIT_DEPS_files   = files capture utf8 workspace util proc log jsonw
+UNIT_DEPS_files   = files capture utf8 workspace userns util proc log jsonw
 UNIT_DEPS_tool    = tool
+UNIT_DEPS_util    = util proc log jsonw
 
 .PHONY: all help deps build run test unit bats asan asan-build bats-run asan-run check lint \
         format clean bench

@@ -43,18 +43,10 @@ read_key(const char *dir, const char *file, const char *key)
 {
 	char path[700], buf[8192];
 	unsigned long long v = 0;
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (util_read_small(path, buf, sizeof(buf)) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	char *save = NULL;
 	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		size_t kl = strlen(key);
@@ -75,16 +67,9 @@ static int
 own_group(const char *controller, char *out, size_t out_len)
 {
 	char buf[4096];
-	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
 
-	if (fd < 0)
+	if (util_read_small("/proc/self/cgroup", buf, sizeof(buf)) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	char *save_line = NULL;
 	for (char *line = strtok_r(buf, "\n", &save_line); line;
 	     line = strtok_r(NULL, "\n", &save_line)) {
@@ -274,8 +259,6 @@ setup_v2(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want
 {
 	char own[256], base[300], pool[400];
 	char controllers[256] = "";
-	int fd;
-	ssize_t n;
 
 	if (access("/sys/fs/cgroup/cgroup.controllers", F_OK) < 0) {
 		snprintf(why, why_len, "no unified cgroup hierarchy at /sys/fs/cgroup");
@@ -287,12 +270,7 @@ setup_v2(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want
 	}
 	snprintf(base, sizeof(base), "/sys/fs/cgroup%.250s", strcmp(own, "/") == 0 ? "" : own);
 	snprintf(pool, sizeof(pool), "%.300s/cgroup.controllers", base);
-	fd = open(pool, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, controllers, sizeof(controllers) - 1);
-		controllers[n > 0 ? n : 0] = '\0';
-		close(fd);
-	}
+	(void)util_read_small(pool, controllers, sizeof(controllers));
 	if (!has_word(controllers, "memory") || !has_word(controllers, "pids")) {
 		snprintf(why, why_len, "memory and pids are not delegated to %.200s", base);
 		return -1;
@@ -585,8 +563,6 @@ sweep_dir(const char *parent, const char *prefix)
 		return;
 	while ((e = readdir(d)) != NULL) {
 		char dir[700], procs[800], buf[4096];
-		int fd;
-		ssize_t n;
 
 		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
 			continue;
@@ -594,14 +570,8 @@ sweep_dir(const char *parent, const char *prefix)
 		snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
 		/* a bounded number of rounds: processes may fork while being killed */
 		for (int round = 0; round < 50; round++) {
-			fd = open(procs, O_RDONLY | O_CLOEXEC);
-			if (fd < 0)
+			if (util_read_small(procs, buf, sizeof(buf)) <= 0)
 				break;
-			n = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			if (n <= 0)
-				break;
-			buf[n] = '\0';
 			for (char *p = buf; *p;) {
 				char *end;
 				long pid = strtol(p, &end, 10);
@@ -645,18 +615,11 @@ v2_limit(const char *own)
 	snprintf(dir, sizeof(dir), "/sys/fs/cgroup%s", strcmp(own, "/") == 0 ? "" : own);
 	for (;;) {
 		char path[700], buf[64];
-		int fd;
-		ssize_t n;
 		snprintf(path, sizeof(path), "%s/memory.max", dir);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			n = read(fd, buf, sizeof(buf) - 1);
-			close(fd);
-			if (n > 0 && buf[0] >= '0' && buf[0] <= '9') {
-				unsigned long long v = strtoull(buf, NULL, 10);
-				if (min == 0 || v < min)
-					min = v;
-			}
+		if (util_read_small(path, buf, sizeof(buf)) > 0 && buf[0] >= '0' && buf[0] <= '9') {
+			unsigned long long v = strtoull(buf, NULL, 10);
+			if (min == 0 || v < min)
+				min = v;
 		}
 		char *slash = strrchr(dir, '/');
 		if (slash == NULL || strcmp(dir, "/sys/fs/cgroup") == 0)
@@ -670,18 +633,13 @@ unsigned long long
 cgroup_available_memory(void)
 {
 	unsigned long long total = 0, limit = 0;
-	char own[256], dir[600];
-	FILE *f = fopen("/proc/meminfo", "re");
+	char own[256], dir[600], meminfo[4096], *line;
 
-	if (f != NULL) {
-		char line[128];
-		while (fgets(line, sizeof(line), f))
-			if (sscanf(line, "MemTotal: %llu kB", &total) == 1) {
-				total *= 1024;
-				break;
-			}
-		fclose(f);
-	}
+	/* MemTotal is meminfo's first line */
+	if (util_read_small("/proc/meminfo", meminfo, sizeof(meminfo)) > 0 &&
+	    (line = strstr(meminfo, "MemTotal:")) != NULL &&
+	    (line == meminfo || line[-1] == '\n') && sscanf(line, "MemTotal: %llu kB", &total) == 1)
+		total *= 1024;
 	if (own_group("memory", own, sizeof(own)) == 0) {
 		/* v1: the kernel already takes the smallest limit above the group */
 		snprintf(dir, sizeof(dir), "/sys/fs/cgroup/memory%s",

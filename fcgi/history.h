@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "run.h"
+#include "outcome.h"
 
 struct history_config {
 	int dir_fd;                   /* -1: off */

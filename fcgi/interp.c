@@ -22,6 +22,7 @@
 #include "log.h"
 #include "pycmd.h"
 #include "sandbox.h"
+#include "util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -437,16 +438,9 @@ interp_address_space_bytes(void)
 {
 	char buf[128];
 	unsigned long long pages = 0;
-	int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
 
-	if (fd < 0)
+	if (util_read_small("/proc/self/statm", buf, sizeof(buf)) <= 0)
 		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
 	pages = strtoull(buf, NULL, 10);
 	return pages * (unsigned long long)sysconf(_SC_PAGESIZE);
 }
@@ -461,16 +455,10 @@ interp_read_mm(void)
 {
 	char buf[2048], *p;
 	unsigned long long v[64];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), n = 0;
-	ssize_t r;
+	int n = 0;
 
-	if (fd < 0)
+	if (util_read_small("/proc/self/stat", buf, sizeof(buf)) <= 0)
 		return;
-	r = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (r <= 0)
-		return;
-	buf[r] = '\0';
 	p = strrchr(buf, ')'); /* the name may hold anything; the fields follow its ')' */
 	if (p == NULL)
 		return;

@@ -22,6 +22,7 @@
 #include "probe.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "util.h"
 #include "workspace.h"
 #include "warm.h"
 #include "warmproto.h"
@@ -298,19 +299,11 @@ uid_range_claim(uid_t first, uid_t last)
 	while ((e = readdir(d)) != NULL) {
 		char path[300], buf[4096], *line;
 		unsigned long ids[4];
-		ssize_t n;
-		int fd;
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
 		snprintf(path, sizeof(path), "/proc/%.200s/status", e->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if (util_read_small(path, buf, sizeof(buf)) <= 0)
 			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
 		line = strstr(buf, "\nUid:");
 		if (line == NULL ||
 		    sscanf(line, "\nUid: %lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)

@@ -213,18 +213,10 @@ proc_usage(pid_t pid, unsigned long long *ticks, unsigned long long *rss_pages,
 {
 	char path[64], buf[1024], *p;
 	unsigned long long v[24];
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (util_read_small(path, buf, sizeof(buf)) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	p = strrchr(buf, ')');
 	if (p == NULL)
 		return -1;

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "run.h"
+#include "outcome.h"
 
 /* Which surface a run came from. */
 enum metrics_port {

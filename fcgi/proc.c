@@ -13,6 +13,7 @@
 #include "proc.h"
 
 #include "log.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,29 +50,16 @@ int
 proc_children_of(pid_t pid, pid_t *pids, int max)
 {
 	char path[64], buf[4096];
-	int fd, n = 0;
-	ssize_t r;
-	size_t len = 0;
+	int n = 0;
 
 	if (pid > 0)
 		snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", (long)pid, (long)pid);
 	else
 		snprintf(path, sizeof(path), "/proc/self/task/%ld/children",
 		         (long)syscall(SYS_gettid));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
 	/* one bounded read; more children than fit are found in the next round */
-	while (len < sizeof(buf) - 1) {
-		r = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	buf[len] = '\0';
+	if (util_read_small(path, buf, sizeof(buf)) < 0)
+		return -1;
 	for (char *p = buf; *p && n < max;) {
 		char *endp;
 		long v = strtol(p, &endp, 10);

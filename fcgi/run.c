@@ -8,7 +8,7 @@
  *                                                          ─fork─▶ program ─execve─▶ python3
  *
  * Before the clone the worker prepares what the child's steps need (the run's empty directory,
- * the run's cgroup, the argv and environment arrays: run_child_prepare()), because between
+ * the run's cgroup, the argv and environment arrays: child_prepare()), because between
  * fork and execve a child may only make system calls. The sandbox is built ahead of its
  * request (box_build()); when the request comes, the worker sends it down the control pipe
  * and the child itself writes main.py and a memfd holding stdin (sandbox.c). The pipes:
@@ -98,7 +98,7 @@
  * it: templates ignore SIGCHLD, so the kernel reaps it (the box is foreign). Namespace mode needs
  * no wait status of init: its report carries the program's. So warm runs need a pid namespace;
  * without one, runs are cold. The child takes the same sandbox.c steps in the same order, from
- * the same run_child_prepare() spec; only the program's last step differs: instead of execve()
+ * the same child_prepare() spec; only the program's last step differs: instead of execve()
  * it reseeds every random generator of the preloaded modules, sets the environment, argv and
  * signals as the interpreter's start-up would, and runs main.py in the template's interpreter
  * (interp_enter()). Any failure of the warm path before the program runs (no zygote serving, a
@@ -128,6 +128,7 @@
 #include "files.h"
 
 #include "cgroup.h"
+#include "child.h"
 #include "isolation.h"
 #include "jsonw.h"
 #include "limits.h"
@@ -135,6 +136,7 @@
 #include "proc.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "userns.h"
 #include "util.h"
 #include "warm.h"
 #include "workdir.h"
@@ -283,23 +285,14 @@ report_complete(const struct report_buf *rb)
 	       rb->len >= sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len;
 }
 
-/* The user namespace's maps: the run's one inner uid and gid onto its host ones. */
+/* The user namespace's maps: the run's one inner uid and gid onto its host ones (a root
+ * pool's run uid, else the pool's own). */
 static int
 write_id_maps(const struct run_config *cfg, pid_t pid)
 {
-	char map[64], proc[32];
-	uid_t host_uid = cfg->drop_privileges ? cfg->run_uid : geteuid();
-	gid_t host_gid = cfg->drop_privileges ? cfg->run_gid : getegid();
-
-	snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
-	/* an unprivileged writer must give up setgroups before it may write gid_map */
-	if (!cfg->drop_privileges && util_write_file(proc, "setgroups", "deny") < 0)
-		return -1;
-	snprintf(map, sizeof(map), "%d %u 1\n", SANDBOX_INNER_ID, (unsigned)host_uid);
-	if (util_write_file(proc, "uid_map", map) < 0)
-		return -1;
-	snprintf(map, sizeof(map), "%d %u 1\n", SANDBOX_INNER_ID, (unsigned)host_gid);
-	return util_write_file(proc, "gid_map", map);
+	return userns_write_maps(pid, SANDBOX_INNER_ID,
+	                         cfg->drop_privileges ? cfg->run_uid : geteuid(),
+	                         cfg->drop_privileges ? cfg->run_gid : getegid());
 }
 
 /*
@@ -459,130 +452,6 @@ box_discard(const struct run_config *cfg, struct run_box *box)
 		box_teardown(cfg, box, &reaped, &st, &ru, NULL);
 }
 
-void
-run_child_prepare(const struct run_config *cfg, const char *workdir, unsigned long long disk_bytes,
-                  struct run_child *c)
-{
-	bool ns_mode = cfg->clone_flags != 0;
-	bool agent = cfg->workspace_fd >= 0;
-	/* in a mount namespace the run sees its directory at a path that names nothing of the host
-	 */
-	bool mounts = ns_mode && (cfg->clone_flags & CLONE_NEWNS);
-	const char *name = strrchr(workdir, '/');
-	int n = 0;
-
-	memset(c, 0, sizeof(*c));
-	snprintf(c->inner, sizeof(c->inner), "%s/%s", SANDBOX_INNER_DIR,
-	         name != NULL ? name + 1 : workdir);
-	const char *run_dir = mounts ? c->inner : workdir;
-	snprintf(c->home, sizeof(c->home), "HOME=%s", run_dir);
-	snprintf(c->tmpdir, sizeof(c->tmpdir), "TMPDIR=%s", run_dir);
-	c->envp[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-	c->envp[n++] = c->home;
-	c->envp[n++] = c->tmpdir;
-	c->envp[n++] = "LANG=C.UTF-8";
-	c->envp[n++] = "OPENBLAS_NUM_THREADS=1";
-	c->envp[n++] = "OMP_NUM_THREADS=1";
-	c->envp[n++] = "MKL_NUM_THREADS=1";
-	c->envp[n] = NULL;
-	/* an agent's shell: its home is the workspace, and `python` is the sandbox's python3 */
-	n = 0;
-	c->agent_envp[n++] = "PATH=/opt/codebox/bin:/usr/local/bin:/usr/bin:/bin";
-	c->agent_envp[n++] = "HOME=/app";
-	c->agent_envp[n++] = c->tmpdir;
-	c->agent_envp[n++] = "LANG=C.UTF-8";
-	c->agent_envp[n++] = "OPENBLAS_NUM_THREADS=1";
-	c->agent_envp[n++] = "OMP_NUM_THREADS=1";
-	c->agent_envp[n++] = "MKL_NUM_THREADS=1";
-	c->agent_envp[n] = NULL;
-	c->argv[0] = (char *)cfg->python;
-	c->argv[1] = "-I";
-	c->argv[2] = "-u";
-	c->argv[3] = "main.py";
-	c->argv[4] = NULL;
-	c->ms = (struct mounts_spec){
-	    .workdir = workdir,
-	    .inner_workdir = c->inner,
-	    .etc_fd = cfg->etc_fd,
-	    .python = cfg->python,
-	    .disk_bytes = disk_bytes,
-	    .owner_uid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
-	    .owner_gid = cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
-	    .mount_proc = cfg->mount_proc,
-	    .workspace_fd = cfg->workspace_fd,
-	};
-	c->sb = (struct sandbox_spec){
-	    .stdin_fd = -1,
-	    .stdout_fd = -1,
-	    .stderr_fd = -1,
-	    .error_fd = -1,
-	    .ctl_fd = -1,
-	    .report_fd = -1,
-	    .workdir = run_dir,
-	    .python = cfg->python,
-	    .argv = c->argv,
-	    .envp = agent ? c->agent_envp : c->envp,
-	    /* direct mode: the program switches under a root pool; namespace mode: init does */
-	    .set_ids = ns_mode ? (cfg->userns || cfg->drop_privileges) : cfg->drop_privileges,
-	    .uid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_uid,
-	    .gid = ns_mode && cfg->userns ? SANDBOX_INNER_ID : cfg->run_gid,
-	    .parent_pid = ns_mode ? 1 : getpid(),
-	    .nofile = 1024,
-	    .landlock_fd = cfg->landlock_fd,
-	    .landlock_abi = mounts ? cfg->landlock_abi : 0,
-	    .seccomp = cfg->seccomp,
-	    .mounts = mounts ? &c->ms : NULL,
-	    .uts = ns_mode && (cfg->clone_flags & CLONE_NEWUTS),
-	    .cgroupns = ns_mode && cfg->cgroupns,
-	    .high_pids = mounts && cfg->mount_proc && cfg->high_pids,
-	    .mask_proc = mounts && cfg->mount_proc && cfg->mask_proc,
-	    .ids_before_mounts = cfg->userns,
-	    .agent = agent,
-	    .workspace_fd = agent ? cfg->workspace_fd : -1,
-	};
-}
-
-/*
- * clone() of the run's namespaces as the run's own host uid: the user namespace is then owned
- * by that uid, so every per-user kernel quota charged through it (inotify, fanotify, pending
- * signals, message queues, nested namespaces...) is the run uid's, not root's. Only the
- * effective ids change, for the one call; the saved ids stay 0 and bring root back.
- */
-pid_t
-run_clone_as(const struct run_config *cfg, int flags, int *pidfd)
-{
-	pid_t pid;
-	int err;
-
-	if (pidfd != NULL) {
-		*pidfd = -1;
-		flags |= CLONE_PIDFD;
-	}
-	if (!cfg->drop_privileges || !(flags & CLONE_NEWUSER))
-		return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
-	if (setresgid((gid_t)-1, cfg->run_gid, (gid_t)-1) < 0)
-		return -1;
-	if (setresuid((uid_t)-1, cfg->run_uid, (uid_t)-1) < 0) {
-		err = errno;
-		if (setresgid((gid_t)-1, 0, (gid_t)-1) < 0)
-			_exit(1); /* cannot happen: the real gid is 0 */
-		errno = err;
-		return -1;
-	}
-	pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
-	if (pid == 0)
-		return 0; /* init switches all its ids once the maps exist */
-	err = errno;
-	if (setresuid((uid_t)-1, 0, (uid_t)-1) < 0 || setresgid((gid_t)-1, 0, (gid_t)-1) < 0) {
-		log_msg(LOG_ERROR, "cannot become root again after clone(): %s", strerror(errno));
-		_exit(1); /* a worker that is not root cannot serve; the pool starts another */
-	}
-	/* the euid change made the worker non-dumpable; it was dumpable before */
-	(void)prctl(PR_SET_DUMPABLE, 1);
-	errno = err;
-	return pid;
-}
-
 /* A box's pipes, as pairs: stdout, stderr, error, control, and (namespace mode) report. */
 static int
 box_pipes_open(int p[5][2], bool ns_mode)
@@ -615,7 +484,7 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 	int *out_p = p[0], *err_p = p[1], *fail_p = p[2], *ctl_p = p[3], *rep_p = p[4];
 	bool ns_mode = cfg->clone_flags != 0;
 	char cg_name[80];
-	static struct run_child child; /* large; the worker is single-threaded */
+	static struct child_spec child; /* large; the worker is single-threaded */
 	struct fault f = {"", 0};
 
 	memset(box, 0, sizeof(*box));
@@ -645,12 +514,9 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 		goto fail;
 	}
 
-	run_child_prepare(cfg, box->wd.path, caps->disk_bytes, &child);
-	child.sb.stdout_fd = out_p[1];
-	child.sb.stderr_fd = err_p[1];
-	child.sb.error_fd = fail_p[1];
-	child.sb.ctl_fd = ctl_p[0];
-	child.sb.report_fd = rep_p[1];
+	child_prepare(cfg, box->wd.path, caps->disk_bytes, &child);
+	child_set_fds(&child,
+	              (int[CHILD_FD_COUNT]){out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]});
 
 	/* warm: Python programs, and an agent's command that is a plain Python invocation (any
 	 * other is a shell's), with init */
@@ -663,7 +529,8 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 		 * program the heavy tier cannot take now gets the light one (it imports the
 		 * rest), and the light one's failure means a cold run */
 		for (int heavy = caps->heavy; box->pid < 0 && heavy >= 0; heavy--) {
-			int fds[5] = {out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]};
+			int fds[CHILD_FD_COUNT] = {out_p[1], err_p[1], fail_p[1], ctl_p[0],
+			                           rep_p[1]};
 			char wwhy[256];
 
 			bool serving = warm_serving();
@@ -691,15 +558,12 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 				          "could not create the run's pipes");
 				goto fail;
 			}
-			child.sb.stdout_fd = out_p[1];
-			child.sb.stderr_fd = err_p[1];
-			child.sb.error_fd = fail_p[1];
-			child.sb.ctl_fd = ctl_p[0];
-			child.sb.report_fd = rep_p[1];
+			child_set_fds(&child, (int[CHILD_FD_COUNT]){out_p[1], err_p[1], fail_p[1],
+			                                            ctl_p[0], rep_p[1]});
 		}
 	}
 	if (box->pid < 0 && ns_mode)
-		box->pid = run_clone_as(cfg, cfg->clone_flags, NULL);
+		box->pid = child_clone(cfg, cfg->clone_flags, NULL);
 	else if (box->pid < 0)
 		box->pid = fork();
 	if (box->pid < 0) {
@@ -967,6 +831,19 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	return 0;
 }
 
+/* What the watch loop polls: one entry each of its table of pollfds, -1 (which poll() skips)
+ * while it is not watched. */
+enum run_watched {
+	RUN_WATCH_OUT,    /* the program's stdout */
+	RUN_WATCH_ERR,    /* its stderr */
+	RUN_WATCH_FAIL,   /* the error pipe: a failed set-up step */
+	RUN_WATCH_REPORT, /* namespace mode: init's report */
+	RUN_WATCH_PID,    /* the pidfd of the program (direct mode) or init, until reaped */
+	RUN_WATCH_CLIENT, /* the request's connection, for a hang-up, until reaped */
+	RUN_WATCH_OOM,    /* the run's cgroup's OOM eventfd, until reaped or stopped */
+	RUN_WATCH_COUNT,
+};
+
 /*
  * Phase 2: drains the output and the report until the program (or init) is reaped and the
  * pipes are closed or their drain time is up; stops the run at the deadline or its first OOM,
@@ -978,9 +855,6 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 	struct run_box *box = w->box;
 
 	for (;;) {
-		struct pollfd pfd[7];
-		int n = 0, i_out = -1, i_err = -1, i_fail = -1, i_rep = -1, i_pid = -1, i_cli = -1;
-		int i_oom = -1;
 		long long now = proc_now_ms(), until;
 
 		if (w->main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
@@ -1023,74 +897,58 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 		until = w->main_reaped ? w->drain_deadline
 		        : w->stop_sent ? w->stop_deadline
 		                       : w->deadline;
-		if (box->out_r >= 0) {
-			i_out = n;
-			pfd[n++] = (struct pollfd){.fd = box->out_r, .events = POLLIN};
-		}
-		if (box->err_r >= 0) {
-			i_err = n;
-			pfd[n++] = (struct pollfd){.fd = box->err_r, .events = POLLIN};
-		}
-		if (box->fail_r >= 0) {
-			i_fail = n;
-			pfd[n++] = (struct pollfd){.fd = box->fail_r, .events = POLLIN};
-		}
-		if (box->rep_r >= 0) {
-			i_rep = n;
-			pfd[n++] = (struct pollfd){.fd = box->rep_r, .events = POLLIN};
-		}
-		if (!w->main_reaped && box->pidfd >= 0) {
-			i_pid = n;
-			pfd[n++] = (struct pollfd){.fd = box->pidfd, .events = POLLIN};
-		}
-		if (w->client_fd >= 0 && !w->main_reaped) {
-			/* POLLRDHUP only: bytes nginx sent that libfcgi has not read are no sign */
-			i_cli = n;
-			pfd[n++] = (struct pollfd){.fd = w->client_fd, .events = POLLRDHUP};
-		}
-		if (!w->main_reaped && !w->stop_sent && box->cg.active && box->cg.oom_fd >= 0) {
-			i_oom = n;
-			pfd[n++] = (struct pollfd){.fd = box->cg.oom_fd, .events = POLLIN};
-		}
+		struct pollfd pfd[RUN_WATCH_COUNT] = {
+		    [RUN_WATCH_OUT] = {.fd = box->out_r, .events = POLLIN},
+		    [RUN_WATCH_ERR] = {.fd = box->err_r, .events = POLLIN},
+		    [RUN_WATCH_FAIL] = {.fd = box->fail_r, .events = POLLIN},
+		    [RUN_WATCH_REPORT] = {.fd = box->rep_r, .events = POLLIN},
+		    [RUN_WATCH_PID] = {.fd = w->main_reaped ? -1 : box->pidfd, .events = POLLIN},
+		    /* POLLRDHUP only: bytes nginx sent that libfcgi has not read are no sign */
+		    [RUN_WATCH_CLIENT] = {.fd = w->main_reaped ? -1 : w->client_fd,
+		                          .events = POLLRDHUP},
+		    [RUN_WATCH_OOM] = {.fd = !w->main_reaped && !w->stop_sent && box->cg.active
+		                                 ? box->cg.oom_fd
+		                                 : -1,
+		                       .events = POLLIN},
+		};
 		long long wait_ms = until - now;
 		if (wait_ms < 0)
 			wait_ms = 0;
 		if (box->pidfd < 0 && !w->main_reaped && wait_ms > 10)
 			wait_ms = 10; /* no pidfd (kernel < 5.3): check the child every 10 ms */
-		if (poll(pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) {
+		if (poll(pfd, RUN_WATCH_COUNT, (int)wait_ms) < 0 && errno != EINTR) {
 			set_fault(out, RUN_FAULT_OTHER, why, why_len, "poll() failed");
 			return -1;
 		}
-		if (i_cli >= 0 && (pfd[i_cli].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+		if (pfd[RUN_WATCH_CLIENT].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
 			out->abandoned = true;
 			return 0; /* the kill in run_collect() is the same as for any end */
 		}
-		if (i_out >= 0 && pfd[i_out].revents)
+		if (pfd[RUN_WATCH_OUT].revents)
 			drain(&box->out_r, &out->out);
-		if (i_err >= 0 && pfd[i_err].revents)
+		if (pfd[RUN_WATCH_ERR].revents)
 			drain(&box->err_r, &out->err);
-		if (i_rep >= 0 && pfd[i_rep].revents)
+		if (pfd[RUN_WATCH_REPORT].revents)
 			drain_report(&box->rep_r, &w->rb);
-		if (i_oom >= 0 && pfd[i_oom].revents && cgroup_run_oom(&box->cg)) {
+		if (pfd[RUN_WATCH_OOM].revents && cgroup_run_oom(&box->cg)) {
 			/* the run's first OOM ends it, before a second process is killed */
 			box->oom_stopped = true;
 			w->deadline =
 			    proc_now_ms(); /* stopped like a timeout, reported as memory */
 			continue;
 		}
-		if (i_fail >= 0 && pfd[i_fail].revents) {
+		if (pfd[RUN_WATCH_FAIL].revents) {
 			ssize_t r = read(box->fail_r, &w->failure, sizeof(w->failure));
 			if (r == (ssize_t)sizeof(w->failure))
 				w->setup_failed = true;
 			if (r != -1 || errno != EINTR)
 				close_fd(&box->fail_r);
 		}
-		if (!w->main_reaped && box->foreign && i_pid >= 0 && pfd[i_pid].revents) {
+		if (!w->main_reaped && box->foreign && pfd[RUN_WATCH_PID].revents) {
 			/* init is gone (the kernel reaps it); what it reported is all there is */
 			w->main_reaped = true;
 			w->main_status = SIGKILL;
-		} else if (!w->main_reaped &&
-		           (box->pidfd < 0 || (i_pid >= 0 && pfd[i_pid].revents))) {
+		} else if (!w->main_reaped && (box->pidfd < 0 || pfd[RUN_WATCH_PID].revents)) {
 			int st;
 			struct rusage r1;
 			pid_t p = wait4(box->pid, &st, WNOHANG | __WALL, &r1);

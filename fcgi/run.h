@@ -10,7 +10,6 @@
 
 #include "cgroup.h"
 #include "outcome.h"
-#include "sandbox.h"
 #include "workdir.h"
 
 struct seccomp_filter;
@@ -127,34 +126,6 @@ struct run_slot {
 	struct cgroup_run spent;
 	struct run_box dying;
 };
-
-/* What a run's child is given: its sandbox spec and the storage the spec points into. */
-struct run_child {
-	char inner[128]; /* SANDBOX_INNER_DIR/<name>: the run's directory as it sees it */
-	char home[4200];
-	char tmpdir[4200];
-	char *envp[8];
-	char *agent_envp[8];
-	char *argv[5];
-	struct mounts_spec ms;
-	struct sandbox_spec sb;
-};
-
-/*
- * Fills c for a run in workdir under cfg: environment, argv, mounts and every sandbox step's
- * parameters; the caller sets the fds. Used by the worker (cold) and by the warm template,
- * so that both modes take exactly the same steps.
- */
-void run_child_prepare(const struct run_config *cfg, const char *workdir,
-                       unsigned long long disk_bytes, struct run_child *c);
-
-/*
- * clone() with flags (SIGCHLD added) as the run's own host uid when a root pool creates a user
- * namespace, so that the namespace, and every per-user quota charged through it, is the run
- * uid's. Used by the worker (cold) and the warm templates. With pidfd, CLONE_PIDFD: the
- * child's pidfd (close-on-exec) is stored there. Returns as clone().
- */
-pid_t run_clone_as(const struct run_config *cfg, int flags, int *pidfd);
 
 /* An empty slot: no box, no caps known, nothing spent. */
 void run_slot_init(struct run_slot *s);

@@ -12,12 +12,17 @@
  * only this file's code; it allocates only to read result.json, after every other process of
  * the run is dead (the worker is single-threaded, so its malloc state is consistent).
  *
- * The program's steps, in order:
+ * The request is taken (sandbox_take_request()) before the program's confinement: read from
+ * the control pipe, stdin made a memfd of its data, main.py and the input files written into
+ * the working directory. In direct mode the program does it itself, switching to the worker's
+ * unprivileged run uid and gid (under a root pool) before it writes them; in namespace mode
+ * init does, once the run's view of the system is built (below).
+ *
+ * The program's confinement, in order, one table (sandbox_confinement[]):
  *   signals       the worker blocks SIGTERM and ignores SIGPIPE; a program starts with defaults
  *   setsid        a session and process group of its own (the kill target in direct mode)
  *   stdio         the stdin memfd and the two capture pipes become 0, 1 and 2
  *   close fds     nothing of the worker reaches the program; the error pipe stays, close-on-exec
- *   ids           direct mode under a root pool: the worker's unprivileged run uid and gid
  *   parent death  PR_SET_PDEATHSIG after the uid change (which clears it), then a check that the
  *                 parent did not die in between
  *   rlimits       no core files; nofile; fsize (disk); nproc (processes, counted per user
@@ -26,29 +31,36 @@
  *   no_new_privs  required by Landlock and seccomp, and no setuid binary can give privileges back
  *   landlock      read-only system, read-write run directory, no TCP, scoped signals
  *   seccomp       last, so that the steps above may use what it denies
+ * and then
  *   execve        with the environment the worker built; nothing inherited. In warm mode
  *                 (interp.c) the process is a copy of a template interpreter instead, and
  *                 spec->enter takes over here: the same steps, in the same order, are in
  *                 force before any of the run's code executes.
  *
  * Warm mode with a pid namespace (spec->prepare): init forks the program as soon as the
- * sandbox is ready, before the request. The program takes the same steps in the same order,
- * except stdin and the rlimits, which need the request; then the template's interpreter
+ * sandbox is ready, before the request. The program takes the same table's steps in the same
+ * order, but for what needs the request (stdin, the rlimits); then the template's interpreter
  * prepares (spec->prepare: reseeding, environment, signals), and only then does the program
- * read the request, write main.py, make stdin, set the rlimits, hand init the result's size
- * limit and enter the interpreter. Init does not read the control pipe until that handoff.
- * sandbox_program() and sandbox_program_ahead() call the same step functions in the same
- * order: a step added to one belongs in the other.
+ * take the request (stdin, main.py), set the rlimits, hand init the result's size limit and
+ * enter the interpreter. Init does not read the control pipe until that handoff.
  *
- * Init's steps, before it forks the program: wait for the worker's go (the worker writes the
- * uid and gid maps and moves init into the run's cgroup first), parent death, a cgroup
- * namespace (so /proc/self/cgroup shows "/", not the pool's groups), hostname, mounts
- * (mounts.c), high pids (ns_last_pid near pid_max: a program's pids never match the pool
- * container's or the host's, whose clients check /proc/<pid> after a run), the masked /proc
- * paths, the run's own Landlock ruleset (its directories exist only now), ids (the inner
- * unprivileged uid), caps (all dropped: init keeps no power a compromised program could
- * borrow), not dumpable (the program cannot read init's memory through /proc), and main.py
- * written into the working tmpfs.
+ * Init's phases (sandbox_init()), each a function:
+ *   begin         nothing of the worker's fds or pages, its own name, parent death, then the
+ *                 worker's go (the worker writes the uid and gid maps and moves init into the
+ *                 run's cgroup first)
+ *   confine       in this order: oom score; a cgroup namespace (so /proc/self/cgroup shows
+ *                 "/", not the pool's groups); hostname; mounts (mounts.c), with ids first in
+ *                 a user namespace; high pids (ns_last_pid near pid_max: a program's pids never
+ *                 match the pool container's or the host's, whose clients check /proc/<pid>
+ *                 after a run); the masked /proc paths; the run's own Landlock ruleset (its
+ *                 directories exist only now); ids (the inner unprivileged uid); caps (all
+ *                 dropped: init keeps no power a compromised program could borrow); not
+ *                 dumpable (the program cannot read init's memory through /proc); chdir
+ *   fork          cold: take the request (main.py into the working tmpfs), then fork the
+ *                 program; warm: fork the program ahead, which takes the request itself
+ *   wait          for the program's end or the worker's stop
+ *   kill all      every other process of the namespace
+ *   report        result.json and the artifacts, with the program's status, to the worker
  */
 #include "sandbox.h"
 
@@ -311,29 +323,6 @@ sandbox_wait_go(const struct sandbox_spec *s)
 }
 
 static int
-sandbox_signals(void)
-{
-	struct sigaction sa = {.sa_handler = SIG_DFL};
-	sigset_t none;
-
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			(void)sigaction(sig, &sa, NULL); /* EINVAL for reserved signals */
-	sigemptyset(&none);
-	return sigprocmask(SIG_SETMASK, &none, NULL);
-}
-
-static int
-sandbox_stdio(const struct sandbox_spec *s)
-{
-	/* the sources are all >= 3 (the worker keeps 0..2 open), so no dup2 clobbers another */
-	if (dup2(s->stdin_fd, 0) < 0 || dup2(s->stdout_fd, 1) < 0 || dup2(s->stderr_fd, 2) < 0)
-		return -1;
-	return 0;
-}
-
-/* Closes every fd from 3 up except those in keep (n of them, -1 entries ignored). */
-static int
 sandbox_ids(const struct sandbox_spec *s)
 {
 	if (!s->set_ids)
@@ -346,17 +335,67 @@ sandbox_ids(const struct sandbox_spec *s)
 	return 0;
 }
 
-static int
-sandbox_parent_death(const struct sandbox_spec *s)
+/* What comes between the steps of taking the request (sandbox_take_request()). */
+struct sandbox_take {
+	const char *dir; /* entered before the inputs are written there; NULL: where it is */
+	bool stdin_now;  /* the stdin memfd becomes fd 0 at once (the program ahead) */
+	bool set_ids;    /* direct mode: the run's ids before the write, so that they own main.py */
+	bool command;    /* an agent's: the code is a command, kept (returned), not main.py */
+};
+
+/*
+ * Takes the request that follows the go, in this order: reads it and applies its limits to s
+ * (a worker that gave the sandbox up ends the process quietly), makes stdin a memfd holding its
+ * data (s->stdin_fd), enters t->dir, switches ids (t->set_ids), and writes main.py (but for a
+ * command) and the input files. A failed step ends the process (sandbox_fail()). Returns the
+ * command (t->command; a C string the caller keeps), else NULL.
+ */
+static char *
+sandbox_take_request(struct sandbox_spec *s, const struct sandbox_take *t)
 {
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-		return -1;
-	/* the parent died before the signal was armed: nobody will reap us, so stop here */
-	if (s->parent_pid > 0 && getppid() != s->parent_pid) {
-		errno = ESRCH;
-		return -1;
+	struct sandbox_input in;
+
+	if (sandbox_read_request(s->ctl_fd, s, &in) < 0)
+		_exit(0); /* the worker gave this sandbox up */
+	s->stdin_fd = sandbox_make_stdin(in.input, in.input_len);
+	if (s->stdin_fd < 0)
+		sandbox_fail(s, SANDBOX_STDIO, 0);
+	if (t->stdin_now) {
+		if (dup2(s->stdin_fd, 0) < 0)
+			sandbox_fail(s, SANDBOX_STDIO, 0);
+		close(s->stdin_fd);
 	}
-	return 0;
+	if (t->dir != NULL && chdir(t->dir) < 0)
+		sandbox_fail(s, SANDBOX_CHDIR, 0);
+	if (t->set_ids && sandbox_ids(s) < 0)
+		sandbox_fail(s, SANDBOX_IDS, 0);
+	if (sandbox_write_inputs(&in, t->command) < 0)
+		sandbox_fail(s, SANDBOX_CODE, 0);
+	return t->command ? in.code : NULL;
+}
+
+/* An agent's command is run by /bin/sh -c in place of the interpreter. */
+static void
+sandbox_as_shell(struct sandbox_spec *s, char *command)
+{
+	static char *agent_argv[4] = {"/bin/sh", "-c", NULL, NULL};
+
+	agent_argv[2] = command;
+	s->argv = agent_argv;
+	s->python = "/bin/sh";
+}
+
+static int
+sandbox_oom_score(void)
+{
+	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return errno == ENOENT || errno == EACCES ? 0 : -1; /* no /proc: nothing to do */
+	rc = util_write_all(fd, "1000", 4);
+	close(fd);
+	return rc;
 }
 
 static int
@@ -367,9 +406,77 @@ set_limit(int resource, unsigned long long soft, unsigned long long hard)
 	return setrlimit(resource, &rl);
 }
 
+/* What a step of the program's confinement is given. */
+struct sandbox_confine {
+	const struct sandbox_spec *s;
+	bool ahead;     /* the program forked before the request (warm, sandbox_program_ahead()) */
+	int handoff_fd; /* the program ahead's pipe to init, kept open; -1: none */
+};
+
 static int
-sandbox_rlimits(const struct sandbox_spec *s)
+confine_signals(const struct sandbox_confine *c)
 {
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+	sigset_t none;
+
+	(void)c;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			(void)sigaction(sig, &sa, NULL); /* EINVAL for reserved signals */
+	sigemptyset(&none);
+	return sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int
+confine_setsid(const struct sandbox_confine *c)
+{
+	(void)c;
+	return setsid() < 0 ? -1 : 0;
+}
+
+/* stdin (the program ahead has none yet: it takes it with the request), stdout, stderr */
+static int
+confine_stdio(const struct sandbox_confine *c)
+{
+	const struct sandbox_spec *s = c->s;
+
+	/* the sources are all >= 3 (the worker keeps 0..2 open), so no dup2 clobbers another */
+	if ((!c->ahead && dup2(s->stdin_fd, 0) < 0) || dup2(s->stdout_fd, 1) < 0 ||
+	    dup2(s->stderr_fd, 2) < 0)
+		return -1;
+	return 0;
+}
+
+static int
+confine_close_fds(const struct sandbox_confine *c)
+{
+	const struct sandbox_spec *s = c->s;
+	/* the error pipe reports later failures; the Landlock ruleset is applied below; the
+	 * program ahead still reads the request and hands init the result's size limit */
+	int keep[] = {s->error_fd, s->landlock_fd, c->ahead ? s->ctl_fd : -1, c->handoff_fd};
+
+	return util_close_fds_except(keep, 4);
+}
+
+/* the working directory is inherited: the caller entered it (and wrote main.py there) */
+static int
+confine_parent_death(const struct sandbox_confine *c)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		return -1;
+	/* the parent died before the signal was armed: nobody will reap us, so stop here */
+	if (c->s->parent_pid > 0 && getppid() != c->s->parent_pid) {
+		errno = ESRCH;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+confine_rlimits(const struct sandbox_confine *c)
+{
+	const struct sandbox_spec *s = c->s;
+
 	if (set_limit(RLIMIT_CORE, 0, 0) < 0)
 		return -1;
 	if (s->nofile && set_limit(RLIMIT_NOFILE, s->nofile, s->nofile) < 0)
@@ -388,50 +495,88 @@ sandbox_rlimits(const struct sandbox_spec *s)
 }
 
 static int
-sandbox_oom_score(void)
+confine_oom_score(const struct sandbox_confine *c)
 {
-	int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	int rc;
-
-	if (fd < 0)
-		return errno == ENOENT || errno == EACCES ? 0 : -1; /* no /proc: nothing to do */
-	rc = util_write_all(fd, "1000", 4);
-	close(fd);
-	return rc;
+	(void)c;
+	return sandbox_oom_score();
 }
 
-/* The program's steps; in namespace mode, init has already set ids, caps and mounts. */
+static int
+confine_no_new_privs(const struct sandbox_confine *c)
+{
+	(void)c;
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -1 : 0;
+}
+
+static int
+confine_landlock(const struct sandbox_confine *c)
+{
+	if (c->s->landlock_fd < 0)
+		return 0;
+	if (landlock_apply(c->s->landlock_fd) < 0)
+		return -1;
+	close(c->s->landlock_fd);
+	return 0;
+}
+
+static int
+confine_seccomp(const struct sandbox_confine *c)
+{
+	return c->s->seccomp != NULL && seccomp_apply(c->s->seccomp) < 0 ? -1 : 0;
+}
+
+/*
+ * The program's confinement, in the order it is taken, by both program paths: a program with
+ * its request (sandbox_program()) takes every step; the program forked ahead of its request
+ * (warm, sandbox_program_ahead()) the ones that need no request, then, once it has it, the ones
+ * that do (the rlimits it carries).
+ */
+static const struct {
+	enum sandbox_step step;
+	int (*take)(const struct sandbox_confine *c);
+	bool needs_request;
+} sandbox_confinement[] = {
+    {SANDBOX_SIGNALS, confine_signals, false},
+    {SANDBOX_SETSID, confine_setsid, false},
+    {SANDBOX_STDIO, confine_stdio, false},
+    {SANDBOX_CLOSE_FDS, confine_close_fds, false},
+    {SANDBOX_PARENT_DEATH, confine_parent_death, false},
+    {SANDBOX_RLIMITS, confine_rlimits, true},
+    {SANDBOX_OOM_SCORE, confine_oom_score, false},
+    {SANDBOX_NO_NEW_PRIVS, confine_no_new_privs, false},
+    {SANDBOX_LANDLOCK, confine_landlock, false},
+    {SANDBOX_SECCOMP, confine_seccomp, false}, /* last: the steps above may use what it denies */
+};
+
+/* Which of the confinement's steps sandbox_confine() takes. */
+enum sandbox_confine_part {
+	SANDBOX_CONFINE_ALL,       /* every step: the program has its request */
+	SANDBOX_CONFINE_AHEAD,     /* the steps that need no request */
+	SANDBOX_CONFINE_REQUESTED, /* the rest, once the program ahead has its request */
+};
+
+/* Takes part of the confinement's steps, in order; a failed step ends the process. */
+static void
+sandbox_confine(const struct sandbox_spec *s, enum sandbox_confine_part part, int handoff_fd)
+{
+	const struct sandbox_confine c = {
+	    .s = s, .ahead = part != SANDBOX_CONFINE_ALL, .handoff_fd = handoff_fd};
+
+	for (size_t i = 0; i < sizeof(sandbox_confinement) / sizeof(sandbox_confinement[0]); i++) {
+		bool needs = sandbox_confinement[i].needs_request;
+		if ((part == SANDBOX_CONFINE_AHEAD && needs) ||
+		    (part == SANDBOX_CONFINE_REQUESTED && !needs))
+			continue;
+		if (sandbox_confinement[i].take(&c) < 0)
+			sandbox_fail(s, sandbox_confinement[i].step, 0);
+	}
+}
+
+/* The program with its request; in namespace mode, init has already set ids, caps and mounts. */
 static noreturn void
 sandbox_program(const struct sandbox_spec *s)
 {
-	if (sandbox_signals() < 0)
-		sandbox_fail(s, SANDBOX_SIGNALS, 0);
-	if (setsid() < 0)
-		sandbox_fail(s, SANDBOX_SETSID, 0);
-	if (sandbox_stdio(s) < 0)
-		sandbox_fail(s, SANDBOX_STDIO, 0);
-	{
-		/* the error pipe reports later failures; the Landlock ruleset is applied below */
-		int keep[] = {s->error_fd, s->landlock_fd};
-		if (util_close_fds_except(keep, 2) < 0)
-			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
-	}
-	/* the working directory is inherited: the caller entered it (and wrote main.py there) */
-	if (sandbox_parent_death(s) < 0)
-		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
-	if (sandbox_rlimits(s) < 0)
-		sandbox_fail(s, SANDBOX_RLIMITS, 0);
-	if (sandbox_oom_score() < 0)
-		sandbox_fail(s, SANDBOX_OOM_SCORE, 0);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		sandbox_fail(s, SANDBOX_NO_NEW_PRIVS, 0);
-	if (s->landlock_fd >= 0) {
-		if (landlock_apply(s->landlock_fd) < 0)
-			sandbox_fail(s, SANDBOX_LANDLOCK, 0);
-		close(s->landlock_fd);
-	}
-	if (s->seccomp != NULL && seccomp_apply(s->seccomp) < 0)
-		sandbox_fail(s, SANDBOX_SECCOMP, 0);
+	sandbox_confine(s, SANDBOX_CONFINE_ALL, -1);
 	/* warm mode: the template's interpreter takes over here; if it cannot, exec as cold */
 	if (s->enter != NULL)
 		s->enter(s);
@@ -441,75 +586,36 @@ sandbox_program(const struct sandbox_spec *s)
 
 /*
  * Warm mode in a pid namespace: the program forked by init before the request. It takes the
- * program's steps in the same order, except the two that need the request (stdin and the
- * rlimits), which follow it; then the interpreter prepares, the request is read, main.py
- * written, init told the result's size limit through handoff_fd, and the program entered.
- * No code of the run executes before every step is in force.
+ * confinement's steps that need no request, in the same order; then the interpreter prepares,
+ * the request is taken (stdin, main.py), the rest of the steps follow, init is told the
+ * result's size limit through handoff_fd, and the program entered. No code of the run executes
+ * before every step is in force.
  */
 static noreturn void
 sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 {
-	struct sandbox_input in;
 	struct sandbox_handoff handoff;
 	bool prepared;
 
-	if (sandbox_signals() < 0)
-		sandbox_fail(s, SANDBOX_SIGNALS, 0);
-	if (setsid() < 0)
-		sandbox_fail(s, SANDBOX_SETSID, 0);
-	if (dup2(s->stdout_fd, 1) < 0 || dup2(s->stderr_fd, 2) < 0)
-		sandbox_fail(s, SANDBOX_STDIO, 0);
-	{
-		int keep[] = {s->error_fd, s->landlock_fd, s->ctl_fd, handoff_fd};
-		if (util_close_fds_except(keep, 4) < 0)
-			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
-	}
-	if (sandbox_parent_death(s) < 0)
-		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
-	if (sandbox_oom_score() < 0)
-		sandbox_fail(s, SANDBOX_OOM_SCORE, 0);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		sandbox_fail(s, SANDBOX_NO_NEW_PRIVS, 0);
-	if (s->landlock_fd >= 0) {
-		if (landlock_apply(s->landlock_fd) < 0)
-			sandbox_fail(s, SANDBOX_LANDLOCK, 0);
-		close(s->landlock_fd);
-	}
-	if (s->seccomp != NULL && seccomp_apply(s->seccomp) < 0)
-		sandbox_fail(s, SANDBOX_SECCOMP, 0);
+	sandbox_confine(s, SANDBOX_CONFINE_AHEAD, handoff_fd);
 	prepared = s->prepare(s) == 0;
 
-	/* the request: from here on the run's clock is running */
-	if (sandbox_read_request(s->ctl_fd, s, &in) < 0)
-		_exit(0); /* the worker gave this sandbox up */
-	close(s->ctl_fd);
-	s->stdin_fd = sandbox_make_stdin(in.input, in.input_len);
-	if (s->stdin_fd < 0 || dup2(s->stdin_fd, 0) < 0)
-		sandbox_fail(s, SANDBOX_STDIO, 0);
-	close(s->stdin_fd);
-	if (s->agent) {
-		/* a command runs in the workspace; enter() runs it if it is a plain Python
-		 * invocation (pycmd.h), else the shell does, as cold */
-		if (chdir("/app") < 0)
-			sandbox_fail(s, SANDBOX_CHDIR, 0);
-		s->command = in.code;
-	}
-	if (sandbox_write_inputs(&in, s->agent) < 0)
-		sandbox_fail(s, SANDBOX_CODE, 0);
-	if (sandbox_rlimits(s) < 0)
-		sandbox_fail(s, SANDBOX_RLIMITS, 0);
+	/* the request: from here on the run's clock is running. A command runs in the
+	 * workspace; enter() runs it if it is a plain Python invocation (pycmd.h), else the
+	 * shell does, as cold */
+	const struct sandbox_take take = {
+	    .dir = s->agent ? "/app" : NULL, .stdin_now = true, .command = s->agent};
+	s->command = sandbox_take_request(s, &take);
+	close(s->ctl_fd); /* init's again: the worker's 'S' */
+	sandbox_confine(s, SANDBOX_CONFINE_REQUESTED, handoff_fd);
 	handoff = (struct sandbox_handoff){s->max_result_bytes, s->artifacts};
 	if (util_write_all(handoff_fd, &handoff, sizeof(handoff)) < 0)
 		sandbox_fail(s, SANDBOX_FORK, 1);
 	close(handoff_fd);
 	if (prepared)
 		s->enter(s);
-	if (s->agent) {
-		static char *agent_argv[4] = {"/bin/sh", "-c", NULL, NULL};
-		agent_argv[2] = (char *)s->command;
-		s->argv = agent_argv;
-		s->python = "/bin/sh";
-	}
+	if (s->agent)
+		sandbox_as_shell(s, (char *)s->command);
 	/* what is exec'd has only its own pages: the cold limit */
 	if (s->as_exec_bytes && set_limit(RLIMIT_AS, s->as_exec_bytes, s->as_exec_bytes) < 0)
 		sandbox_fail(s, SANDBOX_RLIMITS, 0);
@@ -521,23 +627,14 @@ noreturn void
 sandbox_run_program(const struct sandbox_spec *spec)
 {
 	struct sandbox_spec s = *spec;
-	struct sandbox_input in;
 
 	/* no page of the pool's admission, metrics or audit trail in a run */
 	util_unmap_shared();
 	if (sandbox_wait_go(&s) < 0)
 		sandbox_fail(&s, SANDBOX_WAIT, 0);
-	if (sandbox_read_request(s.ctl_fd, &s, &in) < 0)
-		_exit(0); /* the worker gave this sandbox up */
-	s.stdin_fd = sandbox_make_stdin(in.input, in.input_len);
-	if (s.stdin_fd < 0)
-		sandbox_fail(&s, SANDBOX_STDIO, 0);
-	if (chdir(s.workdir) < 0)
-		sandbox_fail(&s, SANDBOX_CHDIR, 0);
-	if (sandbox_ids(&s) < 0)
-		sandbox_fail(&s, SANDBOX_IDS, 0);
-	if (sandbox_write_inputs(&in, false) < 0)
-		sandbox_fail(&s, SANDBOX_CODE, 0);
+	/* direct mode runs programs only (an agent's command needs a mount namespace) */
+	const struct sandbox_take take = {.dir = s.workdir, .set_ids = true};
+	(void)sandbox_take_request(&s, &take);
 	sandbox_program(&s);
 }
 
@@ -552,15 +649,10 @@ sandbox_high_pids(void)
 	char buf[32];
 	long max;
 	ssize_t n;
-	int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
+	int fd;
 
-	if (fd < 0)
+	if (util_read_small("/proc/sys/kernel/pid_max", buf, sizeof(buf)) <= 0)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	max = strtol(buf, NULL, 10);
 	if (max < 4096) {
 		errno = ERANGE;
@@ -620,18 +712,14 @@ sandbox_scrub_stack(void)
 	__asm__ volatile("" : : "r"(below) : "memory");
 }
 
-noreturn void
-sandbox_init(const struct sandbox_spec *spec)
+/*
+ * Init's first phase: nothing of the pool's pages or fds, SIGCHLD taken only where init waits
+ * (its mask for ppoll() into waitmask), its own name, parent death, and the worker's go.
+ */
+static void
+sandbox_init_begin(const struct sandbox_spec *s, sigset_t *waitmask)
 {
-	struct sandbox_spec spec_copy = *spec, *s = &spec_copy;
-	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
-	struct sandbox_input in;
-	sigset_t chld, waitmask;
-	enum mounts_step mstep = 0;
-	char *json = NULL, *artifacts = NULL;
-	size_t json_len = 0, artifacts_len = 0;
-	pid_t prog;
-	int st, dirfd;
+	sigset_t chld;
 
 	/* no page of the pool's admission, metrics or audit trail in a run (a cold init is a
 	 * copy of its worker) */
@@ -639,8 +727,8 @@ sandbox_init(const struct sandbox_spec *spec)
 	/* SIGCHLD is taken only inside ppoll(), so no exit is missed */
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, &waitmask);
-	sigdelset(&waitmask, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, waitmask);
+	sigdelset(waitmask, SIGCHLD);
 	{
 		/* a handler, so that SIGCHLD interrupts ppoll() (the default action is ignore) */
 		struct sigaction sa = {.sa_handler = sandbox_on_chld};
@@ -661,6 +749,17 @@ sandbox_init(const struct sandbox_spec *spec)
 		sandbox_fail(s, SANDBOX_PARENT_DEATH, 0);
 	if (sandbox_wait_go(s) < 0)
 		sandbox_fail(s, SANDBOX_WAIT, 0);
+}
+
+/*
+ * Init's second phase, once the worker has written the uid maps and moved it into the run's
+ * cgroup: the run's view of the system, before its request exists, in this order.
+ */
+static void
+sandbox_init_confine(struct sandbox_spec *s)
+{
+	enum mounts_step mstep = 0;
+
 	/* the OOM killer should take a run before anything else; inherited by the program */
 	if (sandbox_oom_score() < 0)
 		sandbox_fail(s, SANDBOX_OOM_SCORE, 0);
@@ -705,64 +804,21 @@ sandbox_init(const struct sandbox_spec *spec)
 		sandbox_fail(s, SANDBOX_CAPS, 1);
 	if (chdir(s->workdir) < 0)
 		sandbox_fail(s, SANDBOX_CHDIR, 0);
+}
 
-	if (s->prepare != NULL) {
-		/* warm: the program is forked now and reads the request itself (above) */
-		int hp[2];
-		struct sandbox_handoff handoff = {0, 0};
-		ssize_t r;
+/* Cold: init takes the request and forks the program. Returns the program's pid. */
+static pid_t
+sandbox_init_fork(struct sandbox_spec *s)
+{
+	char *command;
+	pid_t prog;
 
-		if (pipe2(hp, O_CLOEXEC) < 0)
-			sandbox_fail(s, SANDBOX_FORK, 0);
-		prog = fork();
-		if (prog < 0)
-			sandbox_fail(s, SANDBOX_FORK, 0);
-		if (prog == 0) {
-			close(hp[0]);
-			sandbox_program_ahead(s, hp[1]);
-		}
-		close(hp[1]);
-		close(s->stdout_fd);
-		close(s->stderr_fd);
-		close(s->error_fd);
-		/* until the program has read the request, the control pipe is its own */
-		do
-			r = read(hp[0], &handoff, sizeof(handoff));
-		while (r < 0 && errno == EINTR);
-		close(hp[0]);
-		if (r != (ssize_t)sizeof(handoff)) {
-			/* gone before the request: the worker gave the sandbox up (status 0),
-			 * or a step failed (reported on the error pipe); report what happened */
-			while (waitpid(prog, &st, 0) < 0 && errno == EINTR)
-				;
-			if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-				_exit(0);
-			rep.program_reaped = 1;
-			rep.program_status = st;
-		}
-		s->max_result_bytes = (size_t)handoff.max_result_bytes;
-		s->artifacts = handoff.artifacts != 0;
-		goto wait;
-	}
-
-	/* the sandbox is ready: from here on, it waits for its request */
-	if (sandbox_read_request(s->ctl_fd, s, &in) < 0)
-		_exit(0); /* the worker gave this sandbox up */
-	s->stdin_fd = sandbox_make_stdin(in.input, in.input_len);
-	if (s->stdin_fd < 0)
-		sandbox_fail(s, SANDBOX_STDIO, 0);
-	if (s->agent) {
-		/* the command runs in the workspace; init keeps no file of its own there */
-		static char *agent_argv[4] = {"/bin/sh", "-c", NULL, NULL};
-		agent_argv[2] = in.code;
-		s->argv = agent_argv;
-		s->python = "/bin/sh";
-		if (chdir("/app") < 0)
-			sandbox_fail(s, SANDBOX_CHDIR, 0);
-	}
-	if (sandbox_write_inputs(&in, s->agent) < 0)
-		sandbox_fail(s, SANDBOX_CODE, 0);
-
+	/* the sandbox is ready: from here on, it waits for its request. A command runs in the
+	 * workspace; init keeps no file of its own there */
+	const struct sandbox_take take = {.dir = s->agent ? "/app" : NULL, .command = s->agent};
+	command = sandbox_take_request(s, &take);
+	if (s->agent)
+		sandbox_as_shell(s, command);
 	prog = fork();
 	if (prog < 0)
 		sandbox_fail(s, SANDBOX_FORK, 0);
@@ -773,66 +829,151 @@ sandbox_init(const struct sandbox_spec *spec)
 	close(s->stdout_fd);
 	close(s->stderr_fd);
 	close(s->error_fd);
+	return prog;
+}
 
-wait:
-	while (!rep.program_reaped && !rep.stopped) {
+/*
+ * Warm: init forks the program now, and the program reads the request itself
+ * (sandbox_program_ahead()). Returns the program's pid; if it ended before it handed init
+ * the result's size limit, rep says how (or, when the worker gave the sandbox up, init ends).
+ */
+static pid_t
+sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep)
+{
+	int hp[2], st;
+	struct sandbox_handoff handoff = {0, 0};
+	ssize_t r;
+	pid_t prog;
+
+	if (pipe2(hp, O_CLOEXEC) < 0)
+		sandbox_fail(s, SANDBOX_FORK, 0);
+	prog = fork();
+	if (prog < 0)
+		sandbox_fail(s, SANDBOX_FORK, 0);
+	if (prog == 0) {
+		close(hp[0]);
+		sandbox_program_ahead(s, hp[1]);
+	}
+	close(hp[1]);
+	close(s->stdout_fd);
+	close(s->stderr_fd);
+	close(s->error_fd);
+	/* until the program has read the request, the control pipe is its own */
+	do
+		r = read(hp[0], &handoff, sizeof(handoff));
+	while (r < 0 && errno == EINTR);
+	close(hp[0]);
+	if (r != (ssize_t)sizeof(handoff)) {
+		/* gone before the request: the worker gave the sandbox up (status 0),
+		 * or a step failed (reported on the error pipe); report what happened */
+		while (waitpid(prog, &st, 0) < 0 && errno == EINTR)
+			;
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			_exit(0);
+		rep->program_reaped = 1;
+		rep->program_status = st;
+	}
+	s->max_result_bytes = (size_t)handoff.max_result_bytes;
+	s->artifacts = handoff.artifacts != 0;
+	return prog;
+}
+
+/* Init waits until the program is reaped, or the worker says stop ('S', or EOF: it is gone). */
+static void
+sandbox_init_wait(const struct sandbox_spec *s, pid_t prog, const sigset_t *waitmask,
+                  struct sandbox_report *rep)
+{
+	while (!rep->program_reaped && !rep->stopped) {
 		struct pollfd pfd = {.fd = s->ctl_fd, .events = POLLIN};
 		struct timespec tick = {1, 0};
 		pid_t p;
+		int st;
 
 		/* SIGCHLD interrupts the wait; the tick only bounds it */
-		(void)ppoll(&pfd, 1, &tick, &waitmask);
+		(void)ppoll(&pfd, 1, &tick, waitmask);
 		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
 			if (p == prog) {
-				rep.program_reaped = 1;
-				rep.program_status = st;
+				rep->program_reaped = 1;
+				rep->program_status = st;
 			}
-		if (!rep.program_reaped && (pfd.revents & (POLLIN | POLLHUP | POLLERR)))
-			rep.stopped = 1; /* 'S', or EOF: the worker is gone */
+		if (!rep->program_reaped && (pfd.revents & (POLLIN | POLLHUP | POLLERR)))
+			rep->stopped = 1; /* 'S', or EOF: the worker is gone */
 	}
-	/*
-	 * pid 1's kill(-1) reaches every other process of the namespace. A process forked while
-	 * kill() walks the task list can be missed, so kill and reap until nothing is left (the
-	 * worker's stop deadline bounds this; past it the worker kills init, and the namespace).
-	 */
+}
+
+/*
+ * pid 1's kill(-1) reaches every other process of the namespace. A process forked while
+ * kill() walks the task list can be missed, so kill and reap until nothing is left (the
+ * worker's stop deadline bounds this; past it the worker kills init, and the namespace).
+ */
+static void
+sandbox_init_kill_all(pid_t prog, struct sandbox_report *rep)
+{
 	for (;;) {
 		struct timespec ms = {0, 1000 * 1000};
 		pid_t p;
+		int st;
 
 		(void)kill(-1, SIGKILL);
 		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-			if (p == prog && !rep.program_reaped) {
-				rep.program_reaped = 1;
-				rep.program_status = st;
+			if (p == prog && !rep->program_reaped) {
+				rep->program_reaped = 1;
+				rep->program_status = st;
 			}
 		if (p < 0 && errno == ECHILD)
 			break;
 		(void)nanosleep(&ms, NULL);
 	}
-	(void)getrusage(RUSAGE_CHILDREN, &rep.children);
+	(void)getrusage(RUSAGE_CHILDREN, &rep->children);
+}
 
-	dirfd = s->agent ? -1 : open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/* Init's last phase, with every other process of the run gone: reads result.json and the
+ * files the program left from the working tmpfs, and sends the worker its report. */
+static noreturn void
+sandbox_init_report(const struct sandbox_spec *s, struct sandbox_report *rep)
+{
+	char *json = NULL, *artifacts = NULL;
+	size_t json_len = 0, artifacts_len = 0;
+	int dirfd = s->agent ? -1 : open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
 	if (s->agent) {
-		rep.result_status = RESULT_NONE; /* agents have no result.json */
+		rep->result_status = RESULT_NONE; /* agents have no result.json */
 	} else if (dirfd >= 0) {
 		struct statvfs sv;
 		if (s->mounts != NULL && fstatvfs(dirfd, &sv) == 0 && sv.f_bavail == 0)
-			rep.disk_full = 1;
-		rep.result_status =
+			rep->disk_full = 1;
+		rep->result_status =
 		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
 		/* the files the program left (all of it is gone: nothing changes them now) */
 		if (s->artifacts)
 			(void)artifacts_collect(dirfd, &artifacts, &artifacts_len);
 		close(dirfd);
 	} else {
-		rep.result_status = RESULT_OPEN_FAILED;
+		rep->result_status = RESULT_OPEN_FAILED;
 	}
-	rep.result_len = (uint32_t)json_len;
-	rep.artifacts_len = (uint32_t)artifacts_len;
-	if (util_write_all(s->report_fd, &rep, sizeof(rep)) == 0 &&
+	rep->result_len = (uint32_t)json_len;
+	rep->artifacts_len = (uint32_t)artifacts_len;
+	if (util_write_all(s->report_fd, rep, sizeof(*rep)) == 0 &&
 	    util_write_all(s->report_fd, json, json_len) == 0)
 		(void)util_write_all(s->report_fd, artifacts, artifacts_len);
 	_exit(0);
+}
+
+noreturn void
+sandbox_init(const struct sandbox_spec *spec)
+{
+	struct sandbox_spec spec_copy = *spec, *s = &spec_copy;
+	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
+	sigset_t waitmask;
+	pid_t prog;
+
+	sandbox_init_begin(s, &waitmask);
+	sandbox_init_confine(s);
+	/* warm: the program is forked before the request and reads it itself */
+	prog = s->prepare != NULL ? sandbox_init_fork_ahead(s, &rep) : sandbox_init_fork(s);
+	sandbox_init_wait(s, prog, &waitmask, &rep);
+	sandbox_init_kill_all(prog, &rep);
+	sandbox_init_report(s, &rep);
 }
 
 bool

@@ -25,10 +25,10 @@
  */
 #include "template.h"
 
+#include "child.h"
 #include "interp.h"
 #include "log.h"
 #include "proc.h"
-#include "run.h"
 #include "util.h"
 #include "warmproto.h"
 
@@ -74,24 +74,20 @@ static void
 template_clone(const struct template_base *base, struct warm_box_request *req, const int *fds,
                int *pidfd, struct warm_box_answer *a)
 {
-	static struct run_child child; /* large; the template is single-threaded */
+	static struct child_spec child; /* large; the template is single-threaded */
 	struct run_config run;
 	pid_t pid;
 
 	template_run_config(base, req, req->landlock_fd ? fds[WARM_BOX_FD_LANDLOCK] : -1,
 	                    req->workspace ? fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd] : -1,
 	                    &run);
-	run_child_prepare(&run, req->workdir, req->disk_bytes, &child);
-	child.sb.stdout_fd = fds[0];
-	child.sb.stderr_fd = fds[1];
-	child.sb.error_fd = fds[2];
-	child.sb.ctl_fd = fds[3];
-	child.sb.report_fd = fds[4];
+	child_prepare(&run, req->workdir, req->disk_bytes, &child);
+	child_set_fds(&child, fds); /* the first five, in enum child_fd's order */
 	child.sb.enter = interp_enter;
 	/* init forks the program, which prepares the interpreter, before the request */
 	child.sb.prepare = interp_prepare;
 	child.sb.orphan_init = true;
-	pid = run_clone_as(&run, run.clone_flags, pidfd);
+	pid = child_clone(&run, run.clone_flags, pidfd);
 	if (pid == 0)
 		sandbox_init(&child.sb);
 	a->pid = pid < 0 ? -errno : pid;

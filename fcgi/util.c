@@ -33,6 +33,42 @@ util_write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+ssize_t
+util_read_small(const char *path, char *buf, size_t size)
+{
+	size_t len = 0;
+	int fd, saved;
+
+	if (size == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	buf[0] = '\0';
+	do
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return -1;
+	while (len < size - 1) {
+		ssize_t r = read(fd, buf + len, size - 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			saved = errno;
+			close(fd);
+			buf[0] = '\0';
+			errno = saved;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return (ssize_t)len;
+}
+
 int
 util_write_file(const char *dir, const char *file, const char *text)
 {

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 /* write(2) until all n bytes are out, retrying on EINTR. Returns 0, or -1 with errno set.
  * Async-signal-safe (the sandbox's children use it between fork and execve). */
@@ -13,6 +14,15 @@ int util_write_all(int fd, const void *buf, size_t n);
 
 /* Closes every fd from 3 up but the n in keep (those < 0 are ignored); async-signal-safe. */
 int util_close_fds_except(const int *keep, int n);
+
+/*
+ * Reads the small file at path (a /proc or sysfs file, a cgroup's control file) into buf: at
+ * most size - 1 bytes, in as many reads as it takes (EINTR retried), through a close-on-exec fd
+ * closed before it returns; buf is NUL-terminated whatever happens. Returns the length read (0:
+ * an empty file), or -1 with errno set. A file longer than size - 1 is cut there. Async-signal-
+ * safe (a run's init reads /proc with it).
+ */
+ssize_t util_read_small(const char *path, char *buf, size_t size);
 
 /* Writes text into the existing file dir/file (a cgroup or /proc control file) in one
  * write, as the kernel wants. Returns 0, or -1 with errno set. */

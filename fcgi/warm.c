@@ -319,16 +319,12 @@ orphans_find(void)
 		ssize_t len;
 		unsigned tier;
 		bool known = false;
-		int free_i = -1, fd;
+		int free_i = -1;
 
 		snprintf(path, sizeof(path), "/proc/%d/comm", (int)kids[c]);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		len = fd >= 0 ? read(fd, comm, sizeof(comm) - 1) : -1;
-		if (fd >= 0)
-			close(fd);
+		len = util_read_small(path, comm, sizeof(comm));
 		if (len <= 0)
 			continue;
-		comm[len] = '\0';
 		if (strcmp(comm, "codebox-warm\n") == 0)
 			tier = WARM_TIER_LIGHT;
 		else if (strcmp(comm, "codebox-heavy\n") == 0)

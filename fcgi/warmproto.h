@@ -79,8 +79,8 @@ struct warm_box_request {
 	uint64_t disk_bytes;
 	char workdir[4096]; /* the run's directory, on the host: wiped once it is mounted */
 };
-/* its fds: stdout, stderr, error, control, report (the child's ends), the answer's socket,
- * and the ruleset when landlock_fd */
+/* its fds: stdout, stderr, error, control, report (the child's ends, in enum child_fd's order:
+ * child.h), the answer's socket, and the ruleset when landlock_fd */
 enum { WARM_BOX_FD_ANSWER = 5, WARM_BOX_FD_LANDLOCK = 6, WARM_BOX_FDS = 8 };
 
 struct warm_box_answer {

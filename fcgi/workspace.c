@@ -30,6 +30,7 @@
 
 #include "limits.h"
 
+#include "userns.h"
 #include "util.h"
 
 #include <errno.h>
@@ -136,7 +137,6 @@ workspace_create(unsigned long long size_bytes, uid_t host_uid, gid_t host_gid, 
                  size_t why_len)
 {
 	int sv[2], ready[2] = {-1, -1}, go[2] = {-1, -1}, fd = -1, st;
-	char proc[32], map[64];
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -185,20 +185,8 @@ workspace_create(unsigned long long size_bytes, uid_t host_uid, gid_t host_gid, 
 			         "no user namespace and not root: cannot mount a tmpfs");
 			goto reap;
 		}
-		if (c == 'u') {
-			snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
-			/* an unprivileged writer must give up setgroups before it may map gids */
-			if (geteuid() != 0 && util_write_file(proc, "setgroups", "deny") < 0)
-				goto maps_failed;
-			snprintf(map, sizeof(map), "%d %u 1\n", WORKSPACE_INNER_ID,
-			         (unsigned)host_uid);
-			if (util_write_file(proc, "uid_map", map) < 0)
-				goto maps_failed;
-			snprintf(map, sizeof(map), "%d %u 1\n", WORKSPACE_INNER_ID,
-			         (unsigned)host_gid);
-			if (util_write_file(proc, "gid_map", map) < 0)
-				goto maps_failed;
-		}
+		if (c == 'u' && userns_write_maps(pid, WORKSPACE_INNER_ID, host_uid, host_gid) < 0)
+			goto maps_failed;
 		if (write(go[1], "g", 1) != 1) {
 			snprintf(why, why_len, "the workspace's helper died: %s", strerror(errno));
 			goto reap;
