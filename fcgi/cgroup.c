@@ -575,7 +575,9 @@ sweep_dir(const char *parent, const char *prefix)
 			for (char *p = buf; *p;) {
 				char *end;
 				long pid = strtol(p, &end, 10);
-				if (end == p)
+				/* a line cut by the buffer's end is no pid: the next round has it
+				 */
+				if (end == p || *end != '\n')
 					break;
 				if (pid > 0)
 					proc_kill((pid_t)pid, SIGKILL,

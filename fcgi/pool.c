@@ -3,9 +3,10 @@
  *
  * One supervisor forks N workers that all accept on one socket. It waits for events with
  * ppoll(), which unblocks SIGCHLD, SIGTERM, SIGINT and SIGALRM only while it waits (they are
- * blocked everywhere else), so no SIGCHLD is ever lost between a check and the wait. A worker that dies is logged with its
- * exit status or signal and respawned at once; one that dies within a second of its start is
- * respawned after a second (SIGALRM), so a worker that cannot start does not spin.
+ * blocked everywhere else), so no SIGCHLD is ever lost between a check and the wait. A worker that
+ * dies is logged with its exit status or signal and respawned at once; one that dies within a
+ * second of its start is respawned after a second (SIGALRM), so a worker that cannot start does not
+ * spin.
  *
  * Execution slots: the supervisor creates the shared table of slots (slots.c) before the first
  * fork. When it reaps a worker that died holding a slot (killed mid-run), it gives the slot
