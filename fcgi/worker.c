@@ -68,8 +68,12 @@ status_text(int status)
 	switch (status) {
 	case 200:
 		return "OK";
+	case 202:
+		return "Accepted";
 	case 400:
 		return "Bad Request";
+	case 403:
+		return "Forbidden";
 	case 404:
 		return "Not Found";
 	case 405:
