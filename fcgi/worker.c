@@ -17,6 +17,7 @@
 #include "agent.h"
 #include "cgroup.h"
 #include "files.h"
+#include "http.h"
 #include "landlock.h"
 #include "limits.h"
 #include "log.h"
@@ -35,7 +36,6 @@
 #include <fcgiapp.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,117 +60,6 @@ worker_param(const char *name, void *ctx)
 	FCGX_Request *req = ctx;
 
 	return FCGX_GetParam(name, req->envp);
-}
-
-static const char *
-status_text(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 202:
-		return "Accepted";
-	case 400:
-		return "Bad Request";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 413:
-		return "Payload Too Large";
-	case 429:
-		return "Too Many Requests";
-	case 503:
-		return "Service Unavailable";
-	default:
-		return "Internal Server Error";
-	}
-}
-
-static void
-worker_send_as(FCGX_Request *req, int status, const char *content_type, const char *extra_header,
-               const char *body, size_t len)
-{
-	char head[512];
-	/* libfcgi's own printf knows few conversions; format here */
-	int n = snprintf(head, sizeof(head),
-	                 "Status: %d %s\r\nContent-Type: %s\r\n%s%s"
-	                 "Content-Length: %zu\r\n\r\n",
-	                 status, status_text(status), content_type,
-	                 extra_header ? extra_header : "", extra_header ? "\r\n" : "", len);
-
-	FCGX_PutStr(head, n, req->out);
-	FCGX_PutStr(body, (int)len, req->out);
-}
-
-static void
-worker_send(FCGX_Request *req, int status, const char *extra_header, const char *body, size_t len)
-{
-	worker_send_as(req, status, "application/json", extra_header, body, len);
-}
-
-static void
-worker_send_error(FCGX_Request *req, int status, const char *extra_header, const char *error,
-                  const char *message)
-{
-	size_t len;
-	char *body = reply_error(error, message, &len);
-
-	if (body == NULL) {
-		static const char oom[] =
-		    "{\"error\":\"sandbox_error\",\"message\":\"the worker is out of memory\"}";
-		worker_send(req, 500, NULL, oom, sizeof(oom) - 1);
-		return;
-	}
-	worker_send(req, status, extra_header, body, len);
-	free(body);
-}
-
-/* Reads the whole body, at most max_bytes. Returns the length, -1 on a read error, -2 when
- * it is larger than max_bytes. */
-static long
-worker_read_body(FCGX_Request *req, size_t max_bytes, char **body)
-{
-	const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
-	char *end;
-	unsigned long long n = cl && *cl ? strtoull(cl, &end, 10) : 0;
-	size_t got = 0;
-
-	*body = NULL;
-	if (cl && *cl && *end != '\0')
-		return -1;
-	if (n > max_bytes)
-		return -2;
-	*body = malloc(n + 1);
-	if (*body == NULL)
-		return -1;
-	while (got < n) {
-		int r = FCGX_GetStr(*body + got, (int)(n - got), req->in);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	if (got != n) {
-		free(*body);
-		*body = NULL;
-		return -1;
-	}
-	(*body)[n] = '\0';
-	return (long)n;
-}
-
-/*
- * Whether nginx closed the request's connection: its client hung up (nginx ends the request
- * with 499 and closes the upstream connection). Only a hang-up counts; unread bytes do not.
- */
-static bool
-worker_client_gone(FCGX_Request *req)
-{
-	struct pollfd pfd = {.fd = req->ipcFd, .events = POLLRDHUP};
-
-	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 /* What came of admitting and running one request (worker_run()). */
@@ -273,34 +162,34 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 	long n;
 
 	if (method == NULL || strcmp(method, "POST") != 0) {
-		worker_send_error(req, 405, "Allow: POST", "method_not_allowed",
+		http_send_message(req, 405, "Allow: POST", "method_not_allowed",
 		                  "use POST for /execute");
 		return;
 	}
 	/* the same bound and message as nginx's client_max_body_size (check-config.sh) */
-	n = worker_read_body(req, wc->max_body_bytes, &body);
-	if (n == -2) {
+	n = http_read_body(req, wc->max_body_bytes, &body);
+	if (n == HTTP_BODY_TOO_LARGE) {
 		char msg[128];
 		snprintf(msg, sizeof(msg),
 		         "the request body is larger than this server accepts (at most %zu bytes)",
 		         wc->max_body_bytes);
-		worker_send_error(req, 413, NULL, "request_too_large", msg);
+		http_send_message(req, 413, NULL, "request_too_large", msg);
 		return;
 	}
 	if (n < 0) {
 		log_msg(LOG_WARN, "reading the request body failed");
-		worker_send_error(req, 400, NULL, "invalid_request",
+		http_send_message(req, 400, NULL, "invalid_request",
 		                  "the request body could not be read");
 		return;
 	}
 	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
 		free(body);
 		log_msg(LOG_INFO, "rejected: %s", message);
-		worker_send_error(req, 400, NULL, "invalid_request", message);
+		http_send_message(req, 400, NULL, "invalid_request", message);
 		return;
 	}
 	free(body);
-	if (worker_client_gone(req)) {
+	if (http_client_gone(req)) {
 		/* it waited in the socket's backlog while its client left: nobody wants it */
 		log_msg(LOG_INFO, "the client left before the run started; not running it");
 		request_free(&r);
@@ -317,29 +206,29 @@ worker_execute(const struct worker_config *wc, const struct run_config *run, str
 		        : reply_outcome(&o, l->max_result_bytes, r.details, request_id, arts, &len);
 		json_decref(arts);
 		if (reply == NULL) {
-			worker_send_error(req, 500, NULL, "sandbox_error",
+			http_send_message(req, 500, NULL, "sandbox_error",
 			                  "the worker is out of memory");
 		} else {
-			worker_send(req, 200, NULL, reply, len);
+			http_send(req, 200, NULL, reply, len);
 			free(reply);
 		}
 		run_outcome_free(&o);
 		break;
 	case WORKER_BUSY:
-		worker_send_error(req, 429, "Retry-After: 1", "sandbox_busy",
+		http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
 		break;
 	case WORKER_STUCK:
-		worker_send_error(req, 503, NULL, "sandbox_unavailable",
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the sandbox cannot admit runs right now; retry shortly");
 		break;
 	case WORKER_LOST:
 		/* not the program's doing: a new sandbox would run it */
-		worker_send_error(req, 503, NULL, "sandbox_unavailable",
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the run's sandbox was killed from outside; retry");
 		break;
 	case WORKER_FAILED:
-		worker_send_error(req, 500, NULL, "sandbox_error",
+		http_send_message(req, 500, NULL, "sandbox_error",
 		                  "the sandbox could not run the program; see the service log");
 		break;
 	case WORKER_ABANDONED:
@@ -357,9 +246,9 @@ worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *b
 	    "worker is out of memory\"}}";
 
 	if (body == NULL)
-		worker_send(req, 500, NULL, oom, sizeof(oom) - 1);
+		http_send(req, 500, NULL, oom, sizeof(oom) - 1);
 	else
-		worker_send(req, status, extra_header, body, len);
+		http_send(req, status, extra_header, body, len);
 	free(body);
 }
 
@@ -480,7 +369,7 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 
 	if (method == NULL || strcmp(method, "POST") != 0) {
 		/* no stream from the server (GET), no session to end (DELETE) */
-		worker_send_error(
+		http_send_message(
 		    req, 405, "Allow: POST", "method_not_allowed",
 		    "use POST for /mcp: this server sends no stream and keeps no session");
 		return;
@@ -501,13 +390,14 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 		worker_mcp_send(req, 400, NULL, answer, len);
 		return;
 	}
-	n = worker_read_body(req, wc->max_body_bytes, &body);
-	if (n == -2 || n < 0) {
+	n = http_read_body(req, wc->max_body_bytes, &body);
+	if (n < 0) {
 		answer = mcp_error(NULL, MCP_INVALID_REQUEST,
-		                   n == -2 ? "the request body is larger than this server accepts"
-		                           : "the request body could not be read",
+		                   n == HTTP_BODY_TOO_LARGE
+		                       ? "the request body is larger than this server accepts"
+		                       : "the request body could not be read",
 		                   &len);
-		worker_mcp_send(req, n == -2 ? 413 : 400, NULL, answer, len);
+		worker_mcp_send(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL, answer, len);
 		return;
 	}
 	mcp_parse(body, (size_t)n, &m);
@@ -523,7 +413,7 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 		goto out;
 	case MCP_MSG_NOTIFICATION:
 	case MCP_MSG_RESPONSE:
-		worker_send_as(req, 202, "application/json", NULL, "", 0);
+		http_send(req, 202, NULL, "", 0);
 		goto out;
 	case MCP_MSG_REQUEST:
 		break;
@@ -603,7 +493,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 
 	log_set_request_id(request_id);
 	if (endpoint == NULL) {
-		worker_send_error(req, 404, NULL, "not_found", "no such endpoint");
+		http_send_message(req, 404, NULL, "not_found", "no such endpoint");
 		goto out;
 	}
 	if (strcmp(endpoint, "readyz") == 0) {
@@ -614,17 +504,17 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 			        "readyz: the execution slots' lock was not free within %d ms (%s): "
 			        "the pool cannot admit runs",
 			        SLOTS_LOCK_WAIT_MS, strerror(errno));
-			worker_send_error(req, 503, NULL, "sandbox_unavailable",
+			http_send_message(req, 503, NULL, "sandbox_unavailable",
 			                  "the sandbox cannot admit runs: its admission lock is "
 			                  "stuck; see the service log");
 			goto out;
 		}
-		worker_send(req, 200, NULL, ready, sizeof(ready) - 1);
+		http_send(req, 200, NULL, ready, sizeof(ready) - 1);
 		goto out;
 	}
 	if (limits_parse(&l, worker_param, req, why, sizeof(why)) < 0) {
 		log_msg(LOG_ERROR, "misconfigured: %s", why);
-		worker_send_error(req, 500, NULL, "misconfigured",
+		http_send_message(req, 500, NULL, "misconfigured",
 		                  "the service is misconfigured; see the service log");
 		goto out;
 	}
@@ -638,57 +528,37 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 	} else if (strcmp(endpoint, "isolation") == 0) {
 		size_t len;
 		char *doc = worker_isolation_doc(wc, run, &l, &len);
-		if (doc == NULL) {
-			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
-		} else {
-			worker_send(req, 200, NULL, doc, len);
-			free(doc);
-		}
+		http_send_doc(req, HTTP_JSON, doc, len);
 	} else if (strcmp(endpoint, "tool") == 0) {
 		size_t len, iso_len, tool_len;
 		enum tool_format format;
 		char *caps = NULL, *iso = NULL, *doc = NULL;
 		if (tool_parse_format(FCGX_GetParam("REQUEST_URI", req->envp), &format, why,
 		                      sizeof(why)) < 0) {
-			worker_send_error(req, 400, NULL, "invalid_request", why);
+			http_send_message(req, 400, NULL, "invalid_request", why);
 			goto out;
 		}
 		caps = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
 		iso = worker_isolation_doc(wc, run, &l, &iso_len);
 		doc = caps && iso ? tool_render(caps, len, iso, iso_len, format, &tool_len) : NULL;
-		if (doc == NULL)
-			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
-		else
-			worker_send(req, 200, NULL, doc, tool_len);
+		http_send_doc(req, HTTP_JSON, doc, tool_len);
 		free(caps);
 		free(iso);
-		free(doc);
 	} else if (strcmp(endpoint, "metrics") == 0) {
 		size_t len;
 		struct metrics_capacity cap = {.execute_slots = l.max_concurrent_executions};
 		char *doc =
 		    metrics_render(wc->nginx_busy_log, wc->probe->python_version, &cap, &len);
-		if (doc == NULL) {
-			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
-		} else {
-			worker_send_as(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL,
-			               doc, len);
-			free(doc);
-		}
+		http_send_doc(req, "text/plain; version=0.0.4; charset=utf-8", doc, len);
 	} else if (strncmp(endpoint, "agent_", 6) == 0) {
 		agent_handle(&wc->agent, run, &slots->agent, worker_agent_lock, wc->runs_dir_fd,
 		             req, endpoint, &l);
 	} else if (strcmp(endpoint, "capabilities") == 0) {
 		size_t len;
 		char *doc = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
-		if (doc == NULL) {
-			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
-		} else {
-			worker_send(req, 200, NULL, doc, len);
-			free(doc);
-		}
+		http_send_doc(req, HTTP_JSON, doc, len);
 	} else {
-		worker_send_error(req, 404, NULL, "not_found", "no such endpoint");
+		http_send_message(req, 404, NULL, "not_found", "no such endpoint");
 	}
 out:
 	log_set_request_id(NULL);
@@ -849,7 +719,7 @@ worker_main(const struct worker_config *wc)
 	 * supervisor has removed the socket's path, so no new ones arrive */
 	while (worker_stopping && FCGX_Accept_r(&req) >= 0) {
 		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
-		worker_send_error(&req, 503, NULL, "sandbox_unavailable",
+		http_send_message(&req, 503, NULL, "sandbox_unavailable",
 		                  "the service is stopping; retry shortly");
 		FCGX_Finish_r(&req);
 	}
