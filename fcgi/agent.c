@@ -92,6 +92,15 @@ agent_timeout_ms(const char *value, char *warning, size_t warning_len)
 	return s * 1000 < 1 ? 1 : (long)(s * 1000);
 }
 
+/* One request of port 8888's, as its endpoints see it (their port argument, http.h). */
+struct agent_request {
+	const struct agent_config *ac;
+	const struct run_config *run; /* the worker's; agent_run_config() makes an agent run's */
+	struct run_slot *slot;        /* the worker's slot for agent runs */
+	int lock_fd;                  /* the worker's handle on the workspace's lock */
+	const struct limits *l;
+};
+
 /* A path that climbs out of the workspace, or through a symlink: the example runtime's 403. */
 static void
 agent_denied(FCGX_Request *req)
@@ -249,10 +258,15 @@ agent_reply_run(FCGX_Request *req, const char *out, size_t out_len, const char *
 	http_send_doc(req, HTTP_JSON, body, len);
 }
 
+/* POST /execute: {"command": "..."} run in a fresh sandbox on the workspace. */
 static void
-agent_execute(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
-              int lock_fd, FCGX_Request *req, const struct limits *l)
+agent_execute(void *port, FCGX_Request *req)
 {
+	const struct agent_request *a = port;
+	const struct agent_config *ac = a->ac;
+	const struct run_config *run = a->run;
+	const struct limits *l = a->l;
+	int lock_fd = a->lock_fd;
 	struct run_config cfg;
 	struct run_outcome o;
 	json_t *root = NULL, *cmd;
@@ -338,7 +352,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	history_begin(ac->history, "agent", spec.code, spec.code_len,
 	              FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp));
 	metrics_run_begin(run->worker_index);
-	if (run_execute(&cfg, &spec, slot, &o, why, sizeof(why)) < 0) {
+	if (run_execute(&cfg, &spec, a->slot, &o, why, sizeof(why)) < 0) {
 		metrics_run_end(run->worker_index);
 		goto not_started;
 	}
@@ -566,11 +580,15 @@ agent_upload_failed(FCGX_Request *req, const char *name, int e)
 	http_send_message(req, 400, NULL, "invalid_request", msg);
 }
 
+/* POST /upload: one multipart file into the workspace. */
 static void
-agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
+agent_upload(void *port, FCGX_Request *req)
 {
 	static struct multipart_stream ms; /* a 64 KiB window: not on the stack */
 	static struct multipart_file f;    /* 4 KiB of name */
+	const struct agent_request *a = port;
+	const struct agent_config *ac = a->ac;
+	int lock_fd = a->lock_fd;
 	char boundary[MULTIPART_MAX_BOUNDARY + 1], msg[4200];
 	const char *why = NULL, *data;
 	struct agent_body body = {.req = req};
@@ -667,9 +685,11 @@ agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 	http_send_message(req, 200, NULL, NULL, msg);
 }
 
+/* GET /download/{path}: a regular file of the workspace, streamed. */
 static void
-agent_download(const struct agent_config *ac, FCGX_Request *req)
+agent_download(void *port, FCGX_Request *req)
 {
+	const struct agent_config *ac = ((const struct agent_request *)port)->ac;
 	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX];
 	char buf[65536];
 	struct stat sb;
@@ -745,9 +765,11 @@ agent_cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* GET /list/{path}: a directory's regular files and directories. */
 static void
-agent_list(const struct agent_config *ac, FCGX_Request *req)
+agent_list(void *port, FCGX_Request *req)
 {
+	const struct agent_config *ac = ((const struct agent_request *)port)->ac;
 	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX];
 	struct jsonw w;
 	char **names = NULL, *body;
@@ -828,9 +850,11 @@ agent_list(const struct agent_config *ac, FCGX_Request *req)
 	http_send_doc(req, HTTP_JSON, body, len);
 }
 
+/* GET /exists/{path}: whether anything is there. */
 static void
-agent_exists(const struct agent_config *ac, FCGX_Request *req)
+agent_exists(void *port, FCGX_Request *req)
 {
+	const struct agent_config *ac = ((const struct agent_request *)port)->ac;
 	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX], echo[3 * AGENT_MAX_URI_PATH];
 	struct jsonw w;
 	bool exists = false;
@@ -870,25 +894,27 @@ agent_exists(const struct agent_config *ac, FCGX_Request *req)
 	http_send_doc(req, HTTP_JSON, body, len);
 }
 
+/* Port 8888's endpoints, by nginx.conf's CODEBOX_ENDPOINT. nginx.conf refuses a wrong method
+ * (codebox-405-post.conf); /download/, /list/ and /exists/ answer any. */
+static const struct http_endpoint agent_endpoints[] = {
+    {"agent_execute", NULL, NULL, agent_execute},   {"agent_upload", NULL, NULL, agent_upload},
+    {"agent_download", NULL, NULL, agent_download}, {"agent_list", NULL, NULL, agent_list},
+    {"agent_exists", NULL, NULL, agent_exists},     {NULL, NULL, NULL, NULL},
+};
+
 void
 agent_handle(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
              int lock_fd, int slots_dir_fd, FCGX_Request *req, const char *endpoint,
              const struct limits *l)
 {
-	static const char *const endpoints[] = {"agent_execute", "agent_upload", "agent_download",
-	                                        "agent_list", "agent_exists"};
+	const struct http_endpoint *e = http_endpoint_find(agent_endpoints, endpoint);
+	struct agent_request a = {.ac = ac, .run = run, .slot = slot, .lock_fd = lock_fd, .l = l};
 	const char *v = FCGX_GetParam("CODEBOX_AGENT_SLOTS", req->envp);
 	long slots = AGENT_DEFAULT_SLOTS;
-	size_t which;
 	int held;
 
-	for (which = 0; which < sizeof(endpoints) / sizeof(endpoints[0]); which++)
-		if (strcmp(endpoint, endpoints[which]) == 0)
-			break;
-	if (which == sizeof(endpoints) / sizeof(endpoints[0])) {
-		http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+	if (!http_route(req, e))
 		return;
-	}
 	if (ac->workspace_fd < 0 || lock_fd < 0) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "the agent protocol is off on this host: %s",
@@ -922,22 +948,6 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, struct
 		                  "all agent slots are in use; retry shortly");
 		return;
 	}
-	switch (which) {
-	case 0:
-		agent_execute(ac, run, slot, lock_fd, req, l);
-		break;
-	case 1:
-		agent_upload(ac, lock_fd, req);
-		break;
-	case 2:
-		agent_download(ac, req);
-		break;
-	case 3:
-		agent_list(ac, req);
-		break;
-	default:
-		agent_exists(ac, req);
-		break;
-	}
+	e->handle(&a, req);
 	close(held);
 }

@@ -1,11 +1,12 @@
 /*
- * http.c - the FastCGI side of HTTP for every port (http.h): the one place that writes an
- * answer's head, reads a body, and knows the reason phrases nginx passes on.
+ * http.c - the FastCGI side of HTTP for every port (http.h): the one place that routes a
+ * request by its port's table of endpoints, writes an answer's head, reads a body, and knows
+ * the reason phrases nginx passes on.
  *
  * An answer is "Status: <code> <phrase>", Content-Type, any extra headers, Content-Length, a
- * blank line and exactly that many bytes; nginx buffers it (fastcgi_buffering) and sends it on,
- * status line and all. Which body a port answers with is its own (reply.c for port 8080's
- * schema, agent.c for port 8888's); the error shapes are reply_error()'s.
+ * blank line and exactly that many bytes; nginx sends it on, status line and all. Which body a port
+ * answers with is its own (reply.c for port 8080's schema, agent.c for port 8888's); the error
+ * shapes are reply_error()'s.
  */
 #include "http.h"
 
@@ -14,6 +15,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 const char *
 http_status_text(int status)
@@ -147,6 +149,36 @@ http_read_body(FCGX_Request *req, size_t max_bytes, char **body)
 	}
 	(*body)[n] = '\0';
 	return (long)n;
+}
+
+const struct http_endpoint *
+http_endpoint_find(const struct http_endpoint *table, const char *endpoint)
+{
+	for (const struct http_endpoint *e = table; endpoint != NULL && e->name != NULL; e++) {
+		size_t n = strlen(e->name);
+		if (n > 0 && e->name[n - 1] == '*' ? strncmp(endpoint, e->name, n - 1) == 0
+		                                   : strcmp(endpoint, e->name) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+bool
+http_route(FCGX_Request *req, const struct http_endpoint *e)
+{
+	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
+	char allow[64];
+
+	if (e == NULL) {
+		http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+		return false;
+	}
+	if (e->method != NULL && (method == NULL || strcmp(method, e->method) != 0)) {
+		snprintf(allow, sizeof(allow), "Allow: %s", e->method);
+		http_send_message(req, 405, allow, "method_not_allowed", e->wrong_method);
+		return false;
+	}
+	return true;
 }
 
 bool

@@ -1,7 +1,7 @@
 /*
  * http.h - the FastCGI side of HTTP, for every port the workers serve (8080 with MCP, 9090's
- * /metrics, 8888's agent protocol): reading a request's body, writing its answer, noticing a
- * client that left.
+ * /metrics, 8888's agent protocol): routing a request to its endpoint by a port's table,
+ * reading its body, writing its answer, noticing a client that left.
  */
 #ifndef CODEBOX_HTTP_H
 #define CODEBOX_HTTP_H
@@ -62,6 +62,33 @@ int http_content_length(FCGX_Request *req, unsigned long long *n);
  * HTTP_BODY_UNREADABLE (*body is then NULL).
  */
 long http_read_body(FCGX_Request *req, size_t max_bytes, char **body);
+
+/*
+ * One endpoint of a port: the name nginx.conf gives it (fastcgi_param CODEBOX_ENDPOINT), the
+ * method it serves and its handler. A port's endpoints are a table ended by an entry whose name
+ * is NULL; a name ending in '*' stands for every endpoint whose name starts with the rest (a
+ * port served by a table of its own).
+ */
+struct http_endpoint {
+	const char *name;
+	/* the one method served; another is answered 405 with Allow: method and wrong_method as
+	 * the message. NULL: not checked here (nginx.conf's codebox-405-*.conf, where it is) */
+	const char *method;
+	const char *wrong_method;
+	/* port: what the port's endpoints share for this request (worker.c's, agent.c's) */
+	void (*handle)(void *port, FCGX_Request *req);
+};
+
+/* The entry of table for endpoint, or NULL when there is none (endpoint NULL included). */
+const struct http_endpoint *http_endpoint_find(const struct http_endpoint *table,
+                                               const char *endpoint);
+
+/*
+ * Whether req may go to e (http_endpoint_find()'s): when e is NULL answers 404 not_found, when
+ * the request's method is not e->method answers 405 method_not_allowed, and returns false; else
+ * answers nothing and returns true (the caller then calls e->handle).
+ */
+bool http_route(FCGX_Request *req, const struct http_endpoint *e);
 
 /*
  * Whether nginx closed the request's connection: its client hung up (nginx ends the request

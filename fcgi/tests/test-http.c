@@ -1,4 +1,5 @@
-/* Unit tests for http.c: the bytes of an answer's head and body, reading a body, a client gone. */
+/* Unit tests for http.c: routing by a table, the bytes of an answer, reading a body, a client
+ * gone. */
 #include "http.h"
 #include "tap.h"
 
@@ -36,6 +37,22 @@ request(char **params, const char *body)
 	                          .fillBuffProc = no_more};
 	req = (FCGX_Request){.in = &in_stream, .out = &out_stream, .envp = params, .ipcFd = -1};
 }
+
+static int handled;
+
+static void
+handle(void *port, FCGX_Request *r)
+{
+	(void)r;
+	handled = *(int *)port;
+}
+
+static const struct http_endpoint table[] = {
+    {"execute", "POST", "use POST for /execute", handle},
+    {"readyz", NULL, NULL, handle},
+    {"agent_*", NULL, NULL, handle},
+    {NULL, NULL, NULL, NULL},
+};
 
 /* What was answered, as a C string. */
 static const char *
@@ -162,6 +179,44 @@ main(void)
 		n = http_read_body(&req, 10, &body);
 		ok(n == 0 && body && body[0] == '\0', "no body is an empty one");
 		free(body);
+	}
+
+	ok(http_endpoint_find(table, "execute") == &table[0], "an endpoint is found by its name");
+	ok(http_endpoint_find(table, "execute2") == NULL &&
+	       http_endpoint_find(table, "exec") == NULL,
+	   "...by its whole name");
+	ok(http_endpoint_find(table, "agent_list") == &table[2] &&
+	       http_endpoint_find(table, "agent_") == &table[2],
+	   "a name ending in '*' stands for every name it starts");
+	ok(http_endpoint_find(table, "agent") == NULL, "...and not for less");
+	ok(http_endpoint_find(table, NULL) == NULL, "no endpoint named: none found");
+	{
+		char *post[] = {"REQUEST_METHOD=POST", NULL}, *get[] = {"REQUEST_METHOD=GET", NULL};
+		int port = 7;
+		request(post, NULL);
+		ok(http_route(&req, &table[0]) && answer()[0] == '\0',
+		   "the endpoint's method: routed, nothing answered");
+		table[0].handle(&port, &req);
+		ok(handled == 7, "the handler gets the port's state");
+		request(get, NULL);
+		ok(!http_route(&req, &table[0]), "another method is not routed");
+		is_str(answer(),
+		       "Status: 405 Method Not Allowed\r\nContent-Type: application/json\r\n"
+		       "Allow: POST\r\nContent-Length: 64\r\n\r\n"
+		       "{\"error\":\"method_not_allowed\",\"message\":\"use POST for /execute\"}",
+		       "...but answered 405 with Allow and the endpoint's message");
+		request(none, NULL);
+		ok(!http_route(&req, &table[0]), "no method at all is another method");
+		request(none, NULL);
+		ok(http_route(&req, &table[1]) && answer()[0] == '\0',
+		   "an endpoint of any method takes none (the probe's readyz)");
+		request(get, NULL);
+		ok(!http_route(&req, NULL), "no endpoint is not routed");
+		is_str(answer(),
+		       "Status: 404 Not Found\r\nContent-Type: application/json\r\n"
+		       "Content-Length: 50\r\n\r\n"
+		       "{\"error\":\"not_found\",\"message\":\"no such endpoint\"}",
+		       "...but answered 404 not_found");
 	}
 
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
