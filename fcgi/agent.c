@@ -509,6 +509,41 @@ agent_target(FCGX_Request *req, const char *prefix, char *path, char *rel, size_
 	return AGENT_TARGET_OK;
 }
 
+/* agent_open_target(): the request is answered already */
+#define AGENT_ANSWERED -2
+
+/*
+ * Opens the {path} of a request to prefix (agent_target(): path and rel as it fills them)
+ * beneath the workspace, as the workspace's owner, with flags (workspace_open()). Returns the
+ * fd; -1 when nothing can be opened there (a name codebox never opens included);
+ * AGENT_ANSWERED when the request is answered: a malformed path (400), one out of the workspace
+ * or through a symlink (403).
+ */
+static int
+agent_open_target(const struct agent_config *ac, FCGX_Request *req, const char *prefix, char *path,
+                  char *rel, size_t rel_len, int flags)
+{
+	int fd, err;
+
+	switch (agent_target(req, prefix, path, rel, rel_len)) {
+	case AGENT_TARGET_ANSWERED:
+		return AGENT_ANSWERED;
+	case AGENT_TARGET_REFUSED:
+		return -1;
+	case AGENT_TARGET_OK:
+		break;
+	}
+	agent_as_owner(ac, true);
+	fd = workspace_open(ac->workspace_fd, rel, flags);
+	err = errno;
+	agent_as_owner(ac, false);
+	if (fd < 0 && (err == ELOOP || err == EXDEV)) {
+		agent_denied(req);
+		return AGENT_ANSWERED;
+	}
+	return fd;
+}
+
 /* The request body as a multipart reader sees it: at most CONTENT_LENGTH bytes. */
 struct agent_body {
 	FCGX_Request *req;
@@ -693,24 +728,11 @@ agent_download(void *port, FCGX_Request *req)
 	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX];
 	char buf[65536];
 	struct stat sb;
-	int fd = -1, err;
+	int fd;
 
-	switch (agent_target(req, "/download/", path, rel, sizeof(rel))) {
-	case AGENT_TARGET_ANSWERED:
+	fd = agent_open_target(ac, req, "/download/", path, rel, sizeof(rel), O_RDONLY);
+	if (fd == AGENT_ANSWERED)
 		return;
-	case AGENT_TARGET_REFUSED:
-		break;
-	case AGENT_TARGET_OK:
-		agent_as_owner(ac, true);
-		fd = workspace_open(ac->workspace_fd, rel, O_RDONLY);
-		err = errno;
-		agent_as_owner(ac, false);
-		if (fd < 0 && (err == ELOOP || err == EXDEV)) {
-			agent_denied(req);
-			return;
-		}
-		break;
-	}
 	/* a regular file only: a FIFO, socket or device is never opened (workspace_open) */
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
 		if (fd >= 0)
@@ -774,26 +796,13 @@ agent_list(void *port, FCGX_Request *req)
 	struct jsonw w;
 	char **names = NULL, *body;
 	size_t count = 0, len;
-	int fd = -1, err;
+	int fd;
 	DIR *d;
 	struct dirent *e;
 
-	switch (agent_target(req, "/list/", path, rel, sizeof(rel))) {
-	case AGENT_TARGET_ANSWERED:
+	fd = agent_open_target(ac, req, "/list/", path, rel, sizeof(rel), O_RDONLY | O_DIRECTORY);
+	if (fd == AGENT_ANSWERED)
 		return;
-	case AGENT_TARGET_REFUSED:
-		break;
-	case AGENT_TARGET_OK:
-		agent_as_owner(ac, true);
-		fd = workspace_open(ac->workspace_fd, rel, O_RDONLY | O_DIRECTORY);
-		err = errno;
-		agent_as_owner(ac, false);
-		if (fd < 0 && (err == ELOOP || err == EXDEV)) {
-			agent_denied(req);
-			return;
-		}
-		break;
-	}
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (d == NULL) {
 		if (fd >= 0)
@@ -860,28 +869,15 @@ agent_exists(void *port, FCGX_Request *req)
 	bool exists = false;
 	char *body;
 	size_t len;
-	int fd, e;
+	int fd;
 
-	switch (agent_target(req, "/exists/", path, rel, sizeof(rel))) {
-	case AGENT_TARGET_ANSWERED:
+	/* of any type, a symlink itself included; a symlink on the way is refused */
+	fd = agent_open_target(ac, req, "/exists/", path, rel, sizeof(rel), O_PATH);
+	if (fd == AGENT_ANSWERED)
 		return;
-	case AGENT_TARGET_REFUSED:
-		break;
-	case AGENT_TARGET_OK:
-		/* of any type, a symlink itself included; a symlink on the way is refused */
-		agent_as_owner(ac, true);
-		fd = workspace_open(ac->workspace_fd, rel, O_PATH);
-		e = errno;
-		agent_as_owner(ac, false);
-		if (fd < 0 && (e == ELOOP || e == EXDEV)) {
-			agent_denied(req);
-			return;
-		}
-		if (fd >= 0) {
-			exists = true;
-			close(fd);
-		}
-		break;
+	if (fd >= 0) {
+		exists = true;
+		close(fd);
 	}
 	/* the example runtime's {"path": <the path as received>, "exists": bool}, the path
 	 * decoded as its server decodes it: bytes that are not UTF-8 become U+FFFD */
