@@ -35,7 +35,7 @@ NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp files tool util
+           outcome tier pycmd mcp files tool util http
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
 UNIT_DEPS_result  = result jsonw utf8
@@ -56,6 +56,7 @@ UNIT_DEPS_mcp     = mcp jsonw capture utf8 result outcome
 UNIT_DEPS_files   = files capture utf8 workspace userns util proc log jsonw
 UNIT_DEPS_tool    = tool
 UNIT_DEPS_util    = util proc log jsonw
+UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
 
 .PHONY: all help deps build run test unit bats asan asan-build bats-run asan-run check lint \
         format clean bench

@@ -31,6 +31,7 @@
 #include "agent.h"
 
 #include "capture.h"
+#include "http.h"
 #include "jsonw.h"
 #include "landlock.h"
 #include "log.h"
@@ -46,7 +47,6 @@
 #include <jansson.h>
 #include <math.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,87 +92,28 @@ agent_timeout_ms(const char *value, char *warning, size_t warning_len)
 	return s * 1000 < 1 ? 1 : (long)(s * 1000);
 }
 
-static const char *
-agent_status_text(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 403:
-		return "Forbidden";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 413:
-		return "Payload Too Large";
-	case 429:
-		return "Too Many Requests";
-	case 503:
-		return "Service Unavailable";
-	default:
-		return "Internal Server Error";
-	}
-}
-
-static void
-agent_send(FCGX_Request *req, int status, const char *headers, const char *body, size_t len)
-{
-	char head[1024];
-	int n = snprintf(head, sizeof(head), "Status: %d %s\r\n%sContent-Length: %zu\r\n\r\n",
-	                 status, agent_status_text(status),
-	                 headers ? headers : "Content-Type: application/json\r\n", len);
-
-	FCGX_PutStr(head, n, req->out);
-	FCGX_PutStr(body, (int)len, req->out);
-}
-
-/* {"message": message} with status, and for errors also "error" (our own error shape). */
-static void
-agent_send_message(FCGX_Request *req, int status, const char *error, const char *message)
-{
-	struct jsonw w;
-	char *body;
-	size_t len;
-
-	jsonw_init(&w);
-	jsonw_lit(&w, "{");
-	if (error != NULL) {
-		jsonw_lit(&w, "\"error\":");
-		jsonw_cstr(&w, error);
-		jsonw_lit(&w, ",");
-	}
-	jsonw_lit(&w, "\"message\":");
-	jsonw_cstr(&w, message);
-	jsonw_lit(&w, "}");
-	body = jsonw_take(&w, &len);
-	if (body == NULL) {
-		static const char oom[] =
-		    "{\"error\":\"sandbox_error\",\"message\":\"out of memory\"}";
-		agent_send(req, 500, NULL, oom, sizeof(oom) - 1);
-		return;
-	}
-	agent_send(req, status,
-	           status == 429 ? "Content-Type: application/json\r\nRetry-After: 1\r\n" : NULL,
-	           body, len);
-	free(body);
-}
+/* One request of port 8888's, as its endpoints see it (their port argument, http.h). */
+struct agent_request {
+	const struct agent_config *ac;
+	const struct run_config *run; /* the worker's; agent_run_config() makes an agent run's */
+	struct run_slot *slot;        /* the worker's slot for agent runs */
+	int lock_fd;                  /* the worker's handle on the workspace's lock */
+	const struct limits *l;
+};
 
 /* A path that climbs out of the workspace, or through a symlink: the example runtime's 403. */
 static void
 agent_denied(FCGX_Request *req)
 {
-	agent_send_message(req, 403, NULL, "Access denied");
+	http_send_message(req, 403, NULL, NULL, "Access denied");
 }
 
 static void
 agent_busy(FCGX_Request *req)
 {
 	metrics_record_busy();
-	agent_send_message(req, 429, "sandbox_busy",
-	                   "another command or upload is using the workspace; retry shortly");
+	http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
+	                  "another command or upload is using the workspace; retry shortly");
 }
 
 /*
@@ -199,50 +140,6 @@ agent_admit(int dir_fd, long n)
 		close(fd);
 	}
 	return -1;
-}
-
-/* Whether nginx closed the request's connection: its client hung up (a 499). Only a hang-up
- * counts; unread bytes do not. */
-static bool
-agent_client_gone(FCGX_Request *req)
-{
-	struct pollfd pfd = {.fd = req->ipcFd, .events = POLLRDHUP};
-
-	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
-/* Reads the whole body, at most max_bytes. Returns its length, -1 on a read error, -2 when it
- * is larger than max_bytes. */
-static long
-agent_read_body(FCGX_Request *req, size_t max_bytes, char **body)
-{
-	const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
-	char *end;
-	unsigned long long n = cl && *cl ? strtoull(cl, &end, 10) : 0;
-	size_t got = 0;
-
-	*body = NULL;
-	if (cl && *cl && *end != '\0')
-		return -1;
-	if (n > max_bytes)
-		return -2;
-	*body = malloc(n + 1);
-	if (*body == NULL)
-		return -1;
-	while (got < n) {
-		int r =
-		    FCGX_GetStr(*body + got, (int)(n - got > 1 << 20 ? 1 << 20 : n - got), req->in);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	if (got != n) {
-		free(*body);
-		*body = NULL;
-		return -1;
-	}
-	(*body)[n] = '\0';
-	return (long)n;
 }
 
 /* File operations as the workspace's owner (a root pool creates files for that uid). */
@@ -358,18 +255,18 @@ agent_reply_run(FCGX_Request *req, const char *out, size_t out_len, const char *
 	jsonw_int(&w, exit_code);
 	jsonw_lit(&w, "}");
 	body = jsonw_take(&w, &len);
-	if (body == NULL) {
-		agent_send_message(req, 500, "sandbox_error", "out of memory");
-		return;
-	}
-	agent_send(req, 200, NULL, body, len);
-	free(body);
+	http_send_doc(req, HTTP_JSON, body, len);
 }
 
+/* POST /execute: {"command": "..."} run in a fresh sandbox on the workspace. */
 static void
-agent_execute(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
-              int lock_fd, FCGX_Request *req, const struct limits *l)
+agent_execute(void *port, FCGX_Request *req)
 {
+	const struct agent_request *a = port;
+	const struct agent_config *ac = a->ac;
+	const struct run_config *run = a->run;
+	const struct limits *l = a->l;
+	int lock_fd = a->lock_fd;
 	struct run_config cfg;
 	struct run_outcome o;
 	json_t *root = NULL, *cmd;
@@ -379,9 +276,10 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	long n;
 	int exit_code;
 
-	n = agent_read_body(req, AGENT_MAX_JSON_BODY, &body);
-	if (n == -2) {
-		agent_send_message(req, 413, "request_too_large", "the request body is too large");
+	n = http_read_body(req, AGENT_MAX_JSON_BODY, &body);
+	if (n == HTTP_BODY_TOO_LARGE) {
+		http_send_message(req, 413, NULL, "request_too_large",
+		                  "the request body is too large");
 		return;
 	}
 	if (n >= 0)
@@ -390,8 +288,8 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	cmd = json_is_object(root) ? json_object_get(root, "command") : NULL;
 	if (!json_is_string(cmd)) {
 		json_decref(root);
-		agent_send_message(req, 400, "invalid_request",
-		                   "body must be {\"command\": \"<shell command>\"}");
+		http_send_message(req, 400, NULL, "invalid_request",
+		                  "body must be {\"command\": \"<shell command>\"}");
 		return;
 	}
 	/* a command that cannot run is a failed execution, as the example runtime answers one
@@ -417,7 +315,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 		agent_reply_run(req, "", 0, msg, (size_t)k, 1);
 		return;
 	}
-	if (agent_client_gone(req)) {
+	if (http_client_gone(req)) {
 		log_msg(LOG_INFO, "the client left before the command started; not running it");
 		json_decref(root);
 		return;
@@ -454,7 +352,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	history_begin(ac->history, "agent", spec.code, spec.code_len,
 	              FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp));
 	metrics_run_begin(run->worker_index);
-	if (run_execute(&cfg, &spec, slot, &o, why, sizeof(why)) < 0) {
+	if (run_execute(&cfg, &spec, a->slot, &o, why, sizeof(why)) < 0) {
 		metrics_run_end(run->worker_index);
 		goto not_started;
 	}
@@ -471,7 +369,7 @@ agent_execute(const struct agent_config *ac, const struct run_config *run, struc
 	out = capture_utf8(&o.out, &out_len);
 	err = capture_utf8(&o.err, &err_len);
 	if (out == NULL || err == NULL) {
-		agent_send_message(req, 500, "sandbox_error", "out of memory");
+		http_send_message(req, 500, NULL, "sandbox_error", "out of memory");
 		goto done;
 	}
 	{
@@ -581,8 +479,8 @@ agent_target(FCGX_Request *req, const char *prefix, char *path, char *rel, size_
 			lo = hi < 0 ? -1 : agent_hex(c[2]);
 			/* a bad escape or an encoded NUL: nginx answers 400 for both itself */
 			if (lo < 0 || (hi == 0 && lo == 0)) {
-				agent_send_message(
-				    req, 400, "invalid_request",
+				http_send_message(
+				    req, 400, NULL, "invalid_request",
 				    "the path is not a well-formed percent-encoded path");
 				return AGENT_TARGET_ANSWERED;
 			}
@@ -590,7 +488,8 @@ agent_target(FCGX_Request *req, const char *prefix, char *path, char *rel, size_
 			c += 2;
 		}
 		if (o + 1 >= AGENT_MAX_URI_PATH) {
-			agent_send_message(req, 400, "invalid_request", "the path is too long");
+			http_send_message(req, 400, NULL, "invalid_request",
+			                  "the path is too long");
 			return AGENT_TARGET_ANSWERED;
 		}
 		path[o++] = b;
@@ -608,6 +507,41 @@ agent_target(FCGX_Request *req, const char *prefix, char *path, char *rel, size_
 	if (strcmp(rel, ".") != 0 && !workspace_path_ok(rel, strlen(rel)))
 		return AGENT_TARGET_REFUSED;
 	return AGENT_TARGET_OK;
+}
+
+/* agent_open_target(): the request is answered already */
+#define AGENT_ANSWERED -2
+
+/*
+ * Opens the {path} of a request to prefix (agent_target(): path and rel as it fills them)
+ * beneath the workspace, as the workspace's owner, with flags (workspace_open()). Returns the
+ * fd; -1 when nothing can be opened there (a name codebox never opens included);
+ * AGENT_ANSWERED when the request is answered: a malformed path (400), one out of the workspace
+ * or through a symlink (403).
+ */
+static int
+agent_open_target(const struct agent_config *ac, FCGX_Request *req, const char *prefix, char *path,
+                  char *rel, size_t rel_len, int flags)
+{
+	int fd, err;
+
+	switch (agent_target(req, prefix, path, rel, rel_len)) {
+	case AGENT_TARGET_ANSWERED:
+		return AGENT_ANSWERED;
+	case AGENT_TARGET_REFUSED:
+		return -1;
+	case AGENT_TARGET_OK:
+		break;
+	}
+	agent_as_owner(ac, true);
+	fd = workspace_open(ac->workspace_fd, rel, flags);
+	err = errno;
+	agent_as_owner(ac, false);
+	if (fd < 0 && (err == ELOOP || err == EXDEV)) {
+		agent_denied(req);
+		return AGENT_ANSWERED;
+	}
+	return fd;
 }
 
 /* The request body as a multipart reader sees it: at most CONTENT_LENGTH bytes. */
@@ -645,17 +579,17 @@ agent_upload_failed(FCGX_Request *req, const char *name, int e)
 	case ENOSPC:
 	case EDQUOT:
 	case EFBIG:
-		agent_send_message(req, 413, "request_too_large",
-		                   "the workspace is full: its size or file-count limit leaves no "
-		                   "room for this file");
+		http_send_message(req, 413, NULL, "request_too_large",
+		                  "the workspace is full: its size or file-count limit leaves no "
+		                  "room for this file");
 		return;
 	case EIO:
 	case ENOMEM:
 	case EMFILE:
 	case ENFILE:
 		log_msg(LOG_ERROR, "upload of %s failed: %s", name, strerror(e));
-		agent_send_message(req, 500, "sandbox_error",
-		                   "the upload failed; see the service log");
+		http_send_message(req, 500, NULL, "sandbox_error",
+		                  "the upload failed; see the service log");
 		return;
 	case ENAMETOOLONG:
 		snprintf(msg, sizeof(msg),
@@ -678,34 +612,37 @@ agent_upload_failed(FCGX_Request *req, const char *name, int e)
 		snprintf(msg, sizeof(msg), "cannot write '%s': %s", name, strerror(e));
 		break;
 	}
-	agent_send_message(req, 400, "invalid_request", msg);
+	http_send_message(req, 400, NULL, "invalid_request", msg);
 }
 
+/* POST /upload: one multipart file into the workspace. */
 static void
-agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
+agent_upload(void *port, FCGX_Request *req)
 {
 	static struct multipart_stream ms; /* a 64 KiB window: not on the stack */
 	static struct multipart_file f;    /* 4 KiB of name */
+	const struct agent_request *a = port;
+	const struct agent_config *ac = a->ac;
+	int lock_fd = a->lock_fd;
 	char boundary[MULTIPART_MAX_BOUNDARY + 1], msg[4200];
-	const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp), *why = NULL, *data;
+	const char *why = NULL, *data;
 	struct agent_body body = {.req = req};
-	char *end;
 	long n;
 	int fd, e = 0;
 
 	if (multipart_boundary(FCGX_GetParam("CONTENT_TYPE", req->envp), boundary) < 0) {
-		agent_send_message(req, 400, "invalid_request",
-		                   "the body must be multipart/form-data with a boundary");
+		http_send_message(req, 400, NULL, "invalid_request",
+		                  "the body must be multipart/form-data with a boundary");
 		return;
 	}
-	body.left = cl && *cl ? strtoull(cl, &end, 10) : 0;
-	if (cl && *cl && *end != '\0') {
-		agent_send_message(req, 400, "invalid_request", "the Content-Length is malformed");
+	if (http_content_length(req, &body.left) < 0) {
+		http_send_message(req, 400, NULL, "invalid_request",
+		                  "the Content-Length is malformed");
 		return;
 	}
 	if (body.left > ac->workspace_bytes + (1ULL << 20)) {
-		agent_send_message(req, 413, "request_too_large",
-		                   "the file is larger than the workspace");
+		http_send_message(req, 413, NULL, "request_too_large",
+		                  "the file is larger than the workspace");
 		return;
 	}
 	/* busy now: say so before reading the body (it is checked again before the file is
@@ -717,7 +654,7 @@ agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 	flock(lock_fd, LOCK_UN);
 	multipart_stream_init(&ms, boundary, agent_body_read, &body);
 	if (multipart_stream_file(&ms, "file", &f, &why) < 0) {
-		agent_send_message(req, 400, "invalid_request", why);
+		http_send_message(req, 400, NULL, "invalid_request", why);
 		return;
 	}
 	if (!workspace_path_ok(f.filename, f.filename_len)) {
@@ -728,9 +665,9 @@ agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 			agent_denied(req);
 			return;
 		}
-		agent_send_message(req, 400, "invalid_request",
-		                   "the file name must be a relative path under /app: no leading "
-		                   "'/', no '.' or '..' or empty component, no control character");
+		http_send_message(req, 400, NULL, "invalid_request",
+		                  "the file name must be a relative path under /app: no leading "
+		                  "'/', no '.' or '..' or empty component, no control character");
 		return;
 	}
 	/* streamed into an unnamed file of the workspace, in pieces of the window's size: the
@@ -760,7 +697,7 @@ agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 		if (e != 0)
 			agent_upload_failed(req, f.filename, e);
 		else
-			agent_send_message(req, 400, "invalid_request", why);
+			http_send_message(req, 400, NULL, "invalid_request", why);
 		return;
 	}
 	/* the file is whole: name it, with the workspace to itself for that moment only */
@@ -780,51 +717,39 @@ agent_upload(const struct agent_config *ac, int lock_fd, FCGX_Request *req)
 		return;
 	}
 	snprintf(msg, sizeof(msg), "File '%s' uploaded successfully.", f.filename);
-	agent_send_message(req, 200, NULL, msg);
+	http_send_message(req, 200, NULL, NULL, msg);
 }
 
+/* GET /download/{path}: a regular file of the workspace, streamed. */
 static void
-agent_download(const struct agent_config *ac, FCGX_Request *req)
+agent_download(void *port, FCGX_Request *req)
 {
+	const struct agent_config *ac = ((const struct agent_request *)port)->ac;
 	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX];
 	char buf[65536];
 	struct stat sb;
-	int fd = -1, err;
+	int fd;
 
-	switch (agent_target(req, "/download/", path, rel, sizeof(rel))) {
-	case AGENT_TARGET_ANSWERED:
+	fd = agent_open_target(ac, req, "/download/", path, rel, sizeof(rel), O_RDONLY);
+	if (fd == AGENT_ANSWERED)
 		return;
-	case AGENT_TARGET_REFUSED:
-		break;
-	case AGENT_TARGET_OK:
-		agent_as_owner(ac, true);
-		fd = workspace_open(ac->workspace_fd, rel, O_RDONLY);
-		err = errno;
-		agent_as_owner(ac, false);
-		if (fd < 0 && (err == ELOOP || err == EXDEV)) {
-			agent_denied(req);
-			return;
-		}
-		break;
-	}
 	/* a regular file only: a FIFO, socket or device is never opened (workspace_open) */
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
 		if (fd >= 0)
 			close(fd);
-		agent_send_message(req, 404, NULL, "File not found");
+		http_send_message(req, 404, NULL, NULL, "File not found");
 		return;
 	}
 	{
 		/* as the example runtime's FileResponse names it: filename="<path>" when the path
 		 * needs no percent-encoding (Python's quote(), '/' kept), else filename*=utf-8'' */
-		static char head[3 * 4096 + 256];
+		static char disposition[3 * 4096 + 64];
 		static const char unreserved[] =
 		    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 		    "0123456789_.-~/";
 		char enc[3 * 4096 + 1];
 		size_t e = 0;
 		bool plain = true;
-		int k;
 		for (const unsigned char *c = (const unsigned char *)path;
 		     *c && e + 3 < sizeof(enc); c++) {
 			if (strchr(unreserved, *c) != NULL) {
@@ -835,13 +760,11 @@ agent_download(const struct agent_config *ac, FCGX_Request *req)
 			}
 		}
 		enc[e] = '\0';
-		k = snprintf(head, sizeof(head),
-		             "Status: 200 OK\r\nContent-Type: application/octet-stream\r\n"
-		             "Content-Disposition: attachment; %s%s%s\r\n"
-		             "Content-Length: %lld\r\n\r\n",
-		             plain ? "filename=\"" : "filename*=utf-8''", enc, plain ? "\"" : "",
-		             (long long)sb.st_size);
-		FCGX_PutStr(head, k, req->out);
+		snprintf(disposition, sizeof(disposition),
+		         "Content-Disposition: attachment; %s%s%s",
+		         plain ? "filename=\"" : "filename*=utf-8''", enc, plain ? "\"" : "");
+		http_send_head(req, 200, "application/octet-stream", disposition,
+		               (unsigned long long)sb.st_size);
 	}
 	/* exactly st_size bytes: a file that changes meanwhile is cut or padded, never longer */
 	for (off_t left = sb.st_size; left > 0;) {
@@ -864,39 +787,28 @@ agent_cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* GET /list/{path}: a directory's regular files and directories. */
 static void
-agent_list(const struct agent_config *ac, FCGX_Request *req)
+agent_list(void *port, FCGX_Request *req)
 {
+	const struct agent_config *ac = ((const struct agent_request *)port)->ac;
 	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX];
 	struct jsonw w;
 	char **names = NULL, *body;
 	size_t count = 0, len;
-	int fd = -1, err;
+	int fd;
 	DIR *d;
 	struct dirent *e;
 
-	switch (agent_target(req, "/list/", path, rel, sizeof(rel))) {
-	case AGENT_TARGET_ANSWERED:
+	fd = agent_open_target(ac, req, "/list/", path, rel, sizeof(rel), O_RDONLY | O_DIRECTORY);
+	if (fd == AGENT_ANSWERED)
 		return;
-	case AGENT_TARGET_REFUSED:
-		break;
-	case AGENT_TARGET_OK:
-		agent_as_owner(ac, true);
-		fd = workspace_open(ac->workspace_fd, rel, O_RDONLY | O_DIRECTORY);
-		err = errno;
-		agent_as_owner(ac, false);
-		if (fd < 0 && (err == ELOOP || err == EXDEV)) {
-			agent_denied(req);
-			return;
-		}
-		break;
-	}
 	d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (d == NULL) {
 		if (fd >= 0)
 			close(fd);
 		/* the example runtime's answer for anything that is not a directory */
-		agent_send_message(req, 404, NULL, "Path is not a directory");
+		http_send_message(req, 404, NULL, NULL, "Path is not a directory");
 		return;
 	}
 	while ((e = readdir(d)) != NULL && count < AGENT_MAX_LIST_ENTRIES) {
@@ -944,44 +856,28 @@ agent_list(const struct agent_config *ac, FCGX_Request *req)
 		free(names[i]);
 	free(names);
 	body = jsonw_take(&w, &len);
-	if (body == NULL) {
-		agent_send_message(req, 500, "sandbox_error", "out of memory");
-		return;
-	}
-	agent_send(req, 200, NULL, body, len);
-	free(body);
+	http_send_doc(req, HTTP_JSON, body, len);
 }
 
+/* GET /exists/{path}: whether anything is there. */
 static void
-agent_exists(const struct agent_config *ac, FCGX_Request *req)
+agent_exists(void *port, FCGX_Request *req)
 {
+	const struct agent_config *ac = ((const struct agent_request *)port)->ac;
 	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX], echo[3 * AGENT_MAX_URI_PATH];
 	struct jsonw w;
 	bool exists = false;
 	char *body;
 	size_t len;
-	int fd, e;
+	int fd;
 
-	switch (agent_target(req, "/exists/", path, rel, sizeof(rel))) {
-	case AGENT_TARGET_ANSWERED:
+	/* of any type, a symlink itself included; a symlink on the way is refused */
+	fd = agent_open_target(ac, req, "/exists/", path, rel, sizeof(rel), O_PATH);
+	if (fd == AGENT_ANSWERED)
 		return;
-	case AGENT_TARGET_REFUSED:
-		break;
-	case AGENT_TARGET_OK:
-		/* of any type, a symlink itself included; a symlink on the way is refused */
-		agent_as_owner(ac, true);
-		fd = workspace_open(ac->workspace_fd, rel, O_PATH);
-		e = errno;
-		agent_as_owner(ac, false);
-		if (fd < 0 && (e == ELOOP || e == EXDEV)) {
-			agent_denied(req);
-			return;
-		}
-		if (fd >= 0) {
-			exists = true;
-			close(fd);
-		}
-		break;
+	if (fd >= 0) {
+		exists = true;
+		close(fd);
 	}
 	/* the example runtime's {"path": <the path as received>, "exists": bool}, the path
 	 * decoded as its server decodes it: bytes that are not UTF-8 become U+FFFD */
@@ -991,38 +887,35 @@ agent_exists(const struct agent_config *ac, FCGX_Request *req)
 	jsonw_str(&w, echo, len);
 	jsonw_lit(&w, exists ? ",\"exists\":true}" : ",\"exists\":false}");
 	body = jsonw_take(&w, &len);
-	if (body == NULL) {
-		agent_send_message(req, 500, "sandbox_error", "out of memory");
-		return;
-	}
-	agent_send(req, 200, NULL, body, len);
-	free(body);
+	http_send_doc(req, HTTP_JSON, body, len);
 }
+
+/* Port 8888's endpoints, by nginx.conf's CODEBOX_ENDPOINT. nginx.conf refuses a wrong method
+ * (codebox-405-post.conf); /download/, /list/ and /exists/ answer any. */
+static const struct http_endpoint agent_endpoints[] = {
+    {"agent_execute", NULL, NULL, agent_execute},   {"agent_upload", NULL, NULL, agent_upload},
+    {"agent_download", NULL, NULL, agent_download}, {"agent_list", NULL, NULL, agent_list},
+    {"agent_exists", NULL, NULL, agent_exists},     {NULL, NULL, NULL, NULL},
+};
 
 void
 agent_handle(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
              int lock_fd, int slots_dir_fd, FCGX_Request *req, const char *endpoint,
              const struct limits *l)
 {
-	static const char *const endpoints[] = {"agent_execute", "agent_upload", "agent_download",
-	                                        "agent_list", "agent_exists"};
+	const struct http_endpoint *e = http_endpoint_find(agent_endpoints, endpoint);
+	struct agent_request a = {.ac = ac, .run = run, .slot = slot, .lock_fd = lock_fd, .l = l};
 	const char *v = FCGX_GetParam("CODEBOX_AGENT_SLOTS", req->envp);
 	long slots = AGENT_DEFAULT_SLOTS;
-	size_t which;
 	int held;
 
-	for (which = 0; which < sizeof(endpoints) / sizeof(endpoints[0]); which++)
-		if (strcmp(endpoint, endpoints[which]) == 0)
-			break;
-	if (which == sizeof(endpoints) / sizeof(endpoints[0])) {
-		agent_send_message(req, 404, "not_found", "no such endpoint");
+	if (!http_route(req, e))
 		return;
-	}
 	if (ac->workspace_fd < 0 || lock_fd < 0) {
 		char msg[300];
 		snprintf(msg, sizeof(msg), "the agent protocol is off on this host: %s",
 		         ac->off_reason ? ac->off_reason : "no workspace");
-		agent_send_message(req, 503, "sandbox_unavailable", msg);
+		http_send_message(req, 503, NULL, "sandbox_unavailable", msg);
 		return;
 	}
 	if (v != NULL) {
@@ -1036,8 +929,8 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, struct
 			    "misconfigured: fastcgi_param CODEBOX_AGENT_SLOTS must be an integer "
 			    "from 1 to %d",
 			    AGENT_MAX_SLOTS);
-			agent_send_message(req, 500, "misconfigured",
-			                   "the service is misconfigured; see the service log");
+			http_send_message(req, 500, NULL, "misconfigured",
+			                  "the service is misconfigured; see the service log");
 			return;
 		}
 	}
@@ -1047,26 +940,10 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, struct
 	if (held < 0) {
 		log_msg(LOG_INFO, "all %ld agent slots are in use: 429", slots);
 		metrics_record_busy();
-		agent_send_message(req, 429, "sandbox_busy",
-		                   "all agent slots are in use; retry shortly");
+		http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
+		                  "all agent slots are in use; retry shortly");
 		return;
 	}
-	switch (which) {
-	case 0:
-		agent_execute(ac, run, slot, lock_fd, req, l);
-		break;
-	case 1:
-		agent_upload(ac, lock_fd, req);
-		break;
-	case 2:
-		agent_download(ac, req);
-		break;
-	case 3:
-		agent_list(ac, req);
-		break;
-	default:
-		agent_exists(ac, req);
-		break;
-	}
+	e->handle(&a, req);
 	close(held);
 }

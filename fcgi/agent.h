@@ -35,8 +35,9 @@ struct agent_config {
 long agent_timeout_ms(const char *value, char *warning, size_t warning_len);
 
 /*
- * Serves one request of port 8888: endpoint is nginx's CODEBOX_ENDPOINT ("agent_execute",
- * "agent_upload", "agent_download", "agent_list", "agent_exists"). run is the worker's own
+ * Serves one request of port 8888: endpoint is nginx's CODEBOX_ENDPOINT, one of agent.c's
+ * table ("agent_execute", "agent_upload", "agent_download", "agent_list", "agent_exists";
+ * another is answered 404). run is the worker's own
  * run configuration, slot the worker's slot for agent runs (never its port 8080 slot: a box
  * built ahead for those has no workspace), lock_fd its handle on the workspace's lock,
  * slots_dir_fd the directory of the pool's agent slot files (the runs directory). Takes an

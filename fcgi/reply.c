@@ -158,9 +158,13 @@ reply_error(const char *error, const char *message, size_t *len)
 	struct jsonw w;
 
 	jsonw_init(&w);
-	jsonw_lit(&w, "{\"error\":");
-	jsonw_cstr(&w, error);
-	jsonw_lit(&w, ",\"message\":");
+	jsonw_lit(&w, "{");
+	if (error != NULL) {
+		jsonw_lit(&w, "\"error\":");
+		jsonw_cstr(&w, error);
+		jsonw_lit(&w, ",");
+	}
+	jsonw_lit(&w, "\"message\":");
 	jsonw_cstr(&w, message);
 	jsonw_lit(&w, "}");
 	return jsonw_take(&w, len);

@@ -22,7 +22,11 @@
 char *reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
                     const char *request_id, const json_t *artifacts, size_t *len);
 
-/* {"error": error, "message": message}. Caller frees; NULL when out of memory. */
+/*
+ * {"error": error, "message": message}; error NULL: {"message": message} alone (the shape of
+ * the agent-sandbox example runtime's answers, port 8888's). Caller frees; NULL when out of
+ * memory.
+ */
 char *reply_error(const char *error, const char *message, size_t *len);
 
 /*

@@ -1,5 +1,6 @@
 /*
- * worker.c - the accept loop and the dispatch of one request.
+ * worker.c - the accept loop, and the endpoints of ports 8080 (MCP's included) and 9090 in a
+ * table (http.h) that hands port 8888's to agent.c.
  *
  * Shutdown without lost wake-ups: SIGTERM stays blocked except inside epoll_pwait(), which
  * unblocks it atomically while the worker waits for a connection (EPOLLEXCLUSIVE, so one
@@ -17,6 +18,7 @@
 #include "agent.h"
 #include "cgroup.h"
 #include "files.h"
+#include "http.h"
 #include "landlock.h"
 #include "limits.h"
 #include "log.h"
@@ -35,7 +37,6 @@
 #include <fcgiapp.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -62,112 +63,21 @@ worker_param(const char *name, void *ctx)
 	return FCGX_GetParam(name, req->envp);
 }
 
-static const char *
-status_text(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 413:
-		return "Payload Too Large";
-	case 429:
-		return "Too Many Requests";
-	case 503:
-		return "Service Unavailable";
-	default:
-		return "Internal Server Error";
-	}
-}
+/* What a worker owns across requests: one slot per stream of runs (run.h). */
+struct worker_slots {
+	struct run_slot execute; /* port 8080's runs, with a box built ahead for the next */
+	struct run_slot agent;   /* port 8888's commands (another run config: the workspace) */
+};
 
-static void
-worker_send_as(FCGX_Request *req, int status, const char *content_type, const char *extra_header,
-               const char *body, size_t len)
-{
-	char head[512];
-	/* libfcgi's own printf knows few conversions; format here */
-	int n = snprintf(head, sizeof(head),
-	                 "Status: %d %s\r\nContent-Type: %s\r\n%s%s"
-	                 "Content-Length: %zu\r\n\r\n",
-	                 status, status_text(status), content_type,
-	                 extra_header ? extra_header : "", extra_header ? "\r\n" : "", len);
-
-	FCGX_PutStr(head, n, req->out);
-	FCGX_PutStr(body, (int)len, req->out);
-}
-
-static void
-worker_send(FCGX_Request *req, int status, const char *extra_header, const char *body, size_t len)
-{
-	worker_send_as(req, status, "application/json", extra_header, body, len);
-}
-
-static void
-worker_send_error(FCGX_Request *req, int status, const char *extra_header, const char *error,
-                  const char *message)
-{
-	size_t len;
-	char *body = reply_error(error, message, &len);
-
-	if (body == NULL) {
-		static const char oom[] =
-		    "{\"error\":\"sandbox_error\",\"message\":\"the worker is out of memory\"}";
-		worker_send(req, 500, NULL, oom, sizeof(oom) - 1);
-		return;
-	}
-	worker_send(req, status, extra_header, body, len);
-	free(body);
-}
-
-/* Reads the whole body, at most max_bytes. Returns the length, -1 on a read error, -2 when
- * it is larger than max_bytes. */
-static long
-worker_read_body(FCGX_Request *req, size_t max_bytes, char **body)
-{
-	const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
-	char *end;
-	unsigned long long n = cl && *cl ? strtoull(cl, &end, 10) : 0;
-	size_t got = 0;
-
-	*body = NULL;
-	if (cl && *cl && *end != '\0')
-		return -1;
-	if (n > max_bytes)
-		return -2;
-	*body = malloc(n + 1);
-	if (*body == NULL)
-		return -1;
-	while (got < n) {
-		int r = FCGX_GetStr(*body + got, (int)(n - got), req->in);
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	if (got != n) {
-		free(*body);
-		*body = NULL;
-		return -1;
-	}
-	(*body)[n] = '\0';
-	return (long)n;
-}
-
-/*
- * Whether nginx closed the request's connection: its client hung up (nginx ends the request
- * with 499 and closes the upstream connection). Only a hang-up counts; unread bytes do not.
- */
-static bool
-worker_client_gone(FCGX_Request *req)
-{
-	struct pollfd pfd = {.fd = req->ipcFd, .events = POLLRDHUP};
-
-	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
+/* One request, as the worker's endpoints see it (their port argument, http.h). */
+struct worker_request {
+	const struct worker_config *wc;
+	const struct run_config *run;
+	struct worker_slots *slots;
+	const char *endpoint;   /* CODEBOX_ENDPOINT */
+	const char *request_id; /* CODEBOX_REQUEST_ID */
+	struct limits l;        /* the request's, capped at the pool's ceilings (all but readyz) */
+};
 
 /* What came of admitting and running one request (worker_run()). */
 enum worker_ran {
@@ -185,10 +95,12 @@ enum worker_ran {
  * (run_outcome_free() it); the slot is free again before this returns.
  */
 static enum worker_ran
-worker_run(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
-           FCGX_Request *req, const struct limits *l, const char *request_id,
-           const struct request *r, enum metrics_port port, struct run_outcome *o)
+worker_run(const struct worker_request *w, FCGX_Request *req, const struct request *r,
+           enum metrics_port port, struct run_outcome *o)
 {
+	const struct worker_config *wc = w->wc;
+	const struct run_config *run = w->run;
+	const struct limits *l = &w->l;
 	char why[512];
 	int rc;
 
@@ -227,9 +139,9 @@ worker_run(const struct worker_config *wc, const struct run_config *run, struct 
 	    .watch_client = true,
 	    .client_fd = req->ipcFd,
 	};
-	history_begin(&wc->history, metrics_port_name(port), r->code, r->code_len, request_id);
+	history_begin(&wc->history, metrics_port_name(port), r->code, r->code_len, w->request_id);
 	metrics_run_begin(run->worker_index);
-	rc = run_execute(run, &spec, slot, o, why, sizeof(why));
+	rc = run_execute(run, &spec, &w->slots->execute, o, why, sizeof(why));
 	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
 	 * so a client that sends its next request the moment it has this reply finds it free */
 	slots_release(wc->slots, wc->index);
@@ -255,87 +167,84 @@ worker_run(const struct worker_config *wc, const struct run_config *run, struct 
 	return WORKER_RAN;
 }
 
+/* POST /execute: a request (request.h) admitted, run and answered (reply.h). */
 static void
-worker_execute(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
-               FCGX_Request *req, const struct limits *l, const char *request_id)
+worker_execute(void *port, FCGX_Request *req)
 {
+	const struct worker_request *w = port;
+	const struct worker_config *wc = w->wc;
+	const struct limits *l = &w->l;
 	struct request r;
 	struct run_outcome o;
 	char message[256];
-	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
 	char *body = NULL, *reply;
 	json_t *arts;
 	size_t len;
 	long n;
 
-	if (method == NULL || strcmp(method, "POST") != 0) {
-		worker_send_error(req, 405, "Allow: POST", "method_not_allowed",
-		                  "use POST for /execute");
-		return;
-	}
 	/* the same bound and message as nginx's client_max_body_size (check-config.sh) */
-	n = worker_read_body(req, wc->max_body_bytes, &body);
-	if (n == -2) {
+	n = http_read_body(req, wc->max_body_bytes, &body);
+	if (n == HTTP_BODY_TOO_LARGE) {
 		char msg[128];
 		snprintf(msg, sizeof(msg),
 		         "the request body is larger than this server accepts (at most %zu bytes)",
 		         wc->max_body_bytes);
-		worker_send_error(req, 413, NULL, "request_too_large", msg);
+		http_send_message(req, 413, NULL, "request_too_large", msg);
 		return;
 	}
 	if (n < 0) {
 		log_msg(LOG_WARN, "reading the request body failed");
-		worker_send_error(req, 400, NULL, "invalid_request",
+		http_send_message(req, 400, NULL, "invalid_request",
 		                  "the request body could not be read");
 		return;
 	}
 	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
 		free(body);
 		log_msg(LOG_INFO, "rejected: %s", message);
-		worker_send_error(req, 400, NULL, "invalid_request", message);
+		http_send_message(req, 400, NULL, "invalid_request", message);
 		return;
 	}
 	free(body);
-	if (worker_client_gone(req)) {
+	if (http_client_gone(req)) {
 		/* it waited in the socket's backlog while its client left: nobody wants it */
 		log_msg(LOG_INFO, "the client left before the run started; not running it");
 		request_free(&r);
 		return;
 	}
-	switch (worker_run(wc, run, slot, req, l, request_id, &r, METRICS_PORT_EXECUTE, &o)) {
+	switch (worker_run(w, req, &r, METRICS_PORT_EXECUTE, &o)) {
 	case WORKER_RAN:
 		arts = r.artifacts
 		           ? artifacts_render(o.artifacts, o.artifacts_len, r.files, r.files_len)
 		           : NULL;
-		reply =
-		    r.artifacts && arts == NULL
-		        ? NULL
-		        : reply_outcome(&o, l->max_result_bytes, r.details, request_id, arts, &len);
+		reply = r.artifacts && arts == NULL
+		            ? NULL
+		            : reply_outcome(&o, l->max_result_bytes, r.details, w->request_id, arts,
+		                            &len);
 		json_decref(arts);
 		if (reply == NULL) {
-			worker_send_error(req, 500, NULL, "sandbox_error",
+			http_send_message(req, 500, NULL, "sandbox_error",
 			                  "the worker is out of memory");
 		} else {
-			worker_send(req, 200, NULL, reply, len);
+			http_send(req, 200, NULL, reply, len);
 			free(reply);
 		}
 		run_outcome_free(&o);
 		break;
 	case WORKER_BUSY:
-		worker_send_error(req, 429, "Retry-After: 1", "sandbox_busy",
+		http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
 		break;
 	case WORKER_STUCK:
-		worker_send_error(req, 503, NULL, "sandbox_unavailable",
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the sandbox cannot admit runs right now; retry shortly");
 		break;
 	case WORKER_LOST:
 		/* not the program's doing: a new sandbox would run it */
-		worker_send_error(req, 503, NULL, "sandbox_unavailable",
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the run's sandbox was killed from outside; retry");
 		break;
 	case WORKER_FAILED:
-		worker_send_error(req, 500, NULL, "sandbox_error",
+		http_send_message(req, 500, NULL, "sandbox_error",
 		                  "the sandbox could not run the program; see the service log");
 		break;
 	case WORKER_ABANDONED:
@@ -353,18 +262,17 @@ worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *b
 	    "worker is out of memory\"}}";
 
 	if (body == NULL)
-		worker_send(req, 500, NULL, oom, sizeof(oom) - 1);
+		http_send(req, 500, NULL, oom, sizeof(oom) - 1);
 	else
-		worker_send(req, status, extra_header, body, len);
+		http_send(req, status, extra_header, body, len);
 	free(body);
 }
 
 /* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way */
 static void
-worker_mcp_call(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
-                FCGX_Request *req, const struct limits *l, const char *request_id,
-                const struct mcp_message *m)
+worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m)
 {
+	const struct limits *l = &w->l;
 	const char *name = json_string_value(json_object_get(m->params, "name"));
 	json_t *args = json_object_get(m->params, "arguments");
 	struct request r;
@@ -404,12 +312,13 @@ worker_mcp_call(const struct worker_config *wc, const struct run_config *run, st
 	 * lists them only when it did */
 	asked = r.artifacts;
 	r.artifacts = true;
-	switch (worker_run(wc, run, slot, req, l, request_id, &r, METRICS_PORT_MCP, &o)) {
+	switch (worker_run(w, req, &r, METRICS_PORT_MCP, &o)) {
 	case WORKER_RAN:
 		arts = artifacts_render(o.artifacts, o.artifacts_len, r.files, r.files_len);
-		reply = arts == NULL ? NULL
-		                     : reply_outcome(&o, l->max_result_bytes, r.details, request_id,
-		                                     asked ? arts : NULL, &reply_len);
+		reply = arts == NULL
+		            ? NULL
+		            : reply_outcome(&o, l->max_result_bytes, r.details, w->request_id,
+		                            asked ? arts : NULL, &reply_len);
 		answer = reply ? mcp_call_answer(m->id, &o, reply, reply_len, l->max_result_bytes,
 		                                 arts, &len)
 		               : NULL;
@@ -448,13 +357,13 @@ worker_mcp_call(const struct worker_config *wc, const struct run_config *run, st
 /* The /isolation document (reply_isolation()) for this request's limits: GET /isolation's
  * answer, and what /tool and MCP's tool are written from. Newly allocated, or NULL. */
 static char *
-worker_isolation_doc(const struct worker_config *wc, const struct run_config *run,
-                     const struct limits *l, size_t *len)
+worker_isolation_doc(const struct worker_request *w, size_t *len)
 {
+	const struct worker_config *wc = w->wc;
 	bool agent_on = wc->agent.workspace_fd >= 0;
 	unsigned long long ws_bytes = agent_on ? wc->agent.workspace_bytes : 0;
 
-	return reply_isolation(wc->iso, l, run->warm && warm_serving(), ws_bytes,
+	return reply_isolation(wc->iso, &w->l, w->run->warm && warm_serving(), ws_bytes,
 	                       agent_on ? workspace_inodes(ws_bytes) : 0, len);
 }
 
@@ -463,10 +372,10 @@ worker_isolation_doc(const struct worker_config *wc, const struct run_config *ru
  * checked first, as the specification says; notifications and responses get 202.
  */
 static void
-worker_mcp(const struct worker_config *wc, const struct run_config *run, struct run_slot *slot,
-           FCGX_Request *req, const struct limits *l, const char *request_id)
+worker_mcp(void *port, FCGX_Request *req)
 {
-	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
+	const struct worker_request *w = port;
+	const struct worker_config *wc = w->wc;
 	const char *origin = FCGX_GetParam("HTTP_ORIGIN", req->envp);
 	const char *version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", req->envp);
 	struct mcp_message m;
@@ -474,13 +383,6 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 	size_t len = 0, caps_len, iso_len, tool_len = 0;
 	long n;
 
-	if (method == NULL || strcmp(method, "POST") != 0) {
-		/* no stream from the server (GET), no session to end (DELETE) */
-		worker_send_error(
-		    req, 405, "Allow: POST", "method_not_allowed",
-		    "use POST for /mcp: this server sends no stream and keeps no session");
-		return;
-	}
 	if (!mcp_origin_allowed(origin, FCGX_GetParam("CODEBOX_MCP_ORIGINS", req->envp))) {
 		log_msg(LOG_WARN, "mcp: refused the origin %s (403)", origin);
 		snprintf(message, sizeof(message),
@@ -497,13 +399,14 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 		worker_mcp_send(req, 400, NULL, answer, len);
 		return;
 	}
-	n = worker_read_body(req, wc->max_body_bytes, &body);
-	if (n == -2 || n < 0) {
+	n = http_read_body(req, wc->max_body_bytes, &body);
+	if (n < 0) {
 		answer = mcp_error(NULL, MCP_INVALID_REQUEST,
-		                   n == -2 ? "the request body is larger than this server accepts"
-		                           : "the request body could not be read",
+		                   n == HTTP_BODY_TOO_LARGE
+		                       ? "the request body is larger than this server accepts"
+		                       : "the request body could not be read",
 		                   &len);
-		worker_mcp_send(req, n == -2 ? 413 : 400, NULL, answer, len);
+		worker_mcp_send(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL, answer, len);
 		return;
 	}
 	mcp_parse(body, (size_t)n, &m);
@@ -519,7 +422,7 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 		goto out;
 	case MCP_MSG_NOTIFICATION:
 	case MCP_MSG_RESPONSE:
-		worker_send_as(req, 202, "application/json", NULL, "", 0);
+		http_send(req, 202, NULL, "", 0);
 		goto out;
 	case MCP_MSG_REQUEST:
 		break;
@@ -527,8 +430,8 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 	/* the tool is GET /tool's: one description everywhere, rendered only where it is
 	 * answered (initialize, tools/list), never on a call's way to its run */
 	if (strcmp(m.method, "initialize") == 0 || strcmp(m.method, "tools/list") == 0) {
-		caps = reply_capabilities(wc->probe, l, wc->files_contained, &caps_len);
-		iso = worker_isolation_doc(wc, run, l, &iso_len);
+		caps = reply_capabilities(wc->probe, &w->l, wc->files_contained, &caps_len);
+		iso = worker_isolation_doc(w, &iso_len);
 		tool = caps && iso
 		           ? tool_render(caps, caps_len, iso, iso_len, TOOL_ANTHROPIC, &tool_len)
 		           : NULL;
@@ -568,7 +471,7 @@ worker_mcp(const struct worker_config *wc, const struct run_config *run, struct 
 			    mcp_error(m.id, MCP_INVALID_PARAMS, "tools/call needs params", &len);
 			worker_mcp_send(req, 200, NULL, answer, len);
 		} else {
-			worker_mcp_call(wc, run, slot, req, l, request_id, &m);
+			worker_mcp_call(w, req, &m);
 		}
 	} else {
 		snprintf(message, sizeof(message), "method not found: %.120s", m.method);
@@ -582,110 +485,150 @@ out:
 	mcp_message_free(&m);
 }
 
-/* What a worker owns across requests: one slot per stream of runs (run.h). */
-struct worker_slots {
-	struct run_slot execute; /* port 8080's runs, with a box built ahead for the next */
-	struct run_slot agent;   /* port 8888's commands (another run config: the workspace) */
+/* GET /readyz: ready means able to admit, through the lock every run is admitted under. */
+static void
+worker_readyz(void *port, FCGX_Request *req)
+{
+	const struct worker_request *w = port;
+	static const char ready[] = "{\"status\":\"ready\"}";
+
+	if (slots_check(w->wc->slots) < 0) {
+		log_msg(LOG_ERROR,
+		        "readyz: the execution slots' lock was not free within %d ms (%s): "
+		        "the pool cannot admit runs",
+		        SLOTS_LOCK_WAIT_MS, strerror(errno));
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the sandbox cannot admit runs: its admission lock is "
+		                  "stuck; see the service log");
+		return;
+	}
+	http_send(req, 200, NULL, ready, sizeof(ready) - 1);
+}
+
+/* GET /capabilities (reply_capabilities()) */
+static void
+worker_capabilities(void *port, FCGX_Request *req)
+{
+	const struct worker_request *w = port;
+	size_t len;
+	char *doc = reply_capabilities(w->wc->probe, &w->l, w->wc->files_contained, &len);
+
+	http_send_doc(req, HTTP_JSON, doc, len);
+}
+
+/* GET /isolation (worker_isolation_doc()) */
+static void
+worker_isolation(void *port, FCGX_Request *req)
+{
+	size_t len;
+	char *doc = worker_isolation_doc(port, &len);
+
+	http_send_doc(req, HTTP_JSON, doc, len);
+}
+
+/* GET /tool[?format=...]: written from /capabilities and /isolation (tool.h) */
+static void
+worker_tool(void *port, FCGX_Request *req)
+{
+	const struct worker_request *w = port;
+	size_t len, iso_len, tool_len;
+	enum tool_format format;
+	char why[256], *caps, *iso, *doc;
+
+	if (tool_parse_format(FCGX_GetParam("REQUEST_URI", req->envp), &format, why, sizeof(why)) <
+	    0) {
+		http_send_message(req, 400, NULL, "invalid_request", why);
+		return;
+	}
+	caps = reply_capabilities(w->wc->probe, &w->l, w->wc->files_contained, &len);
+	iso = worker_isolation_doc(w, &iso_len);
+	doc = caps && iso ? tool_render(caps, len, iso, iso_len, format, &tool_len) : NULL;
+	http_send_doc(req, HTTP_JSON, doc, tool_len);
+	free(caps);
+	free(iso);
+}
+
+/* GET /metrics, port 9090's (metrics.h) */
+static void
+worker_metrics(void *port, FCGX_Request *req)
+{
+	const struct worker_request *w = port;
+	size_t len;
+	struct metrics_capacity cap = {.execute_slots = w->l.max_concurrent_executions};
+	char *doc = metrics_render(w->wc->nginx_busy_log, w->wc->probe->python_version, &cap, &len);
+
+	http_send_doc(req, "text/plain; version=0.0.4; charset=utf-8", doc, len);
+}
+
+/* Port 8888's endpoints: agent.c's, with the worker's slot and lock for agent runs. */
+static void
+worker_agent(void *port, FCGX_Request *req)
+{
+	const struct worker_request *w = port;
+
+	agent_handle(&w->wc->agent, w->run, &w->slots->agent, worker_agent_lock, w->wc->runs_dir_fd,
+	             req, w->endpoint, &w->l);
+}
+
+/*
+ * What the worker serves, by nginx.conf's CODEBOX_ENDPOINT: port 8080's endpoints and MCP,
+ * port 9090's /metrics, and port 8888's (agent.c's table). Only /execute and /mcp check their
+ * method here as well: a request sent to the socket directly meets the same 405 as nginx's.
+ */
+static const struct http_endpoint worker_endpoints[] = {
+    {"execute", "POST", "use POST for /execute", worker_execute},
+    /* no stream from the server (GET), no session to end (DELETE) */
+    {"mcp", "POST", "use POST for /mcp: this server sends no stream and keeps no session",
+     worker_mcp},
+    {"capabilities", NULL, NULL, worker_capabilities},
+    {"isolation", NULL, NULL, worker_isolation},
+    {"tool", NULL, NULL, worker_tool},
+    {"readyz", NULL, NULL, worker_readyz}, /* the probe's (image/codebox-probe): no method */
+    {"metrics", NULL, NULL, worker_metrics},
+    {"agent_*", NULL, NULL, worker_agent},
+    {NULL, NULL, NULL, NULL},
 };
+
+/* The request's limits (nginx.conf's codebox-limits.conf), capped at the pool's ceilings.
+ * Returns 0, or -1 having answered 500 misconfigured. */
+static int
+worker_limits(struct worker_request *w, FCGX_Request *req)
+{
+	char why[256];
+
+	if (limits_parse(&w->l, worker_param, req, why, sizeof(why)) < 0) {
+		log_msg(LOG_ERROR, "misconfigured: %s", why);
+		http_send_message(req, 500, NULL, "misconfigured",
+		                  "the service is misconfigured; see the service log");
+		return -1;
+	}
+	/* whoever reached the socket, nothing exceeds what the pool was started with */
+	if (limits_cap(&w->l, w->wc->ceilings, why, sizeof(why)) > 0)
+		log_msg(LOG_WARN, "a request's limits were capped: %s", why);
+	return 0;
+}
 
 static void
 worker_handle(const struct worker_config *wc, const struct run_config *run,
               struct worker_slots *slots, FCGX_Request *req)
 {
-	const char *endpoint = FCGX_GetParam("CODEBOX_ENDPOINT", req->envp);
-	const char *request_id = FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp);
-	struct limits l;
-	char why[256];
+	struct worker_request w = {
+	    .wc = wc,
+	    .run = run,
+	    .slots = slots,
+	    .endpoint = FCGX_GetParam("CODEBOX_ENDPOINT", req->envp),
+	    .request_id = FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp),
+	};
+	const struct http_endpoint *e = http_endpoint_find(worker_endpoints, w.endpoint);
 
-	log_set_request_id(request_id);
-	if (endpoint == NULL) {
-		worker_send_error(req, 404, NULL, "not_found", "no such endpoint");
+	log_set_request_id(w.request_id);
+	/* everything named but the probe's readyz, an unknown name included, is served only
+	 * under well-formed limits */
+	if (w.endpoint != NULL && (e == NULL || e->handle != worker_readyz) &&
+	    worker_limits(&w, req) < 0)
 		goto out;
-	}
-	if (strcmp(endpoint, "readyz") == 0) {
-		/* ready means able to admit: through the lock every run is admitted under */
-		static const char ready[] = "{\"status\":\"ready\"}";
-		if (slots_check(wc->slots) < 0) {
-			log_msg(LOG_ERROR,
-			        "readyz: the execution slots' lock was not free within %d ms (%s): "
-			        "the pool cannot admit runs",
-			        SLOTS_LOCK_WAIT_MS, strerror(errno));
-			worker_send_error(req, 503, NULL, "sandbox_unavailable",
-			                  "the sandbox cannot admit runs: its admission lock is "
-			                  "stuck; see the service log");
-			goto out;
-		}
-		worker_send(req, 200, NULL, ready, sizeof(ready) - 1);
-		goto out;
-	}
-	if (limits_parse(&l, worker_param, req, why, sizeof(why)) < 0) {
-		log_msg(LOG_ERROR, "misconfigured: %s", why);
-		worker_send_error(req, 500, NULL, "misconfigured",
-		                  "the service is misconfigured; see the service log");
-		goto out;
-	}
-	/* whoever reached the socket, nothing exceeds what the pool was started with */
-	if (limits_cap(&l, wc->ceilings, why, sizeof(why)) > 0)
-		log_msg(LOG_WARN, "a request's limits were capped: %s", why);
-	if (strcmp(endpoint, "execute") == 0) {
-		worker_execute(wc, run, &slots->execute, req, &l, request_id);
-	} else if (strcmp(endpoint, "mcp") == 0) {
-		worker_mcp(wc, run, &slots->execute, req, &l, request_id);
-	} else if (strcmp(endpoint, "isolation") == 0) {
-		size_t len;
-		char *doc = worker_isolation_doc(wc, run, &l, &len);
-		if (doc == NULL) {
-			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
-		} else {
-			worker_send(req, 200, NULL, doc, len);
-			free(doc);
-		}
-	} else if (strcmp(endpoint, "tool") == 0) {
-		size_t len, iso_len, tool_len;
-		enum tool_format format;
-		char *caps = NULL, *iso = NULL, *doc = NULL;
-		if (tool_parse_format(FCGX_GetParam("REQUEST_URI", req->envp), &format, why,
-		                      sizeof(why)) < 0) {
-			worker_send_error(req, 400, NULL, "invalid_request", why);
-			goto out;
-		}
-		caps = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
-		iso = worker_isolation_doc(wc, run, &l, &iso_len);
-		doc = caps && iso ? tool_render(caps, len, iso, iso_len, format, &tool_len) : NULL;
-		if (doc == NULL)
-			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
-		else
-			worker_send(req, 200, NULL, doc, tool_len);
-		free(caps);
-		free(iso);
-		free(doc);
-	} else if (strcmp(endpoint, "metrics") == 0) {
-		size_t len;
-		struct metrics_capacity cap = {.execute_slots = l.max_concurrent_executions};
-		char *doc =
-		    metrics_render(wc->nginx_busy_log, wc->probe->python_version, &cap, &len);
-		if (doc == NULL) {
-			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
-		} else {
-			worker_send_as(req, 200, "text/plain; version=0.0.4; charset=utf-8", NULL,
-			               doc, len);
-			free(doc);
-		}
-	} else if (strncmp(endpoint, "agent_", 6) == 0) {
-		agent_handle(&wc->agent, run, &slots->agent, worker_agent_lock, wc->runs_dir_fd,
-		             req, endpoint, &l);
-	} else if (strcmp(endpoint, "capabilities") == 0) {
-		size_t len;
-		char *doc = reply_capabilities(wc->probe, &l, wc->files_contained, &len);
-		if (doc == NULL) {
-			worker_send_error(req, 500, NULL, "sandbox_error", "out of memory");
-		} else {
-			worker_send(req, 200, NULL, doc, len);
-			free(doc);
-		}
-	} else {
-		worker_send_error(req, 404, NULL, "not_found", "no such endpoint");
-	}
+	if (http_route(req, e))
+		e->handle(&w, req);
 out:
 	log_set_request_id(NULL);
 }
@@ -845,7 +788,7 @@ worker_main(const struct worker_config *wc)
 	 * supervisor has removed the socket's path, so no new ones arrive */
 	while (worker_stopping && FCGX_Accept_r(&req) >= 0) {
 		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
-		worker_send_error(&req, 503, NULL, "sandbox_unavailable",
+		http_send_message(&req, 503, NULL, "sandbox_unavailable",
 		                  "the service is stopping; retry shortly");
 		FCGX_Finish_r(&req);
 	}

@@ -56,6 +56,10 @@ main(void)
 	       "{\"error\":\"invalid_request\",\"message\":\"code must be at most 65536 bytes\"}",
 	       "the error shape has exactly two keys");
 	free(s);
+	s = reply_error(NULL, "File 'a \"b\"' uploaded successfully.", &len);
+	is_str(s, "{\"message\":\"File 'a \\\"b\\\"' uploaded successfully.\"}",
+	       "without an error, the message alone (port 8888's shape)");
+	free(s);
 
 	struct probe_info pi = {.python_version = "3.11.2", .n_modules = 1};
 	strcpy(pi.modules[0].import_name, "sklearn");

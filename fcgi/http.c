@@ -1,0 +1,190 @@
+/*
+ * http.c - the FastCGI side of HTTP for every port (http.h): the one place that routes a
+ * request by its port's table of endpoints, writes an answer's head, reads a body, and knows
+ * the reason phrases nginx passes on.
+ *
+ * An answer is "Status: <code> <phrase>", Content-Type, any extra headers, Content-Length, a
+ * blank line and exactly that many bytes; nginx sends it on, status line and all. Which body a port
+ * answers with is its own (reply.c for port 8080's schema, agent.c for port 8888's); the error
+ * shapes are reply_error()'s.
+ */
+#include "http.h"
+
+#include "reply.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *
+http_status_text(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 202:
+		return "Accepted";
+	case 400:
+		return "Bad Request";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Payload Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 503:
+		return "Service Unavailable";
+	default:
+		return "Internal Server Error";
+	}
+}
+
+void
+http_send_head(FCGX_Request *req, int status, const char *content_type, const char *extra_header,
+               unsigned long long len)
+{
+	char line[128];
+	int n;
+
+	/* libfcgi's own printf knows few conversions; format here */
+	n = snprintf(line, sizeof(line), "Status: %d %s\r\nContent-Type: ", status,
+	             http_status_text(status));
+	FCGX_PutStr(line, n, req->out);
+	FCGX_PutS(content_type, req->out);
+	FCGX_PutS("\r\n", req->out);
+	if (extra_header != NULL) {
+		FCGX_PutS(extra_header, req->out);
+		FCGX_PutS("\r\n", req->out);
+	}
+	n = snprintf(line, sizeof(line), "Content-Length: %llu\r\n\r\n", len);
+	FCGX_PutStr(line, n, req->out);
+}
+
+void
+http_send_as(FCGX_Request *req, int status, const char *content_type, const char *extra_header,
+             const char *body, size_t len)
+{
+	http_send_head(req, status, content_type, extra_header, len);
+	FCGX_PutStr(body, (int)len, req->out);
+}
+
+void
+http_send(FCGX_Request *req, int status, const char *extra_header, const char *body, size_t len)
+{
+	http_send_as(req, status, HTTP_JSON, extra_header, body, len);
+}
+
+void
+http_send_message(FCGX_Request *req, int status, const char *extra_header, const char *error,
+                  const char *message)
+{
+	size_t len;
+	char *body = reply_error(error, message, &len);
+
+	if (body == NULL) {
+		static const char oom[] =
+		    "{\"error\":\"sandbox_error\",\"message\":\"the worker is out of memory\"}";
+		http_send(req, 500, NULL, oom, sizeof(oom) - 1);
+		return;
+	}
+	http_send(req, status, extra_header, body, len);
+	free(body);
+}
+
+void
+http_send_doc(FCGX_Request *req, const char *content_type, char *doc, size_t len)
+{
+	if (doc == NULL) {
+		http_send_message(req, 500, NULL, "sandbox_error", "out of memory");
+		return;
+	}
+	http_send_as(req, 200, content_type, NULL, doc, len);
+	free(doc);
+}
+
+int
+http_content_length(FCGX_Request *req, unsigned long long *n)
+{
+	const char *cl = FCGX_GetParam("CONTENT_LENGTH", req->envp);
+	char *end;
+
+	*n = 0;
+	if (cl == NULL || *cl == '\0')
+		return 0;
+	*n = strtoull(cl, &end, 10);
+	return *end == '\0' ? 0 : -1;
+}
+
+long
+http_read_body(FCGX_Request *req, size_t max_bytes, char **body)
+{
+	unsigned long long n;
+	size_t got = 0;
+
+	*body = NULL;
+	if (http_content_length(req, &n) < 0)
+		return HTTP_BODY_UNREADABLE;
+	if (n > max_bytes)
+		return HTTP_BODY_TOO_LARGE;
+	*body = malloc(n + 1);
+	if (*body == NULL)
+		return HTTP_BODY_UNREADABLE;
+	/* in pieces libfcgi's int lengths hold */
+	while (got < n) {
+		int r =
+		    FCGX_GetStr(*body + got, (int)(n - got > 1 << 20 ? 1 << 20 : n - got), req->in);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	if (got != n) {
+		free(*body);
+		*body = NULL;
+		return HTTP_BODY_UNREADABLE;
+	}
+	(*body)[n] = '\0';
+	return (long)n;
+}
+
+const struct http_endpoint *
+http_endpoint_find(const struct http_endpoint *table, const char *endpoint)
+{
+	for (const struct http_endpoint *e = table; endpoint != NULL && e->name != NULL; e++) {
+		size_t n = strlen(e->name);
+		if (n > 0 && e->name[n - 1] == '*' ? strncmp(endpoint, e->name, n - 1) == 0
+		                                   : strcmp(endpoint, e->name) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+bool
+http_route(FCGX_Request *req, const struct http_endpoint *e)
+{
+	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
+	char allow[64];
+
+	if (e == NULL) {
+		http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+		return false;
+	}
+	if (e->method != NULL && (method == NULL || strcmp(method, e->method) != 0)) {
+		snprintf(allow, sizeof(allow), "Allow: %s", e->method);
+		http_send_message(req, 405, allow, "method_not_allowed", e->wrong_method);
+		return false;
+	}
+	return true;
+}
+
+bool
+http_client_gone(FCGX_Request *req)
+{
+	struct pollfd pfd = {.fd = req->ipcFd, .events = POLLRDHUP};
+
+	return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}

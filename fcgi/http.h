@@ -1,0 +1,99 @@
+/*
+ * http.h - the FastCGI side of HTTP, for every port the workers serve (8080 with MCP, 9090's
+ * /metrics, 8888's agent protocol): routing a request to its endpoint by a port's table,
+ * reading its body, writing its answer, noticing a client that left.
+ */
+#ifndef CODEBOX_HTTP_H
+#define CODEBOX_HTTP_H
+
+#include <fcgiapp.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define HTTP_JSON "application/json"
+
+/* What http_read_body() returns when it has no body to give. */
+#define HTTP_BODY_UNREADABLE -1 /* a read error, a malformed or short Content-Length */
+#define HTTP_BODY_TOO_LARGE -2  /* longer than the caller accepts */
+
+/* The reason phrase of status, as nginx passes it on; "Internal Server Error" when unknown. */
+const char *http_status_text(int status);
+
+/*
+ * Writes the head of an answer: its status line, Content-Type content_type, extra_header (one
+ * or more "Name: value" lines joined by "\r\n", without the last one's end; NULL: none) and
+ * Content-Length len. The body, exactly len bytes, is the caller's to write next.
+ */
+void http_send_head(FCGX_Request *req, int status, const char *content_type,
+                    const char *extra_header, unsigned long long len);
+
+/* An answer of len bytes of content_type: http_send_head() and the body. */
+void http_send_as(FCGX_Request *req, int status, const char *content_type, const char *extra_header,
+                  const char *body, size_t len);
+
+/* A JSON answer: http_send_as() with HTTP_JSON. */
+void http_send(FCGX_Request *req, int status, const char *extra_header, const char *body,
+               size_t len);
+
+/*
+ * A message as JSON: {"error": error, "message": message}, API.md's error shape, or {"message":
+ * message} alone when error is NULL (the agent-sandbox example runtime's answers on port 8888,
+ * its upload's success among them). When the body cannot be made, the 500
+ * {"error":"sandbox_error","message":"the worker is out of memory"} instead.
+ */
+void http_send_message(FCGX_Request *req, int status, const char *extra_header, const char *error,
+                       const char *message);
+
+/*
+ * A document as a 200 of content_type, and frees it (doc is stolen). NULL (the worker ran out
+ * of memory making it) is the 500 {"error":"sandbox_error","message":"out of memory"}.
+ */
+void http_send_doc(FCGX_Request *req, const char *content_type, char *doc, size_t len);
+
+/*
+ * The request's CONTENT_LENGTH into n: 0 when there is none. Returns 0, or -1 when it is not
+ * a decimal number.
+ */
+int http_content_length(FCGX_Request *req, unsigned long long *n);
+
+/*
+ * Reads the whole body (CONTENT_LENGTH bytes), at most max_bytes, into *body: newly allocated,
+ * NUL-terminated, the caller frees it. Returns its length, HTTP_BODY_TOO_LARGE or
+ * HTTP_BODY_UNREADABLE (*body is then NULL).
+ */
+long http_read_body(FCGX_Request *req, size_t max_bytes, char **body);
+
+/*
+ * One endpoint of a port: the name nginx.conf gives it (fastcgi_param CODEBOX_ENDPOINT), the
+ * method it serves and its handler. A port's endpoints are a table ended by an entry whose name
+ * is NULL; a name ending in '*' stands for every endpoint whose name starts with the rest (a
+ * port served by a table of its own).
+ */
+struct http_endpoint {
+	const char *name;
+	/* the one method served; another is answered 405 with Allow: method and wrong_method as
+	 * the message. NULL: not checked here (nginx.conf's codebox-405-*.conf, where it is) */
+	const char *method;
+	const char *wrong_method;
+	/* port: what the port's endpoints share for this request (worker.c's, agent.c's) */
+	void (*handle)(void *port, FCGX_Request *req);
+};
+
+/* The entry of table for endpoint, or NULL when there is none (endpoint NULL included). */
+const struct http_endpoint *http_endpoint_find(const struct http_endpoint *table,
+                                               const char *endpoint);
+
+/*
+ * Whether req may go to e (http_endpoint_find()'s): when e is NULL answers 404 not_found, when
+ * the request's method is not e->method answers 405 method_not_allowed, and returns false; else
+ * answers nothing and returns true (the caller then calls e->handle).
+ */
+bool http_route(FCGX_Request *req, const struct http_endpoint *e);
+
+/*
+ * Whether nginx closed the request's connection: its client hung up (nginx ends the request
+ * with 499 and closes the upstream connection). Only a hang-up counts; unread bytes do not.
+ */
+bool http_client_gone(FCGX_Request *req);
+
+#endif
