@@ -96,7 +96,7 @@ agent_timeout_ms(const char *value, char *warning, size_t warning_len)
 struct agent_request {
 	const struct agent_config *ac;
 	const struct run_config *run; /* the worker's; agent_run_config() makes an agent run's */
-	struct run_slot *slot;        /* the worker's slot for agent runs */
+	struct run_stream *stream;    /* the worker's run stream for agent runs */
 	int lock_fd;                  /* the worker's handle on the workspace's lock */
 	const struct limits *l;
 };
@@ -352,7 +352,7 @@ agent_execute(void *port, FCGX_Request *req)
 	history_begin(ac->history, "agent", spec.code, spec.code_len,
 	              FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp));
 	metrics_run_begin(run->worker_index);
-	if (run_execute(&cfg, &spec, a->slot, &o, why, sizeof(why)) < 0) {
+	if (run_execute(&cfg, &spec, a->stream, &o, why, sizeof(why)) < 0) {
 		metrics_run_end(run->worker_index);
 		goto not_started;
 	}
@@ -899,12 +899,13 @@ static const struct http_endpoint agent_endpoints[] = {
 };
 
 void
-agent_handle(const struct agent_config *ac, const struct run_config *run, struct run_slot *slot,
+agent_handle(const struct agent_config *ac, const struct run_config *run, struct run_stream *stream,
              int lock_fd, int slots_dir_fd, FCGX_Request *req, const char *endpoint,
              const struct limits *l)
 {
 	const struct http_endpoint *e = http_endpoint_find(agent_endpoints, endpoint);
-	struct agent_request a = {.ac = ac, .run = run, .slot = slot, .lock_fd = lock_fd, .l = l};
+	struct agent_request a = {
+	    .ac = ac, .run = run, .stream = stream, .lock_fd = lock_fd, .l = l};
 	const char *v = FCGX_GetParam("CODEBOX_AGENT_SLOTS", req->envp);
 	long slots = AGENT_DEFAULT_SLOTS;
 	int held;

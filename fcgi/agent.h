@@ -38,14 +38,14 @@ long agent_timeout_ms(const char *value, char *warning, size_t warning_len);
  * Serves one request of port 8888: endpoint is nginx's CODEBOX_ENDPOINT, one of agent.c's
  * table ("agent_execute", "agent_upload", "agent_download", "agent_list", "agent_exists";
  * another is answered 404). run is the worker's own
- * run configuration, slot the worker's slot for agent runs (never its port 8080 slot: a box
+ * run configuration, stream the worker's run stream for agent runs (never its port 8080 one: a box
  * built ahead for those has no workspace), lock_fd its handle on the workspace's lock,
  * slots_dir_fd the directory of the pool's agent slot files (the runs directory). Takes an
  * agent slot for the request (fastcgi_param CODEBOX_AGENT_SLOTS, default 4), else answers
  * 429 at once. Always answers, but to a client that left during its command.
  */
 void agent_handle(const struct agent_config *ac, const struct run_config *run,
-                  struct run_slot *slot, int lock_fd, int slots_dir_fd, FCGX_Request *req,
+                  struct run_stream *stream, int lock_fd, int slots_dir_fd, FCGX_Request *req,
                   const char *endpoint, const struct limits *l);
 
 #endif

@@ -30,6 +30,7 @@
 #include "log.h"
 #include "proc.h"
 #include "slots.h"
+#include "util.h"
 #include "warm.h"
 
 #include <errno.h>
@@ -57,7 +58,7 @@ pool_on_signal(int sig)
 	}
 }
 
-struct pool_slot {
+struct pool_worker {
 	pid_t pid; /* 0 when not running */
 	long long started_ms;
 	bool respawn_pending;
@@ -91,7 +92,7 @@ pool_worker_child(void *ctx, int index)
 }
 
 static pid_t
-pool_spawn(struct pool_config *pc, struct pool_slot *slot, int index)
+pool_spawn(struct pool_config *pc, struct pool_worker *worker, int index)
 {
 	pid_t pid = fork();
 
@@ -102,9 +103,9 @@ pool_spawn(struct pool_config *pc, struct pool_slot *slot, int index)
 	}
 	if (pid == 0)
 		pool_worker_child(pc, index);
-	slot->pid = pid;
-	slot->started_ms = proc_now_ms();
-	slot->respawn_pending = false;
+	worker->pid = pid;
+	worker->started_ms = util_now_ms();
+	worker->respawn_pending = false;
 	return pid;
 }
 
@@ -125,7 +126,7 @@ int
 pool_run(struct pool_config *pc)
 {
 	struct sigaction sa = {.sa_handler = pool_on_signal};
-	struct pool_slot *slots = calloc((size_t)pc->workers, sizeof(*slots));
+	struct pool_worker *workers = calloc((size_t)pc->workers, sizeof(*workers));
 	sigset_t waitmask;
 	bool stopping = false;
 	long long kill_at = 0;
@@ -133,7 +134,7 @@ pool_run(struct pool_config *pc)
 
 	pool_supervisor_pid = getpid();
 
-	if (slots == NULL) {
+	if (workers == NULL) {
 		log_msg(LOG_ERROR, "out of memory");
 		return -1;
 	}
@@ -142,7 +143,7 @@ pool_run(struct pool_config *pc)
 	if (pc->worker.slots == NULL) {
 		log_msg(LOG_ERROR, "creating the shared execution slots failed: %s",
 		        strerror(errno));
-		free(slots);
+		free(workers);
 		return -1;
 	}
 	/* before the handlers and the workers: the zygote is exec'd, and workers are forked with
@@ -164,14 +165,14 @@ pool_run(struct pool_config *pc)
 		log_msg(LOG_WARN, "prctl(PR_SET_CHILD_SUBREAPER) failed: %s", strerror(errno));
 
 	for (int i = 0; i < pc->workers; i++)
-		if (pool_spawn(pc, &slots[i], i) > 0)
+		if (pool_spawn(pc, &workers[i], i) > 0)
 			alive++;
 	log_msg(LOG_INFO, "pool started %d workers", alive);
 
 	for (;;) {
-		if (pool_got_term && stopping && pool_term_count > 1 && kill_at > proc_now_ms()) {
+		if (pool_got_term && stopping && pool_term_count > 1 && kill_at > util_now_ms()) {
 			log_msg(LOG_WARN, "a second stop signal: killing the workers now");
-			kill_at = proc_now_ms();
+			kill_at = util_now_ms();
 			pool_got_alrm = 1;
 		}
 		if (pool_got_term && !stopping) {
@@ -185,9 +186,9 @@ pool_run(struct pool_config *pc)
 			        alive, pc->drain_seconds);
 			warm_pool_stop();
 			for (int i = 0; i < pc->workers; i++)
-				if (slots[i].pid > 0)
-					proc_kill(slots[i].pid, SIGTERM, "a worker");
-			kill_at = proc_now_ms() + pc->drain_seconds * 1000LL;
+				if (workers[i].pid > 0)
+					proc_kill(workers[i].pid, SIGTERM, "a worker");
+			kill_at = util_now_ms() + pc->drain_seconds * 1000LL;
 			alarm((unsigned)pc->drain_seconds + 1);
 		}
 		if (pool_got_chld) {
@@ -199,7 +200,7 @@ pool_run(struct pool_config *pc)
 				if (warm_pool_reaped(pid, status))
 					continue;
 				for (int i = 0; i < pc->workers; i++) {
-					if (slots[i].pid != pid)
+					if (workers[i].pid != pid)
 						continue;
 					pool_log_exit(i, pid, status, stopping);
 					metrics_worker_exited(i, !stopping);
@@ -208,14 +209,14 @@ pool_run(struct pool_config *pc)
 						        "worker %d died holding an execution "
 						        "slot; the slot is free again",
 						        i);
-					slots[i].pid = 0;
+					workers[i].pid = 0;
 					alive--;
 					if (stopping)
 						break;
-					if (proc_now_ms() - slots[i].started_ms < 1000) {
-						slots[i].respawn_pending = true;
+					if (util_now_ms() - workers[i].started_ms < 1000) {
+						workers[i].respawn_pending = true;
 						alarm(1);
-					} else if (pool_spawn(pc, &slots[i], i) > 0) {
+					} else if (pool_spawn(pc, &workers[i], i) > 0) {
 						alive++;
 					}
 					break;
@@ -225,19 +226,20 @@ pool_run(struct pool_config *pc)
 		}
 		if (pool_got_alrm) {
 			pool_got_alrm = 0;
-			if (stopping && proc_now_ms() >= kill_at - 1000) {
+			if (stopping && util_now_ms() >= kill_at - 1000) {
 				for (int i = 0; i < pc->workers; i++)
-					if (slots[i].pid > 0) {
+					if (workers[i].pid > 0) {
 						log_msg(LOG_WARN,
 						        "worker %d did not finish within %d s; "
 						        "killing it",
 						        i, pc->drain_seconds);
-						proc_kill(slots[i].pid, SIGKILL,
+						proc_kill(workers[i].pid, SIGKILL,
 						          "a worker past the drain");
 					}
 			}
 			for (int i = 0; !stopping && i < pc->workers; i++)
-				if (slots[i].respawn_pending && pool_spawn(pc, &slots[i], i) > 0)
+				if (workers[i].respawn_pending &&
+				    pool_spawn(pc, &workers[i], i) > 0)
 					alive++;
 		}
 		if (stopping && alive == 0)
@@ -263,8 +265,8 @@ pool_run(struct pool_config *pc)
 	bool unused = false;
 	int st;
 	struct rusage ru;
-	proc_kill_all_children(0, -1, &unused, &st, &ru, proc_now_ms() + 3000);
-	free(slots);
+	proc_kill_all_children(0, -1, &unused, &st, &ru, util_now_ms() + 3000);
+	free(workers);
 	slots_destroy(pc->worker.slots);
 	pc->worker.slots = NULL;
 	log_msg(LOG_INFO, "pool stopped");

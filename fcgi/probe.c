@@ -80,13 +80,13 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_
 	            .cpu_millicores = 1000,
 	        },
 	};
-	struct run_slot slot;
+	struct run_stream stream;
 	int started;
 
 	memset(fault, 0, sizeof(*fault));
-	run_slot_init(&slot);
-	started = run_execute(cfg, &spec, &slot, &o, run_why, sizeof(run_why));
-	run_slot_finish(cfg, &slot);
+	run_stream_init(&stream);
+	started = run_execute(cfg, &spec, &stream, &o, run_why, sizeof(run_why));
+	run_stream_finish(cfg, &stream);
 	if (started < 0) {
 		snprintf(why, why_len, "the interpreter %s could not be run: %s", cfg->python,
 		         run_why);

@@ -27,15 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-long long
-proc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int
 proc_kill(pid_t target, int sig, const char *what)
 {
@@ -125,7 +116,7 @@ proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *main_
 		}
 		for (int i = 0; i < n; i++)
 			proc_kill(pids[i], SIGKILL, "a process left by a run");
-		if (proc_now_ms() >= deadline_ms)
+		if (util_now_ms() >= deadline_ms)
 			break;
 		/* SIGKILLed processes need a moment to exit; wait for the next one to change */
 		(void)poll(NULL, 0, n > 0 ? 1 : 5);

@@ -26,7 +26,4 @@ int proc_kill_all_children(pid_t pgid, pid_t main_pid, bool *main_reaped, int *m
  * (CONFIG_PROC_CHILDREN). */
 int proc_children_of(pid_t pid, pid_t *pids, int max);
 
-/* Milliseconds on CLOCK_MONOTONIC. */
-long long proc_now_ms(void);
-
 #endif

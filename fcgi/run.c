@@ -35,13 +35,13 @@
  * namespace mode init itself may still be exiting: it reports only once it has reaped every
  * other process, and then its exit tears down its copy of the address space and the
  * namespaces (in warm mode, a copy of the interpreter: milliseconds), which the reply does not
- * wait for. run_slot_finish(), after the reply, reaps it and removes the run's directory and
+ * wait for. run_stream_finish(), after the reply, reaps it and removes the run's directory and
  * cgroup. durationMs runs from the request's arrival at run_execute() to the result being
  * read.
  *
  * One run, in three phases that share one struct run_watch:
  *
- *   run_start()    take the slot's box built ahead if its caps fit (else build one), hand it
+ *   run_start()    take the stream's box built ahead if its caps fit (else build one), hand it
  *                  the request; a box that died while it waited is rebuilt once
  *   run_watch()    poll the output, error, report and client pipes, the pidfd and the OOM
  *                  eventfd against the deadline; stop at the deadline, the first OOM or a
@@ -55,7 +55,7 @@
  * phases run once more on a box built for the request (run_never_began()).
  *
  * What is kept between runs (the box built ahead, the last caps, the spent cgroup) is a
- * struct run_slot that its caller owns, never a file static.
+ * struct run_stream that its caller owns, never a file static.
  *
  * Abandoned runs. While the run runs, the poll loop also watches the request's connection to
  * nginx (spec->client_fd) for a hang-up: nginx closes it when its client leaves (499). The
@@ -357,14 +357,14 @@ box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage
 {
 	if (box->pid > 0 && box->foreign) {
 		/* init dies, and the kernel kills the rest of its namespace before it is gone */
-		long long deadline = proc_now_ms() + RUN_KILL_MS;
+		long long deadline = util_now_ms() + RUN_KILL_MS;
 
 		if (*main_reaped)
 			return;
 		(void)syscall(SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
 		for (;;) {
 			struct pollfd p = {.fd = box->pidfd, .events = POLLIN};
-			long long left = deadline - proc_now_ms();
+			long long left = deadline - util_now_ms();
 			int r = poll(&p, 1, left > 0 ? (int)left : 0);
 
 			if (r > 0) {
@@ -388,14 +388,14 @@ box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage
 		/* init dies, and the kernel kills the rest of its namespace with it; nothing of the
 		 * run can be outside it. The worker's other children (the other port's box built
 		 * ahead) are not this run's: only init is killed and reaped */
-		long long deadline = proc_now_ms() + RUN_KILL_MS;
+		long long deadline = util_now_ms() + RUN_KILL_MS;
 
 		if (*main_reaped)
 			return;
 		proc_kill(box->pid, SIGKILL, "a run's init");
 		for (;;) {
 			struct pollfd p = {.fd = box->pidfd, .events = POLLIN};
-			long long left = deadline - proc_now_ms();
+			long long left = deadline - util_now_ms();
 			pid_t r = wait4(box->pid, main_status, WNOHANG | __WALL, ru);
 
 			if (r == box->pid || (r < 0 && errno == ECHILD)) {
@@ -419,7 +419,7 @@ box_kill(struct run_box *box, bool *main_reaped, int *main_status, struct rusage
 	}
 	if (box->pid > 0)
 		proc_kill_all_children(box->pid, box->pid, main_reaped, main_status, ru,
-		                       proc_now_ms() + RUN_KILL_MS);
+		                       util_now_ms() + RUN_KILL_MS);
 }
 
 /* Kills what is left of the box's processes and removes its directory; its cgroup is removed
@@ -523,7 +523,7 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 	if (allow_warm && cfg->warm && ns_mode && (cfg->workspace_fd < 0 || caps->warm_command)) {
 		/* one bound for both tiers' answers: the heavy tier has most of it, and a heavy
 		 * template that does not answer leaves the light one time to */
-		long long t0 = proc_now_ms();
+		long long t0 = util_now_ms();
 
 		/* a template clones init as its own child; the worker gets a pidfd. A heavy
 		 * program the heavy tier cannot take now gets the light one (it imports the
@@ -678,7 +678,7 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	             {spec->code, spec->code_len},
 	             {spec->stdin_data, spec->stdin_len},
 	             {spec->files, spec->files_len}};
-	long long deadline = proc_now_ms() + RUN_STOP_MS;
+	long long deadline = util_now_ms() + RUN_STOP_MS;
 
 	(void)fcntl(box->ctl_w, F_SETFL, O_NONBLOCK);
 	for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
@@ -693,7 +693,7 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 			}
 			if (w < 0 && errno != EAGAIN && errno != EINTR)
 				return -1;
-			long long left = deadline - proc_now_ms();
+			long long left = deadline - util_now_ms();
 			struct pollfd pfd = {.fd = box->ctl_w, .events = POLLOUT};
 			if (left <= 0) {
 				errno = ETIMEDOUT;
@@ -706,7 +706,7 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 }
 
 void
-run_slot_init(struct run_slot *s)
+run_stream_init(struct run_stream *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->box.pid = -1;
@@ -714,7 +714,7 @@ run_slot_init(struct run_slot *s)
 }
 
 void
-run_slot_build_ahead(const struct run_config *cfg, struct run_slot *s)
+run_stream_build_ahead(const struct run_config *cfg, struct run_stream *s)
 {
 	char why[512];
 
@@ -725,17 +725,17 @@ run_slot_build_ahead(const struct run_config *cfg, struct run_slot *s)
 }
 
 void
-run_slot_finish(const struct run_config *cfg, struct run_slot *s)
+run_stream_finish(const struct run_config *cfg, struct run_stream *s)
 {
 	box_discard(cfg, &s->dying);
 	cgroup_run_remove(&s->spent);
 }
 
 void
-run_slot_close(const struct run_config *cfg, struct run_slot *s)
+run_stream_close(const struct run_config *cfg, struct run_stream *s)
 {
 	box_discard(cfg, &s->box);
-	run_slot_finish(cfg, s);
+	run_stream_finish(cfg, s);
 }
 
 /* One run between its start and its collection: what the watch loop learns as it goes. */
@@ -756,13 +756,13 @@ struct run_watch {
 };
 
 /*
- * Phase 1: takes the slot's box if it fits spec (else builds one), and hands it the program.
+ * Phase 1: takes the stream's box if it fits spec (else builds one), and hands it the program.
  * Returns 0 when the program is on its way; -1 when it is not, with the reason in why and
  * out->fault (w->box is NULL when nothing is left to tear down; a failed set-up step read
  * from the error pipe is in w->failure).
  */
 static int
-run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
+run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_stream *s,
           struct run_watch *w, struct run_outcome *out, char *why, size_t why_len)
 {
 	struct run_caps caps = spec->caps;
@@ -770,7 +770,7 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 
 	memset(w, 0, sizeof(*w));
 	w->client_fd = spec->watch_client ? spec->client_fd : -1;
-	w->t0 = proc_now_ms();
+	w->t0 = util_now_ms();
 	/* the tier is a build-time cap too: the next box is built for the last request's */
 	if (cfg->workspace_fd < 0)
 		caps.heavy = cfg->warm && warm_wants_heavy(spec->code, spec->code_len);
@@ -827,7 +827,7 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 			w->setup_failed = true;
 		return -1;
 	}
-	w->deadline = proc_now_ms() + spec->wall_ms;
+	w->deadline = util_now_ms() + spec->wall_ms;
 	return 0;
 }
 
@@ -855,7 +855,7 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 	struct run_box *box = w->box;
 
 	for (;;) {
-		long long now = proc_now_ms(), until;
+		long long now = util_now_ms(), until;
 
 		if (w->main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
 			return 0;
@@ -879,7 +879,7 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 					w->stop_deadline = now + RUN_STOP_MS;
 			} else {
 				box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
-				w->drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
+				w->drain_deadline = util_now_ms() + RUN_DRAIN_MS;
 			}
 			continue;
 		}
@@ -934,7 +934,7 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 			/* the run's first OOM ends it, before a second process is killed */
 			box->oom_stopped = true;
 			w->deadline =
-			    proc_now_ms(); /* stopped like a timeout, reported as memory */
+			    util_now_ms(); /* stopped like a timeout, reported as memory */
 			continue;
 		}
 		if (pfd[RUN_WATCH_FAIL].revents) {
@@ -962,7 +962,7 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 			/* the program (or init) ended: nothing it started may keep the pipes open
 			 */
 			box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
-			w->drain_deadline = proc_now_ms() + RUN_DRAIN_MS;
+			w->drain_deadline = util_now_ms() + RUN_DRAIN_MS;
 		}
 	}
 }
@@ -1025,7 +1025,7 @@ run_read_report(const struct report_buf *rb, size_t max_result_bytes, struct out
  * down. rc is what the earlier phases returned; returns the final one.
  */
 static int
-run_collect(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
+run_collect(const struct run_config *cfg, const struct run_spec *spec, struct run_stream *s,
             struct run_watch *w, int rc, struct run_outcome *out, char *why, size_t why_len)
 {
 	struct run_box *box = w->box;
@@ -1088,16 +1088,16 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			if (peak > 0)
 				out->max_rss_bytes = (long long)peak;
 		}
-		out->duration_ms = proc_now_ms() - w->t0;
+		out->duration_ms = util_now_ms() - w->t0;
 		out->tier = box->tier;
 		out->fallback = box->fallback;
 	}
 	free(w->rb.buf);
 	if (w->reported) {
-		/* reaped, and the box removed, after the reply (run_slot_finish()) */
+		/* reaped, and the box removed, after the reply (run_stream_finish()) */
 		box_discard(cfg, &s->dying);
 		s->dying = *box;
-		*box = (struct run_box){.pid = -1}; /* as run_slot_init() leaves it: inactive */
+		*box = (struct run_box){.pid = -1}; /* as run_stream_init() leaves it: inactive */
 		return rc;
 	}
 	box_teardown(cfg, box, &w->main_reaped, &w->main_status, &w->ru, &s->spent);
@@ -1122,7 +1122,7 @@ run_never_began(const struct run_watch *w, const struct run_outcome *out)
 }
 
 int
-run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
+run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_stream *s,
             struct run_outcome *out, char *why, size_t why_len)
 {
 	struct run_watch w;

@@ -108,18 +108,18 @@ struct run_box {
  * What one stream of runs keeps between requests, owned by whoever serves them (a worker has
  * one for port 8080's runs and one for the agent's; the start-up probe one of its own):
  *
- *   box    the sandbox built ahead for the next request (run_slot_build_ahead), when active
+ *   box    the sandbox built ahead for the next request (run_stream_build_ahead), when active
  *   last   the caps of the last request, which the next box is built with
- *   spent  the last run's emptied cgroup, removed after its reply (run_slot_finish): rmdir of a
+ *   spent  the last run's emptied cgroup, removed after its reply (run_stream_finish): rmdir of a
  *          v1 memory group takes milliseconds while the kernel offlines it, and the contract
  *          only needs the processes dead and the directory gone before the reply
  *   dying  namespace mode: the last run's box once init has reported. init reports only
  *          when every other process of the run is reaped, then exits; its exit tears down a
  *          copy of the interpreter's address space and the namespaces (milliseconds in warm
- *          mode), which the reply need not wait for. run_slot_finish() reaps it and removes
+ *          mode), which the reply need not wait for. run_stream_finish() reaps it and removes
  *          what is left.
  */
-struct run_slot {
+struct run_stream {
 	struct run_box box;
 	struct run_caps last;
 	bool last_known;
@@ -127,33 +127,33 @@ struct run_slot {
 	struct run_box dying;
 };
 
-/* An empty slot: no box, no caps known, nothing spent. */
-void run_slot_init(struct run_slot *s);
+/* An empty run stream: no box, no caps known, nothing spent. */
+void run_stream_init(struct run_stream *s);
 
 /*
- * Builds the slot's box for the next request, with the last request's caps, while nobody
+ * Builds the stream's box for the next request, with the last request's caps, while nobody
  * waits (creating the namespaces and mounts costs several milliseconds, most of it the
  * network namespace, which then is not on the request's path); does nothing before the first
  * request or while a box is ready. A failure is logged (the next request builds its own).
  */
-void run_slot_build_ahead(const struct run_config *cfg, struct run_slot *s);
+void run_stream_build_ahead(const struct run_config *cfg, struct run_stream *s);
 
 /* Reaps the last run's init and removes its box, and removes the last run's (empty) cgroup;
  * call it after the reply is sent. */
-void run_slot_finish(const struct run_config *cfg, struct run_slot *s);
+void run_stream_finish(const struct run_config *cfg, struct run_stream *s);
 
-/* Kills the slot's unused box and removes its directory and cgroup, and finishes the slot. */
-void run_slot_close(const struct run_config *cfg, struct run_slot *s);
+/* Kills the stream's unused box and removes its directory and cgroup, and finishes the stream. */
+void run_stream_close(const struct run_config *cfg, struct run_stream *s);
 
 /*
- * Runs spec under cfg in slot s and fills out. The slot's box, if one was built ahead with the
+ * Runs spec under cfg in stream s and fills out. The stream's box, if one was built ahead with the
  * caps spec asks for, is used; otherwise (or if it died while it waited) a new one is built on
  * the spot. Returns 0 whatever the program did (its outcome is a 200), or -1 when the sandbox
  * itself failed (a 500), with the reason in why and the failing layer in out->fault. Either
  * way, when it returns nothing the run started is alive and its directory is gone; its empty
- * cgroup waits in s->spent for run_slot_finish().
+ * cgroup waits in s->spent for run_stream_finish().
  */
-int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_slot *s,
+int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_stream *s,
                 struct run_outcome *out, char *why, size_t why_len);
 
 /*

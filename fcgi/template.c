@@ -113,7 +113,7 @@ template_main(const struct template_base *base, const struct template_args *t)
 	struct warm_ready ready = {0};
 	struct sigaction ign = {.sa_handler = SIG_IGN};
 	unsigned long runs = 0;
-	long long t0 = proc_now_ms(), orphan_since = 0;
+	long long t0 = util_now_ms(), orphan_since = 0;
 	bool retiring = false;
 	const struct warm_settings *ws = base->settings;
 
@@ -148,17 +148,17 @@ template_main(const struct template_base *base, const struct template_args *t)
 		_exit(1);
 	if (t->heavy)
 		log_msg(LOG_INFO, "heavy template ready: %d modules imported in %lld ms",
-		        ws->n_heavy, proc_now_ms() - t0);
+		        ws->n_heavy, util_now_ms() - t0);
 	/* inits are reaped by the kernel: nothing here waits for them */
 	sigaction(SIGCHLD, &ign, NULL);
 	interp_read_mm();
-	t0 = proc_now_ms();
+	t0 = util_now_ms();
 	for (;;) {
 		static struct warm_box_request req;
 		struct warm_box_answer a = {0};
 		int fds[WARM_BOX_FDS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 		int n, pidfd = -1, wait_ms;
-		long long now = proc_now_ms(),
+		long long now = util_now_ms(),
 		          life_ms = (long long)ws->max_seconds * 1000 - (now - t0);
 		struct pollfd pfd[2] = {{.fd = t->serve_fd, .events = POLLIN},
 		                        {.fd = orphan_since ? -1 : t->retire_fd, .events = POLLIN}};
@@ -186,7 +186,7 @@ template_main(const struct template_base *base, const struct template_args *t)
 			if (read(t->retire_fd, &word, 1) == 1)
 				_exit(0); /* retired, between two requests */
 			/* the pipe's end without a word: the zygote died */
-			orphan_since = proc_now_ms();
+			orphan_since = util_now_ms();
 			log_msg(LOG_WARN,
 			        "the zygote is gone: this %s serves on until the pool's next "
 			        "zygote serves its tier (at most %d s)",

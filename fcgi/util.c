@@ -3,14 +3,13 @@
  */
 #include "util.h"
 
-#include "proc.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -191,14 +190,23 @@ util_unmap_shared(void)
 			(void)syscall(SYS_munmap, util_shared[i].p, util_shared[i].len);
 }
 
+long long
+util_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int
 util_wait_readable(int fd, long long ms)
 {
-	long long deadline = proc_now_ms() + ms;
+	long long deadline = util_now_ms() + ms;
 
 	for (;;) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		long long left = deadline - proc_now_ms();
+		long long left = deadline - util_now_ms();
 		int r;
 
 		if (left < 0)

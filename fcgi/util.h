@@ -62,6 +62,9 @@ void util_unmap_shared_one(void *p);
  * Async-signal-safe. */
 void util_unmap_shared(void);
 
+/* Milliseconds on CLOCK_MONOTONIC. */
+long long util_now_ms(void);
+
 /* Waits until fd is readable, at most ms. Returns 1, 0 on timeout, -1 on error. */
 int util_wait_readable(int fd, long long ms);
 

@@ -229,7 +229,7 @@ zygote_spawn(struct zygote_gen *z)
 	int sv[2], fds[WARM_FD_COUNT];
 	pid_t pid, self = getpid();
 
-	zy_last_start_ms = proc_now_ms();
+	zy_last_start_ms = util_now_ms();
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_msg(LOG_ERROR, "socketpair() failed while starting the zygote: %s",
 		        strerror(errno));
@@ -264,10 +264,10 @@ zygote_spawn(struct zygote_gen *z)
 		        strerror(errno));
 		proc_kill(pid, SIGKILL, "the zygote");
 		close(sv[0]);
-		*z = (struct zygote_gen){.pid = pid, .sock = -1, .started_ms = proc_now_ms()};
+		*z = (struct zygote_gen){.pid = pid, .sock = -1, .started_ms = util_now_ms()};
 		return -1; /* reaped by the pool's loop (warm_pool_reaped) */
 	}
-	*z = (struct zygote_gen){.pid = pid, .sock = sv[0], .started_ms = proc_now_ms()};
+	*z = (struct zygote_gen){.pid = pid, .sock = sv[0], .started_ms = util_now_ms()};
 	return 0;
 }
 
@@ -456,7 +456,7 @@ warm_pool_poll_fds(struct pollfd *pfd, int *n)
 void
 warm_pool_check(void)
 {
-	long long now = proc_now_ms();
+	long long now = util_now_ms();
 	bool retry;
 	unsigned tiers;
 
@@ -652,7 +652,7 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 		snprintf(why, why_len, "no %s template serves", heavy ? "heavy" : "light");
 		return -1;
 	}
-	if (proc_now_ms() - tier_failed_ms[tier] < 1000) {
+	if (util_now_ms() - tier_failed_ms[tier] < 1000) {
 		snprintf(why, why_len, "the %s tier failed within the last second",
 		         heavy ? "heavy" : "light");
 		return -1;
@@ -696,9 +696,9 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 		all[n++] = run->workspace_fd;
 	/* the socket is shared by every worker: never block in sendmsg(), one deadline for all */
 	while ((sent = util_send_fds(sock, &b, sizeof(b), all, n, MSG_DONTWAIT)) < 0 &&
-	       (errno == EAGAIN || errno == EINTR) && proc_now_ms() < deadline) {
+	       (errno == EAGAIN || errno == EINTR) && util_now_ms() < deadline) {
 		struct pollfd out = {.fd = sock, .events = POLLOUT};
-		long long left = deadline - proc_now_ms();
+		long long left = deadline - util_now_ms();
 		(void)poll(&out, 1, left > 0 ? (int)left : 0);
 	}
 	if (sent < 0) {
@@ -710,7 +710,7 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 	}
 	close(rp[1]);
 	{
-		long long left = deadline - proc_now_ms();
+		long long left = deadline - util_now_ms();
 		n = util_wait_readable(rp[0], left > 0 ? left : 0) == 1
 		        ? util_recv_fds(rp[0], &a, sizeof(a), pidfd, 1, 0)
 		        : -1;
@@ -728,6 +728,6 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 	*as_base_bytes = a.as_bytes;
 	return (pid_t)a.pid;
 failed:
-	tier_failed_ms[tier] = proc_now_ms();
+	tier_failed_ms[tier] = util_now_ms();
 	return -1;
 }

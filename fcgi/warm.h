@@ -89,7 +89,7 @@ struct run_config;
  * Worker: has a template of the tier (heavy or light) clone a run's init for workdir under
  * run, with the child's ends of its pipes (stdout, stderr, error, control, report). The init
  * is not this process's child: it is watched and killed through the pidfd returned in *pidfd,
- * and reaped by the kernel, waiting for the answer until deadline (proc_now_ms()). Returns its
+ * and reaped by the kernel, waiting for the answer until deadline (util_now_ms()). Returns its
  * pid, with the template's address-space size in *as_base_bytes, or -1 with the reason in why
  * (the run is then cold; the tier is not asked again for a second). A tier the zygote says
  * does not serve now is not asked at all.

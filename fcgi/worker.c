@@ -63,17 +63,17 @@ worker_param(const char *name, void *ctx)
 	return FCGX_GetParam(name, req->envp);
 }
 
-/* What a worker owns across requests: one slot per stream of runs (run.h). */
-struct worker_slots {
-	struct run_slot execute; /* port 8080's runs, with a box built ahead for the next */
-	struct run_slot agent;   /* port 8888's commands (another run config: the workspace) */
+/* What a worker owns across requests: one run stream per port (run.h). */
+struct worker_streams {
+	struct run_stream execute; /* port 8080's runs, with a box built ahead for the next */
+	struct run_stream agent;   /* port 8888's commands (another run config: the workspace) */
 };
 
 /* One request, as the worker's endpoints see it (their port argument, http.h). */
 struct worker_request {
 	const struct worker_config *wc;
 	const struct run_config *run;
-	struct worker_slots *slots;
+	struct worker_streams *streams;
 	const char *endpoint;   /* CODEBOX_ENDPOINT */
 	const char *request_id; /* CODEBOX_REQUEST_ID */
 	struct limits l;        /* the request's, capped at the pool's ceilings (all but readyz) */
@@ -141,7 +141,7 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	};
 	history_begin(&wc->history, metrics_port_name(port), r->code, r->code_len, w->request_id);
 	metrics_run_begin(run->worker_index);
-	rc = run_execute(run, &spec, &w->slots->execute, o, why, sizeof(why));
+	rc = run_execute(run, &spec, &w->streams->execute, o, why, sizeof(why));
 	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
 	 * so a client that sends its next request the moment it has this reply finds it free */
 	slots_release(wc->slots, wc->index);
@@ -560,14 +560,14 @@ worker_metrics(void *port, FCGX_Request *req)
 	http_send_doc(req, "text/plain; version=0.0.4; charset=utf-8", doc, len);
 }
 
-/* Port 8888's endpoints: agent.c's, with the worker's slot and lock for agent runs. */
+/* Port 8888's endpoints: agent.c's, with the worker's stream and lock for agent runs. */
 static void
 worker_agent(void *port, FCGX_Request *req)
 {
 	const struct worker_request *w = port;
 
-	agent_handle(&w->wc->agent, w->run, &w->slots->agent, worker_agent_lock, w->wc->runs_dir_fd,
-	             req, w->endpoint, &w->l);
+	agent_handle(&w->wc->agent, w->run, &w->streams->agent, worker_agent_lock,
+	             w->wc->runs_dir_fd, req, w->endpoint, &w->l);
 }
 
 /*
@@ -610,12 +610,12 @@ worker_limits(struct worker_request *w, FCGX_Request *req)
 
 static void
 worker_handle(const struct worker_config *wc, const struct run_config *run,
-              struct worker_slots *slots, FCGX_Request *req)
+              struct worker_streams *streams, FCGX_Request *req)
 {
 	struct worker_request w = {
 	    .wc = wc,
 	    .run = run,
-	    .slots = slots,
+	    .streams = streams,
 	    .endpoint = FCGX_GetParam("CODEBOX_ENDPOINT", req->envp),
 	    .request_id = FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp),
 	};
@@ -718,7 +718,7 @@ noreturn void
 worker_main(const struct worker_config *wc)
 {
 	struct run_config run;
-	struct worker_slots slots;
+	struct worker_streams streams;
 	struct sigaction sa = {.sa_handler = worker_on_term};
 	sigset_t waitmask;
 	FCGX_Request req;
@@ -734,8 +734,8 @@ worker_main(const struct worker_config *wc)
 
 	if (worker_prepare_run(wc, &run) < 0)
 		_exit(1);
-	run_slot_init(&slots.execute);
-	run_slot_init(&slots.agent);
+	run_stream_init(&streams.execute);
+	run_stream_init(&streams.agent);
 	if (wc->agent.workspace_fd >= 0) {
 		worker_agent_lock = openat(wc->runs_dir_fd, "agent.lock",
 		                           O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -775,14 +775,14 @@ worker_main(const struct worker_config *wc)
 			continue; /* another worker took it (EAGAIN), or the peer left */
 		/* libfcgi's accept() does not set close-on-exec; runs must not inherit it */
 		(void)fcntl(req.ipcFd, F_SETFD, FD_CLOEXEC);
-		worker_handle(wc, &run, &slots, &req);
+		worker_handle(wc, &run, &streams, &req);
 		FCGX_Finish_r(&req);
 		/* the reply is out: clean up, record, and build the next sandbox while nobody
 		 * waits */
-		run_slot_finish(&run, &slots.execute);
-		run_slot_finish(&run, &slots.agent);
+		run_stream_finish(&run, &streams.execute);
+		run_stream_finish(&run, &streams.agent);
 		history_flush(&wc->history);
-		run_slot_build_ahead(&run, &slots.execute);
+		run_stream_build_ahead(&run, &streams.execute);
 	}
 	/* requests already in the socket's backlog get a clear answer, not a reset; the
 	 * supervisor has removed the socket's path, so no new ones arrive */
@@ -792,8 +792,8 @@ worker_main(const struct worker_config *wc)
 		                  "the service is stopping; retry shortly");
 		FCGX_Finish_r(&req);
 	}
-	run_slot_close(&run, &slots.execute);
-	run_slot_close(&run, &slots.agent);
+	run_stream_close(&run, &streams.execute);
+	run_stream_close(&run, &streams.agent);
 	log_msg(LOG_INFO, "worker %d stopping", wc->index);
 	_exit(0);
 }

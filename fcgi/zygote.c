@@ -162,7 +162,7 @@ tier_fork(struct tier *t, struct tmpl *h)
 	                   .pidfd = (int)syscall(SYS_pidfd_open, pid, 0),
 	                   .note_fd = np[0],
 	                   .retire_fd = rp[1],
-	                   .started_ms = proc_now_ms()};
+	                   .started_ms = util_now_ms()};
 	return 0;
 }
 
@@ -203,7 +203,7 @@ tier_start(struct tier *t, long long wait_ms)
 static void
 tier_check(struct tier *t)
 {
-	long long now = proc_now_ms();
+	long long now = util_now_ms();
 	int st;
 
 	if (t->serve_fd < 0)
@@ -317,7 +317,7 @@ zygote_serving(void)
 static noreturn void
 zygote_retire(void)
 {
-	long long deadline = proc_now_ms() + ZYGOTE_RETIRE_MS;
+	long long deadline = util_now_ms() + ZYGOTE_RETIRE_MS;
 
 	for (int i = 0; i < 2; i++) {
 		struct tier *t = &zygote_tiers[i];
@@ -330,7 +330,7 @@ zygote_retire(void)
 		struct tmpl *all[] = {&zygote_tiers[i].cur, &zygote_tiers[i].old};
 		for (int k = 0; k < 2; k++) {
 			struct tmpl *h = all[k];
-			long long left = deadline - proc_now_ms();
+			long long left = deadline - util_now_ms();
 			if (h->pid <= 0)
 				continue;
 			if (h->pidfd < 0 || util_wait_readable(h->pidfd, left > 0 ? left : 0) != 1)
@@ -379,7 +379,7 @@ zygote_main(void)
 	struct warm_ready ready = {0};
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	int fds[WARM_FD_COUNT] = {-1, -1, -1}, sock = WARM_ZYGOTE_FD, devnull;
-	long long t0 = proc_now_ms();
+	long long t0 = util_now_ms();
 
 	log_set_component("zygote");
 	(void)prctl(PR_SET_NAME, "codebox-zygote");
@@ -429,7 +429,7 @@ zygote_main(void)
 			 * the supervisor's wait, leaving room for the collapse and the light one */
 			if (zygote_tiers[1].serve_fd >= 0)
 				tier_start(&zygote_tiers[1],
-				           WARM_ZYGOTE_READY_MS - (proc_now_ms() - t0) - 20000);
+				           WARM_ZYGOTE_READY_MS - (util_now_ms() - t0) - 20000);
 			interp_collapse();
 			tier_start(&zygote_tiers[0], 10000);
 			ready.ok = zygote_tiers[0].serve_fd >= 0;
@@ -439,7 +439,7 @@ zygote_main(void)
 				log_msg(LOG_INFO,
 				        "zygote ready: %d modules imported in %lld ms (%d of them "
 				        "by the heavy template%s)",
-				        cfg.settings.n_modules, proc_now_ms() - t0,
+				        cfg.settings.n_modules, util_now_ms() - t0,
 				        cfg.settings.n_heavy,
 				        cfg.settings.n_heavy > 0 && zygote_tiers[1].serve_fd < 0
 				            ? ", which failed"
