@@ -1,127 +1,27 @@
 /*
  * run.c - the parent side of one run.
  *
- * Theory of operation
+ * docs/DESIGN.md tells the process model ("One run": the three shapes, the box built ahead,
+ * the pipes, who kills whom; "Warm interpreters"; "The trust boundary"); this is a map of the
+ * file. One run, in three phases that share one struct run_watch:
  *
- *   direct mode     worker ─fork─▶ program ─execve─▶ python3 -I -u main.py
- *   namespace mode  worker ─clone(new user, pid, net, mount, ipc, uts ns)─▶ init (pid 1)
- *                                                          ─fork─▶ program ─execve─▶ python3
- *
- * Before the clone the worker prepares what the child's steps need (the run's empty directory,
- * the run's cgroup, the argv and environment arrays: child_prepare()), because between
- * fork and execve a child may only make system calls. The sandbox is built ahead of its
- * request (box_build()); when the request comes, the worker sends it down the control pipe
- * and the child itself writes main.py and a memfd holding stdin (sandbox.c). The pipes:
- *
- *   stdout, stderr  the program's output; the worker drains both with poll() into bounded
- *                   captures, reading and discarding bytes past the limits, so the program
- *                   never blocks on a full pipe.
- *   error pipe      close-on-exec; a struct sandbox_failure means a set-up step failed (the
- *                   sandbox's fault: a 500, not an outcome).
- *   control         worker -> child: 'G' once the uid maps are written and the child is in
- *                   its cgroup, then the request (struct sandbox_request, the code, stdin);
- *                   in namespace mode 'S' when the deadline passes.
- *   report          init -> worker (namespace mode): the program's wait status, whether the
- *                   deadline stopped it, and result.json, which init reads from the working
- *                   tmpfs that exists only inside the run's mount namespace.
- *
- * Who kills whom. Direct mode: the worker kills the program's process group and then, round
- * after round, every process reparented to it (it is a child subreaper), when the program
- * exits (so children that keep the pipes open cannot hold the reply) or when the deadline
- * passes. Namespace mode: init kills every other process of the namespace with kill(-1) when
- * the program exits or the worker says stop; if init does not report within RUN_STOP_MS the
- * worker SIGKILLs init, and the kernel kills everything in the namespace with it. Either way,
- * nothing the run started is alive when run_execute() returns, and its cgroup is empty. In
- * namespace mode init itself may still be exiting: it reports only once it has reaped every
- * other process, and then its exit tears down its copy of the address space and the
- * namespaces (in warm mode, a copy of the interpreter: milliseconds), which the reply does not
- * wait for. run_stream_finish(), after the reply, reaps it and removes the run's directory and
- * cgroup. durationMs runs from the request's arrival at run_execute() to the result being
- * read.
- *
- * One run, in three phases that share one struct run_watch:
- *
- *   run_start()    take the stream's box built ahead if its caps fit (else build one), hand it
- *                  the request; a box that died while it waited is rebuilt once
+ *   run_start()    take the stream's box built ahead if its caps fit (else build one,
+ *                  box_build(): cloned by the worker, or by a template of the tier the last
+ *                  request needed, warm_box_clone()), hand it the request (send_request():
+ *                  the code, stdin, the input files); a box that died while it waited is
+ *                  rebuilt once
  *   run_watch()    poll the output, error, report and client pipes, the pidfd and the OOM
  *                  eventfd against the deadline; stop at the deadline, the first OOM or a
- *                  client's hang-up
- *   run_collect()  kill what is left, read the report (or result.json), the cgroup's events,
- *                  classify (outcome_classify(), pure and unit-tested), tear the box down
+ *                  client's hang-up (the run is then abandoned)
+ *   run_collect()  kill what is left, read init's report (the program's status, the stop, a
+ *                  full disk, the rusage, result.json, the artifacts) or, in direct mode,
+ *                  result.json and the artifacts; the cgroup's events; classify
+ *                  (outcome_classify(), pure and unit-tested); tear the box down
  *
- * A box built ahead can also die after the request was sent (a kill is asynchronous, and the
- * pipe holds the request). When init ended without a word and the control pipe still holds
- * part of the request, nothing of the program ran: the first box is torn down and the three
- * phases run once more on a box built for the request (run_never_began()).
- *
- * What is kept between runs (the box built ahead, the last caps, the spent cgroup) is a
- * struct run_stream that its caller owns, never a file static.
- *
- * Abandoned runs. While the run runs, the poll loop also watches the request's connection to
- * nginx (spec->client_fd) for a hang-up: nginx closes it when its client leaves (499). The
- * run is then killed at once, whatever it was doing, and marked abandoned: nobody waits for
- * its reply, and its execution slot must not stay taken.
- *
- * Warm mode (CODEBOX_WARM=1). Starting an interpreter and importing numpy costs more than
- * everything else of a run, so the pool keeps interpreters that have done it once. The rule:
- * exec, don't fork, across a trust boundary. Two kinds of process, never mixed:
- *
- *   guards       nginx, the supervisor and its workers: they read what clients send (HTTP,
- *                FastCGI, JSON, multipart, result.json). The workers are forks of the
- *                supervisor and share its layout and its pages (admission, metrics, the audit
- *                trail's totals): they are one trust domain.
- *   interpreters the zygote, its templates and every run: they hold interpreters for untrusted
- *                code and never parse a client's input.
- *
- *   supervisor ─fork+execve(--warm-zygote)─▶ zygote (zygote.c: a program image of its own,
- *                     with its own AT_RANDOM, stack canary and layout; it embeds libpython,
- *                     imports the light tier's modules, freezes the GC)
- *   zygote ─fork─▶ light template (its interpreter as it is), heavy template (imports the
- *                     heavy tier's modules first)                               (template.c)
- *   worker ─tier socket─▶ template ─clone(the run's namespaces, CLONE_PIDFD)─▶ init
- *   init ─fork─▶ program: prepares the interpreter (interp.c) and waits for the request
- *
- * The guards and the interpreters talk over SOCK_SEQPACKET sockets in fixed-size messages
- * (warmproto.h) and share no memory: a run may share its layout with the zygote and its
- * templates, which never parse client input, never with a guard. The zygote is given only what
- * runs need (no path of the pool's: the sandbox's /etc comes as a directory fd), init wipes the
- * one host path of the request (its directory, the new root's mount point) once mounted, and a
- * cold run's first process unmaps the pool's shared pages (util_unmap_shared()), so no run, warm
- * or cold, maps a page or holds a string of the pool's.
- *
- * A worker's box is built by a template of the tier the last request needed (a program whose
- * text names a heavy module, warm_wants_heavy(), is heavy; the tier is one of the box's caps,
- * run_caps.heavy). Its init is the template's child, not the worker's: the worker gets init's
- * pidfd with the clone's answer, writes the uid maps and moves it into the cgroup as for any
- * box (neither needs a child), watches the pidfd for init's end and kills init through it
- * (pidfd_send_signal; init's end takes the whole pid namespace with it), but never waits for
- * it: templates ignore SIGCHLD, so the kernel reaps it (the box is foreign). Namespace mode needs
- * no wait status of init: its report carries the program's. So warm runs need a pid namespace;
- * without one, runs are cold. The child takes the same sandbox.c steps in the same order, from
- * the same child_prepare() spec; only the program's last step differs: instead of execve()
- * it reseeds every random generator of the preloaded modules, sets the environment, argv and
- * signals as the interpreter's start-up would, and runs main.py in the template's interpreter
- * (interp_enter()). Any failure of the warm path before the program runs (no zygote serving, a
- * template that does not answer within WARM_ANSWER_MS, a dead one) is a cold run with one log
- * line, never a failed request; a heavy program the heavy tier cannot take gets the light one.
- *
- * Port 8888's commands run under /bin/sh in a box built for the request, cold, except those
- * the shell would only split into words and execute as this interpreter (pycmd.h: `python3
- * -c CODE ...`, `python script.py ...`). Those are cloned from the tier their code (or the
- * script's first 64 KiB) names, with the workspace's fd sent along, and the program becomes
- * the interpreter the shell would have started (interp_enter_command(): argv, executable,
- * sys.path[0], flags, buffered stdio, /proc/self/cmdline); if PATH finds another
- * interpreter, the program execs the shell after all, with the cold RLIMIT_AS.
- *
- * A run whose init is killed from outside (no report, no timeout, no OOM kill, no hang-up)
- * is lost: the sandbox's fault (RUN_FAULT_LOST: 503 on port 8080, exit code 125 on 8888).
- *
- * Renewal: a template is succeeded after CODEBOX_WARM_MAX_RUNS runs or
- * CODEBOX_WARM_MAX_SECONDS (its successor forked by the zygote; the old one serves until the
- * successor is ready), and the zygote after CODEBOX_WARM_MAX_SECONDS (its successor started by
- * the supervisor, which never waits for it: the old zygote's templates serve until the new
- * one is ready, and are then retired). Both tiers' sockets outlive every zygote, so a worker
- * never learns which one serves it.
+ * run_never_began() runs the three phases once more when a box built ahead died before it read
+ * the request. What is kept between runs is a struct run_stream its caller owns, never a file
+ * static. Nothing the run started is alive when run_execute() returns; init's own exit (a
+ * copy of an address space) is reaped after the reply, by run_stream_finish().
  */
 #include "run.h"
 

@@ -1,27 +1,14 @@
 /*
  * template.c - a warm template: a fork of the zygote that never runs Python code of its own
- * and clones, for any worker, the init of each run of its tier.
+ * and clones, for any worker, the init of each run of its tier (docs/DESIGN.md, "Warm
+ * interpreters" and "The trust boundary", tells how the processes fit together).
  *
- * The light tier's template is the zygote's interpreter as it is; the heavy tier's imports
- * the heavy modules first. Both then serve one socket that every worker sends requests to
- * (warmproto.h). Per request the template clone()s init with the run's namespaces and
- * CLONE_PIDFD, as its own child: the worker, which is not related to it, gets init's pidfd
- * with the answer, writes the uid maps, moves init into the run's cgroup, watches and kills it
- * through the pidfd, and never waits for it (SIGCHLD is ignored here, so the kernel reaps
- * init; init's report carries the program's status). init keeps no parent-death signal: the
- * worker's death reaches it as the end of its control pipe, and a template's must not end its
- * runs. init then takes sandbox.c's steps and forks the program, which enters this
- * interpreter in place of execve() (interp.c).
- *
- * What a clone copies is this process: a fresh program image (the zygote was exec'd) that has
- * seen nothing of the pool but its configuration, and of the worker only the request. The
- * request's one host path (the run's directory, where init mounts the run's root) is wiped in
- * init once mounted and here once cloned.
- *
- * Succession. After CODEBOX_WARM_MAX_RUNS runs or CODEBOX_WARM_MAX_SECONDS the template says
- * 'R' on its notice pipe and goes on serving; the zygote forks its successor, and both read the
- * one socket (without blocking: whoever is first takes a request) until the successor is
- * ready; the zygote then closes this one's retirement pipe, and it ends between two requests.
+ * Per request (warmproto.h) it clone()s init with the run's namespaces and CLONE_PIDFD, as its
+ * own child, and answers with init's pidfd; SIGCHLD is ignored, so the kernel reaps init.
+ * init keeps no parent-death signal (a template's end must not end its runs). The request's
+ * one host path is wiped here once cloned. Succession: after CODEBOX_WARM_MAX_RUNS runs or
+ * CODEBOX_WARM_MAX_SECONDS it says 'R' on its notice pipe and serves on until the zygote closes
+ * its retirement pipe, then ends between two requests.
  */
 #include "template.h"
 

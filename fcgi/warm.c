@@ -1,27 +1,10 @@
 /*
- * warm.c - warm interpreters, the pool's side: the supervisor keeps a zygote, and a worker asks
- * a template for the init of its next run. The rule: exec, don't fork, across a trust
- * boundary. The processes that read what clients send (the supervisor and the workers) and
- * those that hold interpreters for untrusted code (the zygote, its templates, every run) are
- * different program images that map nothing in common; they talk over sockets
- * (warmproto.h), and a worker supervises a run it did not fork through a pidfd.
- *
- *   supervisor ─fork+execve(the pool's own binary, --warm-zygote)─▶ zygote   (zygote.c)
- *   zygote ─fork─▶ light template, heavy template                           (template.c)
- *   worker ─tier socket─▶ template ─clone(the run's namespaces)─▶ init ─fork─▶ program
- *
- * The two tiers' sockets are made once, by the supervisor, for the pool's whole life: every
- * worker keeps its end, and every zygote (a renewal starts a new one) gets the serving end, so
- * a worker never needs to know which zygote serves it. The supervisor never blocks on a zygote
- * after the first: a successor is started when the current one's life (CODEBOX_WARM_MAX_SECONDS)
- * is up or when it died, and it serves from its ready report on; the one it succeeds is then
- * retired (its socket closed) and ends once its templates have finished their requests. A
- * shared word tells the workers which tiers have a serving template (the serving zygote's, or
- * an orphaned one's whose zygote died), so that a run never waits for a template that is not
- * there: it is on the light tier, or cold, at once.
- *
- * Warm runs need a pid namespace (main.c): their init is a template's child, and only a
- * namespace's init ends everything of a run when it is killed through its pidfd.
+ * warm.c - warm interpreters, the pool's side (docs/DESIGN.md, "Warm interpreters" and "The
+ * trust boundary"): the supervisor starts, renews and replaces the zygote (fork+execve of its
+ * own binary, --warm-zygote: zygote.c), adopts and ends orphaned templates, and keeps the
+ * shared word that says which tiers serve; a worker asks its tier's template for the init of
+ * its next run (warm_box_clone()) over the tier sockets the supervisor made once, for the
+ * pool's whole life.
  */
 #include "warm.h"
 

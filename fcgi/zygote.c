@@ -1,32 +1,16 @@
 /*
  * zygote.c - the warm interpreters' root: the one process that holds the interpreter as it
- * was after the imports, and forks every template from it.
+ * was after the imports, and forks every template from it (docs/DESIGN.md, "Warm
+ * interpreters" and "The trust boundary").
  *
- * The zygote is the pool's binary exec'd again (warm.c), not a fork of the supervisor: a new
- * program image, so its address-space layout, its stack canary and pointer guard (AT_RANDOM)
- * and everything derived from them are its own, and it maps nothing of the pool's (no shared
- * page, no heap, no configuration string). It is given, over its socket with the supervisor,
- * what the runs need and nothing else: the warm settings, the interpreter's path, the seccomp
+ * It is the pool's binary exec'd again (warm.c), not a fork of the supervisor, and is given
+ * over its socket only what runs need: the warm settings, the interpreter's path, the seccomp
  * filter, the sandbox's /etc as a directory fd, and the serving end of each tier's socket.
- * Its templates, and the runs cloned from those, share its layout: they never parse what a
- * client sent (a worker does, and hands a template only a fixed-size request).
- *
- *   zygote ─fork─▶ heavy template   imports the heavy tier's modules (template.c), before the
- *                                   zygote's heap is collapsed into huge pages
- *   zygote ─fork─▶ light template   the zygote's interpreter as it is (ready at once)
- *
- * Each tier has one serving template, and during a succession (template.c) its successor and
- * then the retired one, ending. tier_check() keeps the three and says what happens when one of
- * them dies: one that crashed is forked again (after a second, doubling up to 60 s while they
- * keep dying before they are ready), a successor that fails to import turns the tier off, one
- * not ready within WARM_ZYGOTE_READY_MS is killed.
- *
- * The supervisor closing the zygote's socket retires it: each tier's serving template ends
- * between two requests (the successor zygote's templates serve meanwhile), and the zygote ends
- * once they have. The supervisor's death kills it (a parent-death signal). Its own death does
- * not end its templates: they have no parent-death signal, and serve on as orphans until the
- * supervisor has a zygote whose template serves their tier (warm.c); runs already cloned live
- * on, watched by their workers.
+ * It forks the heavy template (which imports the heavy tier's modules) before its heap is
+ * collapsed into huge pages, then the light one (its interpreter as it is), and reports ready.
+ * tier_check() keeps each tier's serving template, its successor and the retired one, and
+ * says what happens when one dies. The supervisor closing the zygote's socket retires it
+ * (zygote_retire()).
  */
 #include "zygote.h"
 
