@@ -325,20 +325,9 @@ agent_execute(void *port, FCGX_Request *req)
 		agent_busy(req);
 		return;
 	}
-	struct run_spec spec = {
-	    .code = json_string_value(cmd),
-	    .code_len = json_string_length(cmd),
-	    .stdin_data = "",
-	    .stdin_len = 0,
-	    .wall_ms = ac->timeout_ms,
-	    .max_stdout_bytes = l->max_stdout_bytes,
-	    .max_stderr_bytes = l->max_stderr_bytes,
-	    .max_result_bytes = l->max_result_bytes,
-	    .caps = run_caps_from_limits(l),
-	    /* a client that hangs up has its command killed at once, and the workspace freed */
-	    .watch_client = true,
-	    .client_fd = req->ipcFd,
-	};
+	/* a client that hangs up has its command killed at once, and the workspace freed */
+	struct run_spec spec = run_spec_from_limits(
+	    l, json_string_value(cmd), json_string_length(cmd), ac->timeout_ms, req->ipcFd);
 	if (run->warm) {
 		int tier = agent_warm_tier(ac, spec.code, spec.code_len);
 		spec.caps.warm_command = tier >= 0;

@@ -218,14 +218,27 @@ set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_l
 	set_fault_from(out, fault, why, why_len, what, NULL);
 }
 
-struct run_caps
-run_caps_from_limits(const struct limits *l)
+struct run_spec
+run_spec_from_limits(const struct limits *l, const char *code, size_t code_len, long wall_ms,
+                     int client_fd)
 {
-	return (struct run_caps){
-	    .memory_bytes = l->memory_bytes,
-	    .max_processes = l->max_processes,
-	    .disk_bytes = l->disk_bytes,
-	    .cpu_millicores = l->cpu_millicores,
+	return (struct run_spec){
+	    .code = code,
+	    .code_len = code_len,
+	    .stdin_data = "",
+	    .wall_ms = wall_ms,
+	    .max_stdout_bytes = l->max_stdout_bytes,
+	    .max_stderr_bytes = l->max_stderr_bytes,
+	    .max_result_bytes = l->max_result_bytes,
+	    .caps =
+	        {
+	            .memory_bytes = l->memory_bytes,
+	            .max_processes = l->max_processes,
+	            .disk_bytes = l->disk_bytes,
+	            .cpu_millicores = l->cpu_millicores,
+	        },
+	    .watch_client = true,
+	    .client_fd = client_fd,
 	};
 }
 

@@ -58,9 +58,6 @@ struct run_caps {
 
 struct limits;
 
-/* The caps that limits (a request's, capped at the pool's ceilings) give a run. */
-struct run_caps run_caps_from_limits(const struct limits *l);
-
 /* What one run is asked to do. */
 struct run_spec {
 	const char *code;
@@ -80,6 +77,14 @@ struct run_spec {
 	bool watch_client;
 	int client_fd;
 };
+
+/*
+ * A run of code[0..code_len) under limits (a request's, capped at the pool's ceilings): their
+ * caps and output bounds, wall_ms, no stdin, no files, the client's connection client_fd
+ * watched for a hang-up. Its caller sets what else the request brings.
+ */
+struct run_spec run_spec_from_limits(const struct limits *l, const char *code, size_t code_len,
+                                     long wall_ms, int client_fd);
 
 /*
  * A sandbox built ahead of its request: namespaces, mounts, cgroup and the run's directory

@@ -123,22 +123,14 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 		return WORKER_STUCK;
 	}
 
-	struct run_spec spec = {
-	    .code = r->code,
-	    .code_len = r->code_len,
-	    .stdin_data = r->stdin_data,
-	    .stdin_len = r->stdin_len,
-	    .files = r->files,
-	    .files_len = r->files_len,
-	    .artifacts = r->artifacts,
-	    .wall_ms = r->wall_ms,
-	    .max_stdout_bytes = l->max_stdout_bytes,
-	    .max_stderr_bytes = l->max_stderr_bytes,
-	    .max_result_bytes = l->max_result_bytes,
-	    .caps = run_caps_from_limits(l),
-	    .watch_client = true,
-	    .client_fd = req->ipcFd,
-	};
+	struct run_spec spec =
+	    run_spec_from_limits(l, r->code, r->code_len, r->wall_ms, req->ipcFd);
+
+	spec.stdin_data = r->stdin_data;
+	spec.stdin_len = r->stdin_len;
+	spec.files = r->files;
+	spec.files_len = r->files_len;
+	spec.artifacts = r->artifacts;
 	history_begin(&wc->history, metrics_port_name(port), r->code, r->code_len, w->request_id);
 	metrics_run_begin(run->worker_index);
 	rc = run_execute(run, &spec, &w->streams->execute, o, why, sizeof(why));
