@@ -5,8 +5,11 @@
 
 load helpers/stack
 
+# a prefix that has matplotlib draw first (the heavy tier's, with its fonts and hook at work)
+draw=$'import matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.savefig("/tmp/drawn.png"); plt.close("all")\n'
+
 setup_file() {
-	# the default five preloaded, as in production: the template these suites test
+	# the default modules preloaded, as in production: the template these suites test
 	export STACK_FULL_PRELOAD=1
 	export CODEBOX_TEST_SECRET="codebox-secret-$RANDOM$RANDOM"
 	stack_start
@@ -190,7 +193,7 @@ healthy_and_clean() {
 @test "attacks: no run maps a page it shares with the pool: admission, metrics and the audit trail are out of reach" {
 	local prefix i restarts pid
 	# both tiers when warm (a program naming scipy takes the heavy template)
-	for prefix in "" $'# scipy\n'; do
+	for prefix in "" $'# scipy\n' "$draw"; do
 		bg_execute "$prefix$(cat "$ROOT/tests/programs/attacks/shared-pages.py")"
 		wait_for "the run to hold or answer" 300 held_or_answered
 		if pid=$(held_pid); then
@@ -223,7 +226,7 @@ healthy_and_clean() {
 	# shellcheck disable=SC2046
 	guards=$("$PY" "$ROOT/tests/programs/layout.py" "$(pool_pid)" $(worker_pids) "$nginx" $(pgrep -P "$nginx"))
 	jq -e 'length > 4 and all(.random != null)' <<<"$guards"
-	for prefix in "" $'# scipy\n'; do
+	for prefix in "" $'# scipy\n' "$draw"; do
 		bg_execute "$prefix$(cat "$ROOT/tests/programs/layout.py")"
 		wait_for "the run to hold or answer" 300 held_or_answered
 		if pid=$(held_pid); then
@@ -254,7 +257,7 @@ healthy_and_clean() {
 	[[ $(jq -r .details.privateProc <<<"$output") == true ]] || skip "no /proc of its own in a run here"
 	local half=$((${#STACK_DIR} / 2)) prefix
 	# (warm in the warm pass, cold in the cold one; a program naming scipy takes the heavy tier)
-	for prefix in "" $'# scipy\n'; do
+	for prefix in "" $'# scipy\n' "$draw"; do
 		execute "$prefix$(cat "$ROOT/tests/programs/memory-scan.py")" \
 			"$(jq -cn --arg a "${STACK_DIR:0:half}" --arg b "${STACK_DIR:half}" '{stdin: ($a + "\n" + $b)}')"
 		assert_equal "$(field .status)" succeeded
