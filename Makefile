@@ -55,7 +55,7 @@ UNIT_DEPS_pycmd   = pycmd
 UNIT_DEPS_mcp     = mcp jsonw capture utf8 result outcome
 UNIT_DEPS_files   = files capture utf8 workspace userns util proc log jsonw
 UNIT_DEPS_tool    = tool
-UNIT_DEPS_util    = util proc log jsonw
+UNIT_DEPS_util    = util
 UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
 
 .PHONY: all help deps build run test unit bats asan asan-build bats-run asan-run check lint \

@@ -504,17 +504,13 @@ artifacts_collect(int dirfd, char **blob, size_t *len)
 	struct walk w = {NULL, 0, 0, 0};
 	struct blob b = {NULL, 0, 0};
 	size_t sent = 0, total = 0;
-	int dfd = dup(dirfd), rc = -1;
+	/* a description of its own: the walk's reads move no offset of the caller's */
+	int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = -1;
 
 	*blob = NULL;
 	*len = 0;
-	if (dfd < 0 || fcntl(dfd, F_SETFD, FD_CLOEXEC) < 0) {
-		if (dfd >= 0)
-			close(dfd);
+	if (dfd < 0)
 		return -1;
-	}
-	/* fdopendir reads from the fd's offset: the copy shares it, so rewind first */
-	(void)lseek(dfd, 0, SEEK_SET);
 	if (walk_dir(dfd, "", 0, &w) < 0)
 		goto out;
 	if (w.n > 0)
@@ -651,8 +647,10 @@ artifacts_render(const char *blob, size_t len, const char *inputs, size_t inputs
 			item = json_object();
 			if (item == NULL || json_array_append_new(list, item) < 0 ||
 			    json_object_set_new(item, "path", json_stringn(name, name_len)) < 0 ||
-			    json_object_set_new(item, "mimeType",
-			                        json_string(files_sniff(data, rec.data_len))) < 0 ||
+			    json_object_set_new(
+			        item, "mimeType",
+			        json_string(files_sniff(data, rec.data_len,
+			                                rec.data_len < rec.bytes))) < 0 ||
 			    json_object_set_new(item, "bytes",
 			                        json_integer((json_int_t)rec.bytes)) < 0 ||
 			    json_object_set_new(item, "contentBase64",
@@ -674,25 +672,23 @@ oom:
 
 /* ---- types ---- */
 
+/* valid UTF-8 without NUL; a head (cut) may end inside a character */
 static bool
 valid_utf8_text(const unsigned char *s, size_t n, bool cut)
 {
 	for (size_t i = 0; i < n;) {
-		unsigned need;
-		unsigned char lo, hi;
+		size_t k;
 
 		if (s[i] == 0)
 			return false;
-		if (!utf8_lead(s[i], &need, &lo, &hi))
-			return false;
-		if (i + need >= n)
-			return cut; /* a character cut by the end of a head is fine */
-		for (unsigned k = 1; k <= need; k++) {
-			unsigned char c = s[i + k];
-			if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF))
-				return false;
+		if (s[i] < 0x80) {
+			i++;
+			continue;
 		}
-		i += 1 + need;
+		k = utf8_valid_len(s + i, s + n);
+		if (k == 0)
+			return cut && n - i < 4; /* a character cut by the end of a head */
+		i += k;
 	}
 	return true;
 }
@@ -737,10 +733,9 @@ looks_csv(const char *p, const char *end)
 }
 
 const char *
-files_sniff(const char *data, size_t n)
+files_sniff(const char *data, size_t n, bool cut)
 {
 	const char *end = data + n, *p;
-	bool cut = n == ARTIFACTS_HEAD_BYTES;
 
 	if (n >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0)
 		return "image/png";

@@ -108,8 +108,9 @@ int artifacts_collect(int dirfd, char **blob, size_t *len);
 json_t *artifacts_render(const char *blob, size_t len, const char *inputs, size_t inputs_len);
 
 /* The MIME type of content by its magic: PNG, JPEG, GIF, PDF, SVG, JSON, CSV, plain text
- * (valid UTF-8 with no NUL), else application/octet-stream. */
-const char *files_sniff(const char *data, size_t n);
+ * (valid UTF-8 with no NUL), else application/octet-stream. cut: data is only the file's head
+ * (it may end inside a character, and is not parsed as JSON). */
+const char *files_sniff(const char *data, size_t n, bool cut);
 
 /* Base64 (RFC 4648, padded). encode: a malloc'd NUL-terminated string; decode: strict (no
  * whitespace, padding required), into a malloc'd buffer; NULL when invalid or out of memory. */

@@ -54,7 +54,8 @@ proc_children_of(pid_t pid, pid_t *pids, int max)
 	for (char *p = buf; *p && n < max;) {
 		char *endp;
 		long v = strtol(p, &endp, 10);
-		if (endp == p)
+		/* a number cut by the buffer's end is no pid: the next round has it */
+		if (endp == p || (*endp != ' ' && *endp != '\n'))
 			break;
 		if (v > 0)
 			pids[n++] = (pid_t)v;

@@ -131,15 +131,17 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 	if (optional_bool(r->root, "details", &r->details, message, message_len) < 0 ||
 	    optional_bool(r->root, "artifacts", &r->artifacts, message, message_len) < 0)
 		goto invalid;
-	v = optional(r->root, "files");
-	if (v != NULL && files_parse(v, files_max_bytes(l), &r->files, &r->files_len, &r->n_files,
-	                             message, message_len) < 0)
-		goto invalid;
 	if (json_string_length(code) > l->max_code_bytes) {
 		/* the reference sandbox's message, exactly (API.md part 1) */
 		snprintf(message, message_len, "code must be at most %zu bytes", l->max_code_bytes);
 		goto invalid;
 	}
+	/* last: the only check that decodes (base64) and copies, so it runs on a body that
+	 * passed every cheap one */
+	v = optional(r->root, "files");
+	if (v != NULL && files_parse(v, files_max_bytes(l), &r->files, &r->files_len, &r->n_files,
+	                             message, message_len) < 0)
+		goto invalid;
 	r->code = json_string_value(code);
 	r->code_len = json_string_length(code);
 	return 0;

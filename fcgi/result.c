@@ -164,26 +164,6 @@ utf8_encode(unsigned cp, char *out)
 	return 4;
 }
 
-/* Length of the valid UTF-8 sequence at p, or 0 if it is not one (overlong, surrogate,
- * past U+10FFFF, cut short). */
-static size_t
-utf8_valid_len(const unsigned char *p, const unsigned char *end)
-{
-	unsigned char lo, hi;
-	unsigned need;
-
-	if (!utf8_lead(p[0], &need, &lo, &hi) || need == 0)
-		return 0;
-	if ((size_t)(end - p) < need + 1)
-		return 0;
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	for (size_t k = 2; k <= need; k++)
-		if (p[k] < 0x80 || p[k] > 0xBF)
-			return 0;
-	return need + 1;
-}
-
 /* Parses a string whose opening quote is at ps->p and writes it re-escaped. The decoded text
  * is collected first so jsonw_str() alone decides the output escaping. */
 static bool

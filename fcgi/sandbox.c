@@ -247,8 +247,9 @@ sandbox_read_request(int fd, struct sandbox_spec *s, struct sandbox_input *in)
 	}
 	in->code = malloc((size_t)req.code_len + 1);
 	in->input = malloc((size_t)req.stdin_len + 1);
-	in->files = malloc((size_t)req.files_len + 1);
-	if (in->code == NULL || in->input == NULL || in->files == NULL ||
+	/* most runs bring no files: nothing allocated for them */
+	in->files = req.files_len > 0 ? malloc(req.files_len) : NULL;
+	if (in->code == NULL || in->input == NULL || (req.files_len > 0 && in->files == NULL) ||
 	    read_full(fd, in->code, req.code_len) < 0 ||
 	    read_full(fd, in->input, req.stdin_len) < 0 ||
 	    read_full(fd, in->files, req.files_len) < 0)

@@ -30,3 +30,21 @@ utf8_lead(unsigned char b, unsigned *need, unsigned char *lo, unsigned char *hi)
 	}
 	return true;
 }
+
+size_t
+utf8_valid_len(const unsigned char *p, const unsigned char *end)
+{
+	unsigned char lo, hi;
+	unsigned need;
+
+	if (!utf8_lead(p[0], &need, &lo, &hi) || need == 0)
+		return 0;
+	if ((size_t)(end - p) < need + 1)
+		return 0;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t k = 2; k <= need; k++)
+		if (p[k] < 0x80 || p[k] > 0xBF)
+			return 0;
+	return need + 1;
+}

@@ -6,6 +6,7 @@
 #define CODEBOX_UTF8_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /*
  * The rule a lead byte b sets: need continuation bytes follow, the first within [lo, hi]
@@ -14,5 +15,9 @@
  * character (0x80..0xC1, 0xF5..0xFF).
  */
 bool utf8_lead(unsigned char b, unsigned *need, unsigned char *lo, unsigned char *hi);
+
+/* Length of the valid multi-byte UTF-8 sequence at p, or 0 if it is not one (ASCII, overlong,
+ * surrogate, past U+10FFFF, cut short by end). */
+size_t utf8_valid_len(const unsigned char *p, const unsigned char *end);
 
 #endif

@@ -523,7 +523,7 @@ static void
 worker_tool(void *port, FCGX_Request *req)
 {
 	const struct worker_request *w = port;
-	size_t len, iso_len, tool_len;
+	size_t len, iso_len, tool_len = 0;
 	enum tool_format format;
 	char why[256], *caps, *iso, *doc;
 

@@ -236,7 +236,7 @@ pcurl -s --max-time 60 -o "$work/chart.json" -H 'Content-Type: application/json'
 	fail "the café chart did not come back as figure-1.png: $(head -c 600 "$work/chart.json")"
 [[ $(jq -r '.artifacts[0].contentBase64' "$work/chart.json" | base64 -d | head -c 8 | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] ||
 	fail "figure-1.png is not a PNG"
-say "the pod draws: plt.show() comes back as figure-1.png ($(jq .artifacts[0].bytes "$work/chart.json") bytes)"
+say "the pod draws: plt.show() comes back as figure-1.png ($(jq '.artifacts[0].bytes' "$work/chart.json") bytes)"
 # tenancy: a pod of many tenants does not serve port 8888 (one tenant's workspace)
 agent_code=$(pcurl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:8888/ || true)
 [[ $agent_code == 000 ]] || fail "the pod serves port 8888 without CODEBOX_AGENT_PORT=on (HTTP $agent_code)"

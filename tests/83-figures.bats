@@ -18,14 +18,6 @@ teardown_file() {
 # the café's prices as a line chart, shown as a notebook would (the program make bench times)
 chart=$(cat "$BATS_TEST_DIRNAME/programs/plot.py")
 
-# mcp_call PARAMS-JSON: tools/call over raw HTTP, the JSON-RPC answer on stdout
-mcp_call() {
-	curl -s --max-time 60 -H 'Content-Type: application/json' \
-		-H 'Accept: application/json, text/event-stream' \
-		--data-binary "$(jq -cn --argjson p "$1" '{jsonrpc: "2.0", id: 1, method: "tools/call", params: $p}')" \
-		"$BASE/mcp"
-}
-
 # png_info FILE: "WIDTHxHEIGHT" from a PNG's IHDR, or nothing when FILE is not a PNG
 png_info() {
 	python3 - "$1" <<'EOF'
@@ -96,7 +88,8 @@ print(sorted(os.listdir(".")))' '{artifacts: true}'
 
 @test "figures: over MCP the chart is an image block the model sees, with or without artifacts" {
 	local out
-	out=$(mcp_call "$(jq -cn --arg code "$chart" '{name: "code_executor", arguments: {code: $code}}')")
+	call 1 "$(jq -cn --arg code "$chart" '{code: $code}')"
+	out=$reply
 	run -0 jq -r '.result.content | map(.type) | join(",")' <<<"$out"
 	assert_output text,image
 	run -0 jq -r '.result.content[1].mimeType' <<<"$out"
@@ -107,7 +100,8 @@ print(sorted(os.listdir(".")))' '{artifacts: true}'
 	assert_output --partial "file: figure-1.png (image/png, "
 	# structuredContent is /execute's answer: artifacts only when asked for
 	run -0 jq -e '.result.structuredContent | has("artifacts") | not' <<<"$out"
-	out=$(mcp_call "$(jq -cn --arg code "$chart" '{name: "code_executor", arguments: {code: $code, artifacts: true}}')")
+	call 2 "$(jq -cn --arg code "$chart" '{code: $code, artifacts: true}')"
+	out=$reply
 	run -0 jq -r '.result.structuredContent.artifacts[0].path' <<<"$out"
 	assert_output figure-1.png
 }

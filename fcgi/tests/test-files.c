@@ -277,14 +277,14 @@ main(void)
 	}
 
 	/* types by magic */
-	is_str(files_sniff("\xff\xd8\xff\xe0", 4), "image/jpeg", "JPEG");
-	is_str(files_sniff("GIF89a...", 9), "image/gif", "GIF");
-	is_str(files_sniff("%PDF-1.7", 8), "application/pdf", "PDF");
-	is_str(files_sniff("<svg></svg>", 11), "image/svg+xml", "a bare SVG");
-	is_str(files_sniff("[1, 2", 5), "text/plain", "broken JSON is text");
-	is_str(files_sniff("caf\xc3\xa9", 5), "text/plain", "UTF-8 text");
-	is_str(files_sniff("caf\xe9", 4), "application/octet-stream", "Latin-1 is not text");
-	is_str(files_sniff("one line, no newline", 20), "text/plain", "one line is text");
-	is_str(files_sniff("a,b\nc\n", 6), "text/plain", "ragged commas are not CSV");
+	is_str(files_sniff("\xff\xd8\xff\xe0", 4, false), "image/jpeg", "JPEG");
+	is_str(files_sniff("GIF89a...", 9, false), "image/gif", "GIF");
+	is_str(files_sniff("%PDF-1.7", 8, false), "application/pdf", "PDF");
+	is_str(files_sniff("<svg></svg>", 11, false), "image/svg+xml", "a bare SVG");
+	is_str(files_sniff("[1, 2", 5, false), "text/plain", "broken JSON is text");
+	is_str(files_sniff("caf\xc3\xa9", 5, false), "text/plain", "UTF-8 text");
+	is_str(files_sniff("caf\xe9", 4, false), "application/octet-stream", "Latin-1 is not text");
+	is_str(files_sniff("one line, no newline", 20, false), "text/plain", "one line is text");
+	is_str(files_sniff("a,b\nc\n", 6, false), "text/plain", "ragged commas are not CSV");
 	return tap_done();
 }

@@ -14,3 +14,19 @@ export MCP_NODE
 mcp_client() {
 	"$MCP_NODE" "$MCP_ROOT/tests/helpers/mcp_client.mjs" "$@"
 }
+
+# mcp BODY [curl args...]: POSTs BODY to /mcp; sets $code, and $reply to the body
+mcp() {
+	local body=$1
+	shift
+	code=$(curl -s -o "$BATS_TEST_TMPDIR/mcp" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}' \
+		--max-time 60 -H 'Content-Type: application/json' \
+		-H 'Accept: application/json, text/event-stream' --data-binary @- "$@" "$BASE/mcp" <<<"$body")
+	reply=$(cat "$BATS_TEST_TMPDIR/mcp")
+}
+
+# call ID ARGUMENTS: tools/call of the one tool
+call() {
+	mcp "$(jq -cn --argjson id "$1" --argjson a "$2" \
+		'{jsonrpc: "2.0", id: $id, method: "tools/call", params: {name: "code_executor", arguments: $a}}')"
+}
