@@ -16,6 +16,7 @@ mcp_client() {
 }
 
 # mcp BODY [curl args...]: POSTs BODY to /mcp; sets $code, and $reply to the body
+# shellcheck disable=SC2034 # code and reply are read by the tests
 mcp() {
 	local body=$1
 	shift
