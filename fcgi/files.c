@@ -381,6 +381,86 @@ files_write(int dirfd, const char *blob, size_t len)
 	return off == len ? 0 : (errno = EINVAL, -1);
 }
 
+/* ---- what the inputs were ---- */
+
+/*
+ * A 64-bit digest of a file's content, to know an input the program left as it was (no
+ * adversary to resist: a program that forges a collision only hides its own output). Words of
+ * 8 bytes in XXH64's round, the tail padded with its length, the length and an avalanche last.
+ * Fed in pieces whose sizes are multiples of 8 but for the last.
+ */
+#define DIGEST_P1 0x9E3779B185EBCA87ULL
+#define DIGEST_P2 0xC2B2AE3D27D4EB4FULL
+#define DIGEST_P3 0x165667B19E3779F9ULL
+
+static uint64_t
+digest_rotl(uint64_t x, int r)
+{
+	return (x << r) | (x >> (64 - r));
+}
+
+static uint64_t
+digest_round(uint64_t h, uint64_t w)
+{
+	w *= DIGEST_P2;
+	w = digest_rotl(w, 31) * DIGEST_P1;
+	h ^= w;
+	return digest_rotl(h, 27) * DIGEST_P1 + DIGEST_P3;
+}
+
+static uint64_t
+digest_update(uint64_t h, const char *p, size_t n)
+{
+	uint64_t w;
+
+	for (; n >= 8; p += 8, n -= 8) {
+		memcpy(&w, p, 8);
+		h = digest_round(h, w);
+	}
+	if (n > 0) {
+		w = (uint64_t)n << 56;
+		memcpy(&w, p, n);
+		h = digest_round(h, w);
+	}
+	return h;
+}
+
+static uint64_t
+digest_final(uint64_t h, uint64_t bytes)
+{
+	h ^= bytes * DIGEST_P1;
+	h ^= h >> 33;
+	h *= DIGEST_P2;
+	h ^= h >> 29;
+	h *= DIGEST_P3;
+	return h ^ (h >> 32);
+}
+
+int
+files_manifest(const char *inputs, size_t len, char **manifest, size_t *manifest_len)
+{
+	struct blob b = {NULL, 0, 0};
+	const char *path, *data;
+	size_t off = 0, plen, dlen;
+
+	*manifest = NULL;
+	*manifest_len = 0;
+	while (next_file(inputs, len, &off, &path, &plen, &data, &dlen)) {
+		struct file_rec rec = {(uint32_t)plen, sizeof(struct file_digest)};
+		struct file_digest d = {dlen, digest_final(digest_update(0, data, dlen), dlen)};
+
+		if (blob_put(&b, &rec, sizeof(rec)) < 0 || blob_put(&b, path, plen) < 0 ||
+		    blob_put(&b, &d, sizeof(d)) < 0) {
+			free(b.buf);
+			errno = ENOMEM;
+			return -1;
+		}
+	}
+	*manifest = b.buf;
+	*manifest_len = b.len;
+	return 0;
+}
+
 /* ---- outputs ---- */
 
 struct found {
@@ -498,8 +578,41 @@ read_upto(int fd, char *buf, size_t n)
 	return got;
 }
 
+/* whether f is an input of the manifest's that the program left as it was: its size, then
+ * its content's digest (every process of the run is gone: nothing changes it meanwhile) */
+static bool
+unchanged_input(int dirfd, const char *manifest, size_t manifest_len, const struct found *f)
+{
+	const char *ip, *id;
+	size_t off = 0, ipl, idl, plen = strlen(f->path);
+
+	while (next_file(manifest, manifest_len, &off, &ip, &ipl, &id, &idl)) {
+		struct file_digest d;
+		char buf[16384]; /* a multiple of 8: the digest's pieces */
+		uint64_t h = 0, bytes = 0;
+		size_t got;
+		int fd;
+
+		if (ipl != plen || memcmp(ip, f->path, plen) != 0)
+			continue;
+		if (idl != sizeof(d))
+			return false;
+		memcpy(&d, id, sizeof(d));
+		if (d.bytes != f->bytes || (fd = open_regular(dirfd, f->path)) < 0)
+			return false;
+		do {
+			got = read_upto(fd, buf, sizeof(buf));
+			h = digest_update(h, buf, got);
+			bytes += got;
+		} while (got == sizeof(buf) && bytes <= d.bytes);
+		close(fd);
+		return bytes == d.bytes && digest_final(h, bytes) == d.hash;
+	}
+	return false;
+}
+
 int
-artifacts_collect(int dirfd, char **blob, size_t *len)
+artifacts_collect(int dirfd, const char *manifest, size_t manifest_len, char **blob, size_t *len)
 {
 	struct walk w = {NULL, 0, 0, 0};
 	struct blob b = {NULL, 0, 0};
@@ -513,6 +626,17 @@ artifacts_collect(int dirfd, char **blob, size_t *len)
 		return -1;
 	if (walk_dir(dfd, "", 0, &w) < 0)
 		goto out;
+	/* the inputs the program left as they were are neither listed nor counted */
+	if (manifest != NULL) {
+		size_t kept = 0;
+		for (size_t i = 0; i < w.n; i++) {
+			if (unchanged_input(dirfd, manifest, manifest_len, &w.v[i]))
+				free(w.v[i].path);
+			else
+				w.v[kept++] = w.v[i];
+		}
+		w.n = kept;
+	}
 	if (w.n > 0)
 		qsort(w.v, w.n, sizeof(*w.v), by_path);
 	for (size_t i = 0; i < w.n && i < ARTIFACTS_MAX_LISTED; i++) {
@@ -588,24 +712,8 @@ artifacts_omit_string(enum artifact_omit o)
 	return "not sent";
 }
 
-/* whether the inputs' blob holds path with exactly this content */
-static bool
-unchanged_input(const char *inputs, size_t inputs_len, const char *path, size_t plen,
-                const char *data, size_t dlen, uint64_t bytes)
-{
-	const char *ip, *id;
-	size_t off = 0, ipl, idl;
-
-	if (inputs == NULL)
-		return false;
-	while (next_file(inputs, inputs_len, &off, &ip, &ipl, &id, &idl))
-		if (ipl == plen && memcmp(ip, path, plen) == 0)
-			return idl == bytes && idl == dlen && memcmp(id, data, dlen) == 0;
-	return false;
-}
-
 json_t *
-artifacts_render(const char *blob, size_t len, const char *inputs, size_t inputs_len)
+artifacts_render(const char *blob, size_t len)
 {
 	json_t *list = json_array();
 	size_t off = 0;
@@ -631,10 +739,6 @@ artifacts_render(const char *blob, size_t len, const char *inputs, size_t inputs
 		path = blob + off + sizeof(rec);
 		data = path + rec.path_len;
 		off += sizeof(rec) + rec.path_len + rec.data_len;
-		if (rec.omitted == ARTIFACT_SENT &&
-		    unchanged_input(inputs, inputs_len, path, rec.path_len, data, rec.data_len,
-		                    rec.bytes))
-			continue;
 		/* a name that is not UTF-8 is shown as Python shows it decoded with "replace" */
 		name_len = utf8_sanitize((const unsigned char *)path, rec.path_len, name);
 		if (rec.omitted == ARTIFACT_SENT) {

@@ -93,19 +93,40 @@ int files_parse(json_t *v, unsigned long long max_bytes, char **blob, size_t *bl
  */
 int files_write(int dirfd, const char *blob, size_t len);
 
+/* A manifest record's data: an input file's size and a 64-bit digest of its content. */
+struct file_digest {
+	uint64_t bytes;
+	uint64_t hash;
+};
+
+/* The largest manifest files_manifest() makes. */
+#define FILES_MANIFEST_MAX                                                                         \
+	((size_t)FILES_MAX_COUNT *                                                                 \
+	 (sizeof(struct file_rec) + FILES_MAX_PATH + sizeof(struct file_digest)))
+
+/*
+ * The inputs' manifest, for artifacts_collect(): the inputs' blob (files_parse()'s) with each
+ * file's content replaced by a struct file_digest (the records' format is the blob's). Made by
+ * whoever writes the inputs, before any code of the run executes. Returns 0, or -1 (ENOMEM).
+ */
+int files_manifest(const char *inputs, size_t len, char **manifest, size_t *manifest_len);
+
 /*
  * After the run, walks the working directory dirfd (top-level main.py and result.json and
  * every __pycache__ directory excepted) and packs every regular file it finds, sorted by path,
- * into *blob (malloc'd, at most ARTIFACTS_BLOB_MAX bytes). Returns 0 or -1 (errno: ENOMEM).
+ * into *blob (malloc'd, at most ARTIFACTS_BLOB_MAX bytes), but the inputs of the manifest
+ * (files_manifest()'s, or NULL) that are as they were written: those are neither listed nor
+ * counted against the bounds. Returns 0 or -1 (errno: ENOMEM).
  */
-int artifacts_collect(int dirfd, char **blob, size_t *len);
+int artifacts_collect(int dirfd, const char *manifest, size_t manifest_len, char **blob,
+                      size_t *len);
 
 /*
  * The answer's "artifacts" array from a blob of artifacts_collect()'s (untrusted: a malformed
- * blob renders as far as it is well-formed), less the inputs (a blob of files_parse()'s, or
- * NULL) that came back unchanged. Returns a new JSON array, or NULL when out of memory.
+ * blob renders as far as it is well-formed). Returns a new JSON array, or NULL when out of
+ * memory.
  */
-json_t *artifacts_render(const char *blob, size_t len, const char *inputs, size_t inputs_len);
+json_t *artifacts_render(const char *blob, size_t len);
 
 /* The MIME type of content by its magic: PNG, JPEG, GIF, PDF, SVG, JSON, CSV, plain text
  * (valid UTF-8 with no NUL), else application/octet-stream. cut: data is only the file's head

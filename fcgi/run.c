@@ -990,9 +990,17 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			out->result_status = result_read(box->wd.fd, spec->max_result_bytes,
 			                                 &out->result_json, &out->result_len);
 			/* direct mode: every process of the run is gone (box_kill above) */
-			if (spec->artifacts)
-				(void)artifacts_collect(box->wd.fd, &out->artifacts,
-				                        &out->artifacts_len);
+			if (spec->artifacts) {
+				char *manifest = NULL;
+				size_t manifest_len = 0;
+				if (spec->files_len == 0 ||
+				    files_manifest(spec->files, spec->files_len, &manifest,
+				                   &manifest_len) == 0)
+					(void)artifacts_collect(box->wd.fd, manifest, manifest_len,
+					                        &out->artifacts,
+					                        &out->artifacts_len);
+				free(manifest);
+			}
 		}
 		f.oom_stopped = box->oom_stopped;
 		outcome_classify(&f, out);

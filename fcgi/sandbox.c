@@ -9,8 +9,10 @@
  *
  * Between fork and execve a child may not take locks the copied image might hold, so the
  * program's steps are system calls on data the worker prepared. Init is long-lived but runs
- * only this file's code; it allocates only to read result.json, after every other process of
- * the run is dead (the worker is single-threaded, so its malloc state is consistent).
+ * only this file's code; it allocates only for the inputs' manifest (which files the program
+ * left as they were given) and, after every other process of the run is dead, to read
+ * result.json and the artifacts (the worker and the templates are single-threaded, so the
+ * malloc state init copies is consistent).
  *
  * The request is taken (sandbox_take_request()) before the program's confinement: read from
  * the control pipe, stdin made a memfd of its data, main.py and the input files written into
@@ -212,10 +214,12 @@ read_full(int fd, void *buf, size_t n)
 	return 0;
 }
 
-/* What the warm program tells init once it has read the request. */
+/* What the warm program tells init once it has read the request; manifest_len bytes of the
+ * inputs' manifest follow. */
 struct sandbox_handoff {
 	uint64_t max_result_bytes;
 	uint64_t artifacts;
+	uint64_t manifest_len;
 };
 
 /* What the request brings into the sandbox: the code (a C string too: an agent's command),
@@ -283,10 +287,12 @@ sandbox_make_stdin(const char *data, size_t len)
 	return fd;
 }
 
-/* main.py and the input files, into the working directory (the current one); frees what
- * they were read into, but the code when keep_code (an agent's command is run, not written) */
+/* main.py and the input files, into the working directory (the current one), and the inputs'
+ * manifest into s when init will collect the artifacts (manifest); frees what they were read
+ * into, but the code when keep_code (an agent's command is run, not written) */
 static int
-sandbox_write_inputs(struct sandbox_input *in, bool keep_code)
+sandbox_write_inputs(struct sandbox_spec *s, struct sandbox_input *in, bool keep_code,
+                     bool manifest)
 {
 	int fd, rc = 0;
 
@@ -300,6 +306,8 @@ sandbox_write_inputs(struct sandbox_input *in, bool keep_code)
 	}
 	if (rc == 0 && in->files_len > 0)
 		rc = files_write(AT_FDCWD, in->files, in->files_len);
+	if (rc == 0 && manifest && s->artifacts && in->files_len > 0)
+		rc = files_manifest(in->files, in->files_len, &s->manifest, &s->manifest_len);
 	free(in->files);
 	free(in->input);
 	in->files = in->input = NULL;
@@ -342,6 +350,7 @@ struct sandbox_take {
 	bool stdin_now;  /* the stdin memfd becomes fd 0 at once (the program ahead) */
 	bool set_ids;    /* direct mode: the run's ids before the write, so that they own main.py */
 	bool command;    /* an agent's: the code is a command, kept (returned), not main.py */
+	bool manifest;   /* init collects the artifacts: the inputs' manifest into the spec */
 };
 
 /*
@@ -370,7 +379,7 @@ sandbox_take_request(struct sandbox_spec *s, const struct sandbox_take *t)
 		sandbox_fail(s, SANDBOX_CHDIR, 0);
 	if (t->set_ids && sandbox_ids(s) < 0)
 		sandbox_fail(s, SANDBOX_IDS, 0);
-	if (sandbox_write_inputs(&in, t->command) < 0)
+	if (sandbox_write_inputs(s, &in, t->command, t->manifest) < 0)
 		sandbox_fail(s, SANDBOX_CODE, 0);
 	return t->command ? in.code : NULL;
 }
@@ -604,15 +613,20 @@ sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 	/* the request: from here on the run's clock is running. A command runs in the
 	 * workspace; enter() runs it if it is a plain Python invocation (pycmd.h), else the
 	 * shell does, as cold */
-	const struct sandbox_take take = {
-	    .dir = s->agent ? "/app" : NULL, .stdin_now = true, .command = s->agent};
+	const struct sandbox_take take = {.dir = s->agent ? "/app" : NULL,
+	                                  .stdin_now = true,
+	                                  .command = s->agent,
+	                                  .manifest = true};
 	s->command = sandbox_take_request(s, &take);
 	close(s->ctl_fd); /* init's again: the worker's 'S' */
 	sandbox_confine(s, SANDBOX_CONFINE_REQUESTED, handoff_fd);
-	handoff = (struct sandbox_handoff){s->max_result_bytes, s->artifacts};
-	if (util_write_all(handoff_fd, &handoff, sizeof(handoff)) < 0)
+	handoff = (struct sandbox_handoff){s->max_result_bytes, s->artifacts, s->manifest_len};
+	if (util_write_all(handoff_fd, &handoff, sizeof(handoff)) < 0 ||
+	    util_write_all(handoff_fd, s->manifest, s->manifest_len) < 0)
 		sandbox_fail(s, SANDBOX_FORK, 1);
 	close(handoff_fd);
+	free(s->manifest);
+	s->manifest = NULL;
 	if (prepared)
 		s->enter(s);
 	if (s->agent)
@@ -816,7 +830,8 @@ sandbox_init_fork(struct sandbox_spec *s)
 
 	/* the sandbox is ready: from here on, it waits for its request. A command runs in the
 	 * workspace; init keeps no file of its own there */
-	const struct sandbox_take take = {.dir = s->agent ? "/app" : NULL, .command = s->agent};
+	const struct sandbox_take take = {
+	    .dir = s->agent ? "/app" : NULL, .command = s->agent, .manifest = true};
 	command = sandbox_take_request(s, &take);
 	if (s->agent)
 		sandbox_as_shell(s, command);
@@ -842,7 +857,7 @@ static pid_t
 sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep)
 {
 	int hp[2], st;
-	struct sandbox_handoff handoff = {0, 0};
+	struct sandbox_handoff handoff = {0, 0, 0};
 	ssize_t r;
 	pid_t prog;
 
@@ -863,6 +878,19 @@ sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep)
 	do
 		r = read(hp[0], &handoff, sizeof(handoff));
 	while (r < 0 && errno == EINTR);
+	/* the manifest: bounded, and none unless the program said it wants the artifacts */
+	if (r == (ssize_t)sizeof(handoff) && handoff.manifest_len > 0) {
+		s->manifest = handoff.manifest_len <= FILES_MANIFEST_MAX && handoff.artifacts
+		                  ? malloc(handoff.manifest_len)
+		                  : NULL;
+		if (s->manifest == NULL ||
+		    read_full(hp[0], s->manifest, handoff.manifest_len) < 0) {
+			free(s->manifest);
+			s->manifest = NULL;
+		} else {
+			s->manifest_len = (size_t)handoff.manifest_len;
+		}
+	}
 	close(hp[0]);
 	if (r != (ssize_t)sizeof(handoff)) {
 		/* gone before the request: the worker gave the sandbox up (status 0),
@@ -947,7 +975,8 @@ sandbox_init_report(const struct sandbox_spec *s, struct sandbox_report *rep)
 		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
 		/* the files the program left (all of it is gone: nothing changes them now) */
 		if (s->artifacts)
-			(void)artifacts_collect(dirfd, &artifacts, &artifacts_len);
+			(void)artifacts_collect(dirfd, s->manifest, s->manifest_len, &artifacts,
+			                        &artifacts_len);
 		close(dirfd);
 	} else {
 		rep->result_status = RESULT_OPEN_FAILED;

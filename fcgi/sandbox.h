@@ -147,6 +147,9 @@ struct sandbox_spec {
 	int workspace_fd;        /* -1, or the workspace init attaches; closed before the program */
 	size_t max_result_bytes; /* from the request */
 	bool artifacts;          /* from the request: SANDBOX_WANT_ARTIFACTS */
+	/* init's: the inputs' manifest (files_manifest()), made by whoever wrote them */
+	char *manifest;
+	size_t manifest_len;
 
 	/*
 	 * Warm mode (interp.c): called by the program in place of execve(), once every step above

@@ -205,9 +205,7 @@ worker_execute(void *port, FCGX_Request *req)
 	}
 	switch (worker_run(w, req, &r, METRICS_PORT_EXECUTE, &o)) {
 	case WORKER_RAN:
-		arts = r.artifacts
-		           ? artifacts_render(o.artifacts, o.artifacts_len, r.files, r.files_len)
-		           : NULL;
+		arts = r.artifacts ? artifacts_render(o.artifacts, o.artifacts_len) : NULL;
 		reply = r.artifacts && arts == NULL
 		            ? NULL
 		            : reply_outcome(&o, l->max_result_bytes, r.details, w->request_id, arts,
@@ -306,7 +304,7 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	r.artifacts = true;
 	switch (worker_run(w, req, &r, METRICS_PORT_MCP, &o)) {
 	case WORKER_RAN:
-		arts = artifacts_render(o.artifacts, o.artifacts_len, r.files, r.files_len);
+		arts = artifacts_render(o.artifacts, o.artifacts_len);
 		reply = arts == NULL
 		            ? NULL
 		            : reply_outcome(&o, l->max_result_bytes, r.details, w->request_id,

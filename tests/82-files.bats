@@ -4,6 +4,7 @@
 # tiers warm (a light program, a heavy one) and cold (the cold pass runs this file too).
 
 load helpers/stack
+load helpers/mcp
 
 setup_file() {
 	stack_start
@@ -166,4 +167,34 @@ os.chmod("many-00.txt", 0)'
 	execute 'import os; print(os.listdir("."))' '{artifacts: true}'
 	assert_equal "$(field .stdout)" "['main.py']"
 	assert_equal "$(jq -c .artifacts <<<"$reply")" '[]'
+}
+
+# inputs N: N unchanged inputs of 100 bytes each, in/f-000.txt on, as a JSON array
+inputs_of() {
+	jq -cn --argjson n "$1" '[range($n) | {path: ("in/f-" + (tostring | ("00" + .)[-3:]) + ".txt"), content: ("x" * 100)}]'
+}
+
+@test "files: whatever the number of inputs, every output is listed and sent, and no unchanged input is (/execute and MCP)" {
+	local prog n files out
+	# a PNG of one pixel, and two text files around the inputs by path
+	prog='import base64
+open("a.txt", "w").write("first")
+open("z.txt", "w").write("last")
+open("z.png", "wb").write(base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="))
+print(len(__import__("os").listdir("in")) if __import__("os").path.isdir("in") else 0)'
+	for n in 0 31 32 33 100; do
+		files=$(inputs_of "$n")
+		execute "$prog" "{files: $files, artifacts: true}"
+		assert_equal "$code" 200
+		assert_equal "$(field .stdout)" "$n"
+		run -0 jq -c '[.artifacts[] | [.path, (.contentBase64 != null), .omitted]]' <<<"$reply"
+		assert_equal "$output" '[["a.txt",true,null],["z.png",true,null],["z.txt",true,null]]'
+		# over MCP the picture is an image block the model sees
+		call "$n" "$(jq -cn --arg code "$prog" --argjson f "$files" '{code: $code, files: $f}')"
+		out=$reply
+		run -0 jq -r '[.result.content[] | .type] | join(",")' <<<"$out"
+		assert_output text,image
+		run -0 jq -r '.result.content[1].mimeType' <<<"$out"
+		assert_output image/png
+	done
 }

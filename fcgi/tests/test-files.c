@@ -195,8 +195,15 @@ main(void)
 		char *ab;
 		size_t al;
 		json_t *list;
-		ok(artifacts_collect(dirfd, &ab, &al) == 0, "artifacts_collect");
-		list = artifacts_render(ab, al, blob, len);
+		char *man;
+		size_t man_len;
+		ok(files_manifest(blob, len, &man, &man_len) == 0 &&
+		       man_len == 3 * (sizeof(struct file_rec) + sizeof(struct file_digest)) +
+		                      strlen("data/in.csvdata/deep/x.binnotes.txt"),
+		   "files_manifest: a record per input, a digest for its content");
+		ok(artifacts_collect(dirfd, man, man_len, &ab, &al) == 0, "artifacts_collect");
+		free(man);
+		list = artifacts_render(ab, al);
 		ok(list != NULL && json_array_size(list) == 6, "six artifacts (%zu)",
 		   list ? json_array_size(list) : 0);
 		ok(find(list, "main.py") == NULL && find(list, "result.json") == NULL,
@@ -222,8 +229,8 @@ main(void)
 		is_str(field(json_array_get(list, 0), "path"), "blob.bin", "sorted by path");
 		json_decref(list);
 		/* a malformed blob renders as far as it is well-formed */
-		list = artifacts_render(ab, al - 1, NULL, 0);
-		ok(list != NULL && json_array_size(list) == 7, "a cut blob: all but the last (%zu)",
+		list = artifacts_render(ab, al - 1);
+		ok(list != NULL && json_array_size(list) == 5, "a cut blob: all but the last (%zu)",
 		   list ? json_array_size(list) : 0);
 		json_decref(list);
 		free(ab);
@@ -247,9 +254,9 @@ main(void)
 		ok(fd >= 0 && ftruncate(fd, ARTIFACTS_MAX_BYTES + 1) == 0, "a sparse huge file");
 		if (fd >= 0)
 			close(fd);
-		ok(artifacts_collect(dirfd, &ab, &al) == 0 && al <= ARTIFACTS_BLOB_MAX,
+		ok(artifacts_collect(dirfd, NULL, 0, &ab, &al) == 0 && al <= ARTIFACTS_BLOB_MAX,
 		   "collected within ARTIFACTS_BLOB_MAX");
-		list = artifacts_render(ab, al, NULL, 0);
+		list = artifacts_render(ab, al);
 		json_array_foreach(list, i, a)
 		{
 			if (json_is_string(json_object_get(a, "contentBase64")))
@@ -274,6 +281,72 @@ main(void)
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 		if (system(cmd) != 0)
 			printf("# could not remove %s\n", dir);
+	}
+
+	/* many inputs: those left as they were are neither listed nor counted, so every output
+	 * is sent whatever their number, and a change that keeps the size is still a change */
+	{
+		char dir2[] = "/tmp/codebox-test-files-XXXXXX";
+		json_t *v = json_array(), *list;
+		char *ab, *man;
+		size_t al, man_len;
+		int d2;
+
+		for (int k = 0; k < FILES_MAX_COUNT; k++) {
+			char name[32], content[40];
+			snprintf(name, sizeof(name), "in/f-%03d.txt", k);
+			/* one long enough for several of the digest's reads */
+			if (k == 7)
+				json_array_append_new(
+				    v, json_pack("{s:s, s:s%}", "path", name, "content",
+				                 "0123456789abcdef0123456789abcdef0123456789abcd",
+				                 46));
+			else {
+				snprintf(content, sizeof(content), "input %03d", k);
+				json_array_append_new(
+				    v, json_pack("{s:s, s:s}", "path", name, "content", content));
+			}
+		}
+		ok(files_parse(v, 1 << 20, &blob, &len, &count, msg, sizeof(msg)) == 0 &&
+		       count == FILES_MAX_COUNT,
+		   "%d inputs", FILES_MAX_COUNT);
+		json_decref(v);
+		d2 = mkdtemp(dir2) != NULL ? open(dir2, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+		ok(d2 >= 0 && files_write(d2, blob, len) == 0 &&
+		       files_manifest(blob, len, &man, &man_len) == 0,
+		   "written, and their manifest");
+		put(d2, "a.txt", "first", 5);
+		put(d2, "z.txt", "last", 4);
+		put(d2, "in/f-050.txt", "INPUT 050", 9); /* the same size, changed */
+		ok(artifacts_collect(d2, man, man_len, &ab, &al) == 0, "collected");
+		list = artifacts_render(ab, al);
+		ok(list != NULL && json_array_size(list) == 3,
+		   "only what the program made or changed is listed (%zu)",
+		   list ? json_array_size(list) : 0);
+		is_str(field(find(list, "a.txt"), "contentBase64"), "Zmlyc3Q=", "a.txt is sent");
+		is_str(field(find(list, "z.txt"), "contentBase64"),
+		       "bGFzdA==", "z.txt, after 100 inputs by path, is sent");
+		is_str(field(find(list, "in/f-050.txt"), "contentBase64"), "SU5QVVQgMDUw",
+		       "an input changed in place, its size kept, is sent");
+		json_decref(list);
+		free(ab);
+		/* a manifest of other content: every input counts as changed */
+		put(d2, "in/f-007.txt", "0123456789abcdef0123456789abcdef0123456789abcX", 46);
+		ok(artifacts_collect(d2, man, man_len, &ab, &al) == 0, "collected again");
+		list = artifacts_render(ab, al);
+		ok(find(list, "in/f-007.txt") != NULL,
+		   "a change in a long input's last word is seen");
+		json_decref(list);
+		free(ab);
+		free(man);
+		free(blob);
+		if (d2 >= 0) {
+			char cmd[128];
+			close(d2);
+			snprintf(cmd, sizeof(cmd), "rm -rf %s", dir2);
+			if (system(cmd) != 0)
+				printf("# could not remove %s\n", dir2);
+		}
 	}
 
 	/* types by magic */
