@@ -118,28 +118,44 @@ agent_busy(FCGX_Request *req)
 
 /*
  * Takes one of the pool's n agent slots: an exclusive, non-blocking flock on
- * <runs dir>/agent-slot-<i>, held through this fd (close-on-exec; the sandbox's children close
- * it) until agent_release(). Returns the fd, or -1 when all n are held.
+ * <runs dir>/agent-slot-<i>, held until agent_release(). Each slot's file is opened once by a
+ * worker and kept open (close-on-exec; the sandbox's children close it), so a runtime
+ * directory that later runs out of space or inodes cannot make a free slot look taken.
+ * Returns the slot's fd, -1 when all n are held, or -2 when none was free and some could not
+ * be opened (logged): the service's fault, not a busy workspace.
  */
+static int agent_slot_fds[AGENT_MAX_SLOTS] = {[0 ... AGENT_MAX_SLOTS - 1] = -1};
+
 static int
 agent_admit(int dir_fd, long n)
 {
-	for (long i = 0; i < n; i++) {
-		char name[32];
-		int fd;
+	bool failed = false;
 
-		snprintf(name, sizeof(name), "agent-slot-%ld", i);
-		fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0) {
-			log_msg(LOG_ERROR, "opening the agent slot %s failed: %s", name,
-			        strerror(errno));
-			continue;
+	for (long i = 0; i < n; i++) {
+		int *fd = &agent_slot_fds[i];
+
+		if (*fd < 0) {
+			char name[32];
+			snprintf(name, sizeof(name), "agent-slot-%ld", i);
+			*fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (*fd < 0) {
+				log_msg(LOG_ERROR, "opening the agent slot %s failed: %s", name,
+				        strerror(errno));
+				failed = true;
+				continue;
+			}
 		}
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			return fd;
-		close(fd);
+		if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+			return *fd;
 	}
-	return -1;
+	return failed ? -2 : -1;
+}
+
+/* Gives a slot of agent_admit()'s back (its file stays open for the next request). */
+static void
+agent_release(int slot_fd)
+{
+	(void)flock(slot_fd, LOCK_UN);
 }
 
 /* File operations as the workspace's owner (a root pool creates files for that uid). */
@@ -927,6 +943,12 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, struct
 	/* the pool's admission: the body is in (nginx buffered it), so a slot is held only
 	 * while the request is served */
 	held = agent_admit(slots_dir_fd, slots);
+	if (held == -2) {
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the service cannot admit commands right now (its runtime "
+		                  "directory could not be written); retry shortly");
+		return;
+	}
 	if (held < 0) {
 		log_msg(LOG_INFO, "all %ld agent slots are in use: 429", slots);
 		metrics_record_busy();
@@ -935,5 +957,5 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, struct
 		return;
 	}
 	e->handle(&a, req);
-	close(held);
+	agent_release(held);
 }

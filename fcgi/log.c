@@ -3,16 +3,22 @@
  *
  * Every line is a JSON object so that nginx's access log and the worker's log can be joined
  * on requestId. Lines are written with one write(2) each (stderr is shared by every worker,
- * and O_APPEND pipes and files keep a single write of this size whole).
+ * and O_APPEND pipes and files keep a single write of this size whole). On a file, a write
+ * that the disk cannot hold whole would leave a torn line, so the file keeps room reserved
+ * past its end (fallocate, LOG_RESERVE_BYTES at a time); a line that finds no room is
+ * dropped whole (log_write()).
  */
 #include "log.h"
 
 #include "jsonw.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +58,36 @@ log_level_string(enum log_level level)
 }
 
 static void log_line(enum log_level level, const char *fields, const char *msg);
+
+/* The room a log file keeps allocated past its end: every worker's next line fits in it. */
+#define LOG_RESERVE_BYTES (256 * 1024)
+#define LOG_HEADROOM_BYTES (64 * 1024)
+
+/*
+ * Writes one line to stderr whole, or not at all. A pipe (the pod's log) takes a write of
+ * this size whole; a regular file takes it whole while blocks are allocated past its end for
+ * it, so it is written only after that room is there (reserved again when little is left).
+ * Several workers share the file: the headroom covers what they write between two checks.
+ */
+static void
+log_write(const char *line, size_t len)
+{
+	struct stat st;
+	ssize_t unused;
+
+	if (fstat(STDERR_FILENO, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (long long)st.st_blocks * 512 - (long long)st.st_size < LOG_HEADROOM_BYTES &&
+	    fallocate(STDERR_FILENO, FALLOC_FL_KEEP_SIZE, st.st_size, LOG_RESERVE_BYTES) < 0 &&
+	    (errno == ENOSPC || errno == EDQUOT)) {
+		/* no room for a whole line: none (a file system without fallocate is written
+		 * as before) */
+		if (fstat(STDERR_FILENO, &st) < 0 ||
+		    (long long)st.st_blocks * 512 - (long long)st.st_size < (long long)len)
+			return;
+	}
+	unused = write(STDERR_FILENO, line, len);
+	(void)unused;
+}
 
 void
 log_msg(enum log_level level, const char *fmt, ...)
@@ -113,7 +149,6 @@ log_line(enum log_level level, const char *fields, const char *msg)
 	line = jsonw_take(&w, &len);
 	if (line == NULL)
 		return;
-	ssize_t unused = write(STDERR_FILENO, line, len);
-	(void)unused;
+	log_write(line, len);
 	free(line);
 }

@@ -981,8 +981,10 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			f.have_status = false;
 			out->result_status = RESULT_NONE;
 			if (!w->timed_out && !f.oom && !box->oom_stopped && !out->abandoned) {
-				set_fault(
-				    out, RUN_FAULT_LOST, why, why_len,
+				/* no system call failed: no errno to name */
+				out->fault = RUN_FAULT_LOST;
+				snprintf(
+				    why, why_len, "%s",
 				    "the run's init was killed from outside before it reported");
 				rc = -1;
 			}

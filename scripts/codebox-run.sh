@@ -251,8 +251,10 @@ cleanup() {
 		kill "$tail_pid" 2>/dev/null || true
 		wait "$tail_pid" 2>/dev/null || true
 	fi
-	# the runs are over and nginx's temp files are of no use; the logs stay for reading
+	# the runs are over and nginx's temp files are of no use; the logs stay for reading. A
+	# pool that was killed could not remove its socket: nobody listens there any more
 	rm -rf "$rundir/runs" "$rundir/tmp"
+	rm -f "$socket"
 	if ((!quiet)); then
 		echo "codebox: stopped; logs are in $rundir/logs" >&2
 	fi

@@ -119,6 +119,8 @@ two_in_flight() {
 	assert_equal "$(field .error)" sandbox_unavailable
 	assert_equal "$(field .message)" "the run's sandbox was killed from outside; retry"
 	run -0 grep -c "the run's init was killed from outside before it reported" "$STACK_DIR/logs/pool.log"
+	# said as it is: no stale errno after it ("Success", "Resource temporarily unavailable")
+	run -0 grep -c "the run's init was killed from outside before it reported\"" "$STACK_DIR/logs/pool.log"
 	wait_for "the run to die with its init" 50 marker_gone "$m"
 	wait_for "no leftovers" 50 no_run_leftovers
 	post '{"code":"print(1)"}'

@@ -49,6 +49,9 @@ teardown() {
 		wait "$STACK_PID" 2>/dev/null || true
 		wait_for "the test's own stack to stop" 300 marker_gone "$STACK_DIR" || true
 	fi
+	if [[ -n ${SMALL_DISK:-} ]] && mountpoint -q "$SMALL_DISK"; then
+		umount "$SMALL_DISK" || true
+	fi
 }
 
 port() {
@@ -68,9 +71,9 @@ ready() {
 # process group of its own, with SIGINT at its default (a script's background job would
 # ignore it), so that the test can signal the group as Ctrl-C does. Replaces STACK_DIR,
 # STACK_PID and BASE for this test only (each test runs in a subshell).
-own_stack_start() {
+own_stack_start() { # [DIR]: its runtime directory (default: a new one under /tmp)
 	local port agent_port metrics_port
-	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	STACK_DIR=${1:-$(mktemp -d /tmp/codebox-test.XXXXXX)}
 	port=$(free_port)
 	# never codebox-run.sh's defaults: another pass (test-lanes.sh runs two) may hold them
 	agent_port=$(free_port)
@@ -90,6 +93,7 @@ os.execv(sys.argv[1], sys.argv[1:])' "$ROOT/scripts/codebox-run.sh" --port "$por
 	STACK_PID=$!
 	OWN_STACK=1
 	BASE="http://127.0.0.1:$port"
+	AGENT_BASE="http://127.0.0.1:$agent_port"
 	METRICS="http://127.0.0.1:$metrics_port"
 	wait_for "the stack" 1200 ready "$BASE"
 }
@@ -517,7 +521,12 @@ ms_since() {
 	wait
 	# the runs in flight finished and were answered: the workers outlive their master for that
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/killed.1.code") $(cat "$BATS_TEST_TMPDIR/killed.2.code")" "200 200"
-	# the next start on the same directory: a stale socket, and the dead pool's cgroups, swept
+	# the stack removed the socket the dead pool could not (issue 24)
+	assert [ ! -e "$STACK_DIR/fcgi.sock" ]
+	# the next start on the same directory: a stale socket (as a killed stack leaves one),
+	# and the dead pool's cgroups, swept
+	/usr/bin/python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' \
+		"$STACK_DIR/fcgi.sock"
 	assert [ -S "$STACK_DIR/fcgi.sock" ]
 	local dir=$STACK_DIR port preload
 	port=$(free_port)
@@ -540,4 +549,63 @@ ms_since() {
 	kill -TERM "$STACK_PID"
 	own_stack_wait
 	rm -rf "$dir"
+}
+
+# small_disk OPTIONS: a tmpfs of its own (mount OPTIONS) at $SMALL_DISK, unmounted by teardown
+small_disk() {
+	SMALL_DISK=$(mktemp -d /tmp/codebox-small.XXXXXX)
+	mount -t tmpfs -o "mode=0711,$1" codebox-small "$SMALL_DISK"
+}
+
+# whole_lines FILE: every line of FILE is a JSON object (none torn)
+whole_lines() {
+	"$PY" -c 'import json, sys
+for n, line in enumerate(open(sys.argv[1], errors="replace"), 1):
+    try:
+        assert isinstance(json.loads(line), dict)
+    except Exception:
+        sys.exit("line %d is not whole: %r" % (n, line[:200]))' "$1"
+}
+
+@test "faults: a runtime directory whose disk is full: every line of pool.log is whole, and runs still answer" {
+	small_disk size=16m
+	own_stack_start "$SMALL_DISK/stack"
+	# every block taken
+	dd if=/dev/zero of="$SMALL_DISK/fill" bs=4k 2>/dev/null || true
+	run -0 df --output=avail "$SMALL_DISK"
+	assert_equal "$(tail -1 <<<"$output" | tr -d ' ')" 0
+	local round
+	for ((round = 0; round < 20; round++)); do
+		execute 'print(1)'
+		assert_equal "$code" 200
+		run -0 curl -s --max-time 60 -H 'Content-Type: application/json' \
+			-d '{"command": "echo hi"}' "$AGENT_BASE/execute"
+		assert_equal "$(jq -r .exit_code <<<"$output")" 0
+	done
+	rm -f "$SMALL_DISK/fill"
+	kill -TERM "$STACK_PID"
+	own_stack_wait
+	run -0 whole_lines "$SMALL_DISK/stack/logs/pool.log"
+}
+
+@test "faults: a runtime directory out of inodes: port 8888 says the service cannot admit (503), never that its slots are busy (429)" {
+	small_disk size=64m,nr_inodes=4000
+	own_stack_start "$SMALL_DISK/stack"
+	local n=0
+	mkdir "$SMALL_DISK/fill"
+	while ((n < 10000)) && : >"$SMALL_DISK/fill/$n" 2>/dev/null; do n=$((n + 1)); done
+	run -0 curl -s --max-time 60 -o "$BATS_TEST_TMPDIR/agent" -w '%{http_code}' \
+		-H 'Content-Type: application/json' -d '{"command": "echo hi"}' "$AGENT_BASE/execute"
+	assert_equal "$output" 503
+	reply=$(cat "$BATS_TEST_TMPDIR/agent")
+	assert_equal "$(field .error)" sandbox_unavailable
+	assert_equal "$(field .message)" "the service cannot admit commands right now (its runtime directory could not be written); retry shortly"
+	# room again: the next command runs
+	rm -rf "$SMALL_DISK/fill"
+	run -0 curl -s --max-time 60 -H 'Content-Type: application/json' \
+		-d '{"command": "echo hi"}' "$AGENT_BASE/execute"
+	assert_equal "$(jq -r .exit_code <<<"$output")" 0
+	kill -TERM "$STACK_PID"
+	own_stack_wait
+	run -0 whole_lines "$SMALL_DISK/stack/logs/pool.log"
 }
