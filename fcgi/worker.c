@@ -34,6 +34,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <fcgiapp.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -715,6 +716,13 @@ worker_main(const struct worker_config *wc)
 	int epfd;
 
 	log_set_component("worker");
+	/* A reply's buffers (an 8 MiB artifact's report, its base64, the JSON) are freed after
+	 * each request, but glibc raises its mmap threshold past the largest chunk freed, so
+	 * later ones come from the heap and stay there: workers would grow to their largest
+	 * reply and keep it. A fixed threshold (which stops that) gives every large buffer back
+	 * to the kernel when it is freed, and the heap is trimmed past 1 MiB free at its top. */
+	(void)mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	(void)mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# A mixed soak against a private stack, and the workers' memory over it (issue 24): CLIENTS
+# clients each send, in turn, print(1), a run that writes an 8 MiB artifact (artifacts: true),
+# an MCP tools/call that draws a chart, and a run given 100 input files, for SECONDS seconds
+# (bounded in time, and in count: at most 100000 requests). Every INTERVAL seconds it prints
+# the workers' summed PSS and the requests so far; at the end, the PSS after the first minute
+# against its last value and its largest, and whether it stayed within 10%. Loopback only.
+set -euo pipefail
+
+usage() {
+	echo "usage: $0 [--seconds S] [--clients N] [--interval S] [--pool BIN]"
+	echo "  --seconds S   how long the load runs (default 900)"
+	echo "  --clients N   concurrent clients (default 6)"
+	echo "  --interval S  seconds between two samples of the workers' PSS (default 30)"
+	echo "  --pool BIN    the pool binary (default build/codebox-pool)"
+}
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+seconds=900
+clients=6
+interval=30
+pool="$here/build/codebox-pool"
+while (($#)); do
+	case $1 in
+	--help | -h)
+		usage
+		exit 0
+		;;
+	--seconds)
+		seconds=${2:?}
+		shift 2
+		;;
+	--clients)
+		clients=${2:?}
+		shift 2
+		;;
+	--interval)
+		interval=${2:?}
+		shift 2
+		;;
+	--pool)
+		pool=${2:?}
+		shift 2
+		;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+done
+
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
+work=$(mktemp -d /tmp/codebox-soak.XXXXXX)
+chmod 0711 "$work"
+stack=""
+loaders=()
+cleanup() {
+	local p
+	for p in "${loaders[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+	if [[ -n $stack ]]; then
+		kill -TERM "$stack" 2>/dev/null || true
+		wait "$stack" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+port=$(codebox_free_port)
+metrics_port=$(codebox_free_port)
+CODEBOX_WARM=1 "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/stack" \
+	--agent-port "$(codebox_free_port)" --metrics-port "$metrics_port" \
+	--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/stack.out" 2>&1 &
+stack=$!
+base="http://127.0.0.1:$port"
+codebox_wait_ready "$base" "$stack" "$work/stack" || {
+	cat "$work/stack.out" >&2
+	exit 1
+}
+
+# the four requests, as files
+jq -cn '{code: "print(1)"}' >"$work/print.json"
+jq -cn '{code: "open(\"big.bin\", \"wb\").write(bytes(8 << 20))\nprint(1)", artifacts: true}' >"$work/artifact.json"
+jq -cn --arg code "$(cat "$here/tests/programs/plot.py")" \
+	'{jsonrpc: "2.0", id: 1, method: "tools/call", params: {name: "code_executor", arguments: {code: $code}}}' >"$work/mcp.json"
+jq -cn '{code: "import os\nprint(len(os.listdir(\"in\")))", artifacts: true,
+	files: [range(100) | {path: ("in/f-" + tostring + ".txt"), content: ("x" * 100)}]}' >"$work/files.json"
+
+# the workers' PSS in KiB: the supervisor's children but its zygote, templates and inits
+workers_pss_kb() {
+	local pp p comm v kb=0
+	pp=$(pgrep -o -f -- "--runs-dir $work/stack/runs" || true)
+	for p in $(pgrep -P "${pp:-1}" || true); do
+		comm=$(cat "/proc/$p/comm" 2>/dev/null) || continue
+		[[ $comm == codebox-zygote || $comm == codebox-init || $comm == exe ||
+			$comm == codebox-warm || $comm == codebox-heavy ]] && continue
+		v=$(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || true)
+		kb=$((kb + ${v:-0}))
+	done
+	echo "$kb"
+}
+
+load() { # N: one client's loop, bounded by the deadline and 100000 requests in all
+	local deadline=$1 i=0 f
+	while ((SECONDS < deadline && i < 100000 / clients)); do
+		for f in print artifact mcp files; do
+			if [[ $f == mcp ]]; then
+				curl -s -o /dev/null --max-time 60 -H 'Content-Type: application/json' \
+					-H 'Accept: application/json, text/event-stream' \
+					--data-binary "@$work/$f.json" "$base/mcp" || true
+			else
+				curl -s -o /dev/null --max-time 60 -H 'Content-Type: application/json' \
+					--data-binary "@$work/$f.json" "$base/execute" || true
+			fi
+			echo x >>"$work/count.$BASHPID"
+		done
+		i=$((i + 4))
+	done
+}
+
+deadline=$((SECONDS + seconds))
+for ((c = 0; c < clients; c++)); do
+	load "$deadline" &
+	loaders+=($!)
+done
+echo "soak: $clients clients for $seconds s against $base (host: $(nproc) cores)"
+printf '%8s %10s %12s\n' seconds requests workers_pss_mib
+first=""
+max=0
+last=0
+start=$SECONDS
+while ((SECONDS < deadline)); do
+	sleep "$interval"
+	kb=$(workers_pss_kb)
+	n=$(cat "$work"/count.* 2>/dev/null | wc -l)
+	printf '%8d %10d %12.1f\n' $((SECONDS - start)) "$n" "$(awk -v k="$kb" 'BEGIN { print k / 1024 }')"
+	if ((SECONDS - start >= 60)); then
+		[[ -n $first ]] || first=$kb
+		((kb > max)) && max=$kb
+		last=$kb
+	fi
+done
+wait "${loaders[@]}" 2>/dev/null || true
+loaders=()
+if [[ -n $first ]]; then
+	awk -v f="$first" -v m="$max" -v l="$last" 'BEGIN {
+		printf "soak: workers PSS after the first minute %.1f MiB, last %.1f, largest %.1f (%+.1f%%): %s\n",
+			f / 1024, l / 1024, m / 1024, (m - f) * 100 / f, (m <= f * 1.1) ? "flat within 10%" : "NOT flat" }'
+fi
