@@ -287,3 +287,19 @@ in_flight() {
 	run -1 mcp_client --header='Origin: http://evil.example' "$BASE/mcp" connect
 	[[ $output == *403* ]]
 }
+
+# ---- the official conformance suite (tests/mcp-conformance) ----
+
+@test "mcp: the official conformance suite passes every server scenario that applies to a tools-only server" {
+	local suite="$ROOT/tests/mcp-conformance" out="$BATS_TEST_TMPDIR/conformance" s
+	# the active scenarios; those that need the suite's fixture server are expected to fail
+	# (expected-failures.yml says why), and one of them passing fails the run too (stale)
+	run -0 "$MCP_NODE" "$suite/node_modules/@modelcontextprotocol/conformance/dist/index.js" server \
+		--url "$BASE/mcp" --expected-failures "$suite/expected-failures.yml" -o "$out"
+	assert_output --partial "all failures are expected"
+	for s in server-initialize ping tools-list dns-rebinding-protection; do
+		run -0 jq -se 'length == 1 and (.[0] | length > 0 and all(.status == "SUCCESS"))' "$out"/server-"$s"-*/checks.json
+	done
+	# the rebinding check sent Host and Origin evil.example.com, and was refused
+	grep -q '"mcp: refused the host evil.example.com (403)"' "$STACK_DIR/logs/pool.log"
+}
