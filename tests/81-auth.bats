@@ -99,6 +99,14 @@ nginx_procs() {
 	pgrep -P "$m" | sort
 }
 
+# tokens_now TOKEN: the file holds TOKEN alone, and nginx has taken it (each test starts from
+# a state of its own)
+tokens_now() {
+	printf '%s\n' "$1" >"$TOKENS.next"
+	mv "$TOKENS.next" "$TOKENS"
+	wait_for "$1 taken" 100 answers "$1" 200
+}
+
 @test "auth: a token file replaced by another is read again without a reload or restart" {
 	local new=codebox-token-C-0123456789abcdef procs
 	procs=$(nginx_procs)
@@ -115,7 +123,7 @@ nginx_procs() {
 
 @test "auth: a token file rewritten in place is read again too" {
 	local old=codebox-token-C-0123456789abcdef new=codebox-token-D-0123456789abcdef procs
-	answers "$old" 200
+	tokens_now "$old"
 	procs=$(nginx_procs)
 	printf '# rotated\n%s\n' "$new" >"$TOKENS"
 	wait_for "the old token refused" 100 answers "$old" 401
@@ -133,7 +141,7 @@ refused_logged() {
 
 @test "auth: a malformed rewrite is logged and the tokens in force stay; a good one is read again" {
 	local cur=codebox-token-D-0123456789abcdef next=codebox-token-E-0123456789abcdef
-	answers "$cur" 200
+	tokens_now "$cur"
 	printf '%s\nshort\n' "$next" >"$TOKENS"
 	wait_for "the refusal logged" 100 refused_logged
 	answers "$cur" 200
@@ -145,7 +153,7 @@ refused_logged() {
 
 @test "auth: a reload reads the token file too" {
 	local cur=codebox-token-E-0123456789abcdef new=codebox-token-F-0123456789abcdef nginx
-	answers "$cur" 200
+	tokens_now "$cur"
 	printf '%s\n' "$new" >"$TOKENS.next"
 	mv "$TOKENS.next" "$TOKENS"
 	nginx=$(stack_nginx_pid)
