@@ -14,9 +14,11 @@
 #include "jsonw.h"
 #include "result.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const char *const mcp_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26",
                                     "2024-11-05", "2024-10-07", NULL};
@@ -36,22 +38,145 @@ mcp_negotiate(const char *requested)
 	return mcp_version_supported(requested) ? requested : mcp_versions[0];
 }
 
-bool
-mcp_origin_allowed(const char *origin, const char *allowed)
+/* The name of an authority (a Host header, or an origin after its scheme): a[0..n) is a
+ * name of letters, digits, '.', '-' and '_', or "[" an IPv6 literal "]", then nothing or ':'
+ * and 1 to 5 digits. Its length, a trailing dot left out; 0 when malformed. */
+static size_t
+authority_name(const char *a, size_t n)
 {
-	size_t n;
+	size_t k, digits;
+
+	if (n > 0 && a[0] == '[') {
+		for (k = 1; k < n && a[k] != ']'; k++)
+			if (strchr("0123456789abcdefABCDEF:.", a[k]) == NULL)
+				return 0;
+		if (k >= n || k == 1)
+			return 0;
+		k++;
+	} else {
+		for (k = 0; k < n && a[k] != ':'; k++)
+			if (!isalnum((unsigned char)a[k]) && strchr(".-_", a[k]) == NULL)
+				return 0;
+	}
+	if (k < n) {
+		digits = n - k - 1;
+		if (a[k] != ':' || digits < 1 || digits > 5)
+			return 0;
+		for (size_t i = k + 1; i < n; i++)
+			if (!isdigit((unsigned char)a[i]))
+				return 0;
+	}
+	if (k > 1 && a[0] != '[' && a[k - 1] == '.')
+		k--;
+	return k > 0 && a[0] != '.' ? k : 0;
+}
+
+static bool
+name_is(const char *name, size_t n, const char *want)
+{
+	return strlen(want) == n && strncasecmp(name, want, n) == 0;
+}
+
+/* localhost, 127.0.0.1, [::1]: names no one else can make a browser resolve to this host */
+static bool
+name_is_loopback(const char *name, size_t n)
+{
+	return name_is(name, n, "localhost") || name_is(name, n, "127.0.0.1") ||
+	       name_is(name, n, "[::1]");
+}
+
+/* whether the name (n bytes) is one of allowed's entries (mcp_host_allowed()) */
+static bool
+name_listed(const char *name, size_t n, const char *allowed)
+{
+	while (allowed != NULL && *allowed != '\0') {
+		size_t k = strcspn(allowed, " ,\t"), e;
+		bool suffix = k > 2 && allowed[0] == '*' && allowed[1] == '.';
+		const char *entry = suffix ? allowed + 2 : allowed;
+
+		e = authority_name(entry, k - (size_t)(entry - allowed));
+		if (e > 0 && !suffix && e == n && strncasecmp(entry, name, n) == 0)
+			return true;
+		/* "*.x": a name that ends in ".x", with at least one label before it */
+		if (e > 0 && suffix && n > e + 1 && name[n - e - 1] == '.' &&
+		    strncasecmp(name + n - e, entry, e) == 0)
+			return true;
+		allowed += k;
+		allowed += strspn(allowed, " ,\t");
+	}
+	return false;
+}
+
+bool
+mcp_host_allowed(const char *host, const char *allowed)
+{
+	size_t n = host ? authority_name(host, strlen(host)) : 0;
+
+	if (n == 0)
+		return false;
+	return name_is_loopback(host, n) || name_listed(host, n, allowed);
+}
+
+bool
+mcp_origin_allowed(const char *origin, const char *host, const char *allowed)
+{
+	const char *list = allowed, *auth;
+	size_t n = origin ? strlen(origin) : 0, name;
 
 	if (origin == NULL)
 		return true;
-	n = strlen(origin);
-	while (allowed != NULL && *allowed != '\0') {
-		size_t k = strcspn(allowed, " ,");
-		if (k == n && n > 0 && strncmp(allowed, origin, n) == 0)
+	while (list != NULL && *list != '\0') {
+		size_t k = strcspn(list, " ,");
+		if (k == n && n > 0 && strncmp(list, origin, n) == 0)
 			return true;
-		allowed += k;
-		allowed += strspn(allowed, " ,");
+		list += k;
+		list += strspn(list, " ,");
 	}
-	return false;
+	if (strncasecmp(origin, "http://", 7) == 0)
+		auth = origin + 7;
+	else if (strncasecmp(origin, "https://", 8) == 0)
+		auth = origin + 8;
+	else
+		return false;
+	name = authority_name(auth, strlen(auth));
+	if (name == 0)
+		return false;
+	if (name_is_loopback(auth, name))
+		return true;
+	/* same-origin: the page was served by this very name and port */
+	return host != NULL && strcasecmp(auth, host) == 0;
+}
+
+bool
+mcp_content_type_ok(const char *content_type)
+{
+	const char *p = content_type;
+
+	if (p == NULL || strncasecmp(p, "application/json", 16) != 0)
+		return false;
+	p += 16;
+	p += strspn(p, " \t");
+	if (*p != '\0' && *p != ';')
+		return false;
+	/* parameters: JSON is UTF-8 (RFC 8259), so a charset, when given, must say so */
+	while (*p == ';') {
+		p++;
+		p += strspn(p, " \t");
+		if (strncasecmp(p, "charset=", 8) == 0) {
+			const char *v = p + 8;
+			size_t k = strcspn(v, ";");
+			while (k > 0 && (v[k - 1] == ' ' || v[k - 1] == '\t'))
+				k--;
+			if (k >= 2 && v[0] == '"' && v[k - 1] == '"') {
+				v++;
+				k -= 2;
+			}
+			if (!name_is(v, k, "utf-8"))
+				return false;
+		}
+		p += strcspn(p, ";");
+	}
+	return true;
 }
 
 void

@@ -31,11 +31,32 @@ bool mcp_version_supported(const char *v);
 const char *mcp_negotiate(const char *requested);
 
 /*
- * Whether a request from origin may be served: no Origin header (not a browser), or an
- * origin listed exactly in allowed (origins separated by spaces or commas; NULL or empty:
- * none). The specification's defence against DNS rebinding.
+ * Whether a request whose Host header is host may be served (the specification's defence
+ * against DNS rebinding, with the Origin check): the loopback names (localhost, 127.0.0.1,
+ * [::1]) and the names listed in allowed, with any port or none. allowed holds names
+ * separated by spaces or commas, each exact ("codebox.example") or a suffix
+ * ("*.codebox.svc.cluster.local": any name ending in ".codebox.svc.cluster.local"); names
+ * compare without case and without a trailing dot; a port in an entry is ignored. NULL or
+ * empty allowed: the loopback names alone. No Host header (NULL), an empty one or a malformed
+ * one (a port that is not 1 to 5 digits, an unclosed "[") is never served.
  */
-bool mcp_origin_allowed(const char *origin, const char *allowed);
+bool mcp_host_allowed(const char *host, const char *allowed);
+
+/*
+ * Whether a request from origin, whose Host header is host, may be served: no Origin header
+ * (not a browser); the server's own origin (http:// or https:// followed by exactly the Host
+ * header, without case: same-origin); a loopback origin (http:// or https:// and localhost,
+ * 127.0.0.1 or [::1], any port: a page served on the client's own machine); or an origin
+ * listed exactly in allowed (origins separated by spaces or commas; NULL or empty: none).
+ * The Host must have been checked first (mcp_host_allowed()): the same-origin rule trusts it.
+ */
+bool mcp_origin_allowed(const char *origin, const char *host, const char *allowed);
+
+/*
+ * Whether a POST body of this Content-Type is taken: application/json (without case), with
+ * optional parameters after ";", of which a charset must be utf-8. NULL (none) is not.
+ */
+bool mcp_content_type_ok(const char *content_type);
 
 enum mcp_kind {
 	MCP_MSG_REQUEST,      /* method and id: it gets an answer */

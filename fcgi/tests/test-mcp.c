@@ -1,4 +1,4 @@
-/* Unit tests for mcp.c: versions, origins, messages, answers. */
+/* Unit tests for mcp.c: versions, hosts, origins, content types, messages, answers. */
 #include <stdlib.h>
 
 #include "mcp.h"
@@ -37,17 +37,95 @@ main(void)
 	is_str(mcp_negotiate("1999-01-01"), mcp_versions[0], "else the newest");
 	is_str(mcp_negotiate(NULL), mcp_versions[0], "none asked: the newest");
 
+	/* hosts: loopback names with any port, listed names, nothing else */
+	ok(mcp_host_allowed("127.0.0.1:8080", NULL) && mcp_host_allowed("localhost", "") &&
+	       mcp_host_allowed("LOCALHOST:1", NULL) && mcp_host_allowed("[::1]:65535", NULL) &&
+	       mcp_host_allowed("localhost.:8080", NULL),
+	   "the loopback names are allowed, with any port or none");
+	ok(!mcp_host_allowed("evil.example", NULL) && !mcp_host_allowed("evil.example:8080", ""),
+	   "another name is not");
+	ok(!mcp_host_allowed(NULL, "a.example") && !mcp_host_allowed("", "a.example"),
+	   "no Host, or an empty one, is not");
+	ok(!mcp_host_allowed("localhost.evil.example", NULL) &&
+	       !mcp_host_allowed("127.0.0.1.evil.example", NULL) &&
+	       !mcp_host_allowed("evil-localhost", NULL) && !mcp_host_allowed("[::2]", NULL) &&
+	       !mcp_host_allowed("127.0.0.2", NULL),
+	   "names that only contain a loopback name are not");
+	ok(!mcp_host_allowed("localhost:", NULL) && !mcp_host_allowed("localhost:123456", NULL) &&
+	       !mcp_host_allowed("localhost:80a", NULL) && !mcp_host_allowed("[::1", NULL) &&
+	       !mcp_host_allowed("localhost/x", NULL) &&
+	       !mcp_host_allowed("user@localhost", NULL) && !mcp_host_allowed(".localhost", NULL),
+	   "a malformed Host is not");
+	ok(mcp_host_allowed("codebox.example:8080", "a.example, codebox.example") &&
+	       mcp_host_allowed("CODEBOX.example.", "codebox.example") &&
+	       mcp_host_allowed("codebox.example", "codebox.example:443"),
+	   "a listed name is allowed, with any port, without case or a trailing dot");
+	ok(!mcp_host_allowed("x.codebox.example", "codebox.example") &&
+	       !mcp_host_allowed("codebox.exampl", "codebox.example") &&
+	       !mcp_host_allowed("codebox.example.evil", "codebox.example"),
+	   "an exact entry matches that name only");
+	ok(mcp_host_allowed("sb-1.codebox-agents.svc.cluster.local:8080",
+	                    "*.codebox-agents.svc.cluster.local") &&
+	       mcp_host_allowed("a.b.codebox-agents.svc", "x.example *.codebox-agents.svc"),
+	   "a suffix entry matches any name under it");
+	ok(!mcp_host_allowed("codebox-agents.svc.cluster.local",
+	                     "*.codebox-agents.svc.cluster.local") &&
+	       !mcp_host_allowed("evilcodebox-agents.svc.cluster.local",
+	                         "*.codebox-agents.svc.cluster.local") &&
+	       !mcp_host_allowed("x.example", "*.") && !mcp_host_allowed("x.example", "*"),
+	   "but not the suffix itself, a name merely ending in it, or a bare star");
+
 	/* origins */
-	ok(mcp_origin_allowed(NULL, ""), "no Origin (not a browser) is allowed");
-	ok(!mcp_origin_allowed("http://evil.example", ""), "an Origin with an empty list is not");
-	ok(!mcp_origin_allowed("http://evil.example", NULL), "nor with no list");
-	ok(mcp_origin_allowed("http://localhost:6274", "http://a.example, http://localhost:6274"),
+	ok(mcp_origin_allowed(NULL, "localhost", ""), "no Origin (not a browser) is allowed");
+	ok(!mcp_origin_allowed("http://evil.example", "localhost", ""),
+	   "an Origin with an empty list is not");
+	ok(!mcp_origin_allowed("http://evil.example", "localhost", NULL), "nor with no list");
+	ok(mcp_origin_allowed("http://a.example:6274", "localhost",
+	                      "http://b.example, http://a.example:6274"),
 	   "a listed origin is allowed");
-	ok(!mcp_origin_allowed("http://localhost:627", "http://localhost:6274"),
+	ok(!mcp_origin_allowed("http://a.example:627", "localhost", "http://a.example:6274"),
 	   "a prefix of a listed origin is not");
-	ok(!mcp_origin_allowed("http://localhost:62745", "http://localhost:6274"),
+	ok(!mcp_origin_allowed("http://a.example:62745", "localhost", "http://a.example:6274"),
 	   "nor a longer one");
-	ok(!mcp_origin_allowed("", "http://a.example"), "an empty Origin is not listed");
+	ok(!mcp_origin_allowed("", "localhost", "http://a.example"),
+	   "an empty Origin is not listed");
+	ok(mcp_origin_allowed("http://127.0.0.1:8080", "127.0.0.1:8080", NULL) &&
+	       mcp_origin_allowed("https://codebox.example", "codebox.example", NULL) &&
+	       mcp_origin_allowed("http://Codebox.Example:81", "codebox.example:81", NULL),
+	   "the server's own origin is allowed (same-origin)");
+	ok(!mcp_origin_allowed("http://codebox.example:81", "codebox.example:82", NULL) &&
+	       !mcp_origin_allowed("http://codebox.example", "codebox.example:80", NULL) &&
+	       !mcp_origin_allowed("http://codebox.example", NULL, NULL) &&
+	       !mcp_origin_allowed("ftp://codebox.example", "codebox.example", NULL),
+	   "another port, no Host or another scheme is not same-origin");
+	ok(mcp_origin_allowed("http://localhost:6274", "codebox.example", NULL) &&
+	       mcp_origin_allowed("http://127.0.0.1", "127.0.0.1:8080", NULL) &&
+	       mcp_origin_allowed("https://[::1]:9", "localhost", NULL),
+	   "a loopback origin, any port, is allowed");
+	ok(!mcp_origin_allowed("http://localhost.evil.example", "localhost", NULL) &&
+	       !mcp_origin_allowed("http://localhost:6274/", "localhost", NULL) &&
+	       !mcp_origin_allowed("http://user@localhost", "localhost", NULL) &&
+	       !mcp_origin_allowed("null", "localhost", NULL) &&
+	       !mcp_origin_allowed("localhost", "localhost", NULL),
+	   "a name that only contains one, a path, userinfo, null or no scheme is not");
+
+	/* bodies */
+	ok(mcp_content_type_ok("application/json") && mcp_content_type_ok("Application/JSON") &&
+	       mcp_content_type_ok("application/json; charset=utf-8") &&
+	       mcp_content_type_ok("application/json;charset=\"UTF-8\"") &&
+	       mcp_content_type_ok("application/json ; profile=x; charset=utf-8 "),
+	   "application/json is taken, with parameters");
+	ok(!mcp_content_type_ok(NULL) && !mcp_content_type_ok("") &&
+	       !mcp_content_type_ok("text/plain") &&
+	       !mcp_content_type_ok("text/plain; a=application/json") &&
+	       !mcp_content_type_ok("application/jsonx") &&
+	       !mcp_content_type_ok("application/json-seq") &&
+	       !mcp_content_type_ok("application/x-www-form-urlencoded") &&
+	       !mcp_content_type_ok("multipart/form-data; boundary=x"),
+	   "no Content-Type, or another type, is not");
+	ok(!mcp_content_type_ok("application/json; charset=iso-8859-1") &&
+	       !mcp_content_type_ok("application/json; charset=utf-16"),
+	   "nor a charset other than UTF-8");
 
 	/* messages */
 	ok(kind_of("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}") == MCP_MSG_REQUEST,

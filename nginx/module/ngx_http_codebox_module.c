@@ -21,9 +21,15 @@
  * And bearer tokens: with a token file, a request must carry `Authorization: Bearer <token>`
  * with one of its tokens, else it is answered 401 (through the server's error_page for 401)
  * with `WWW-Authenticate: Bearer realm="codebox"`. The file holds one token a line (blank
- * lines and lines starting with # are skipped), each at least 16 bytes; it is read with the
- * configuration, so a reload rotates the tokens. The comparison takes the same time whatever
- * the bytes given: every token is compared in full, with no early exit. Internal redirects
+ * lines and lines starting with # are skipped), each at least 16 bytes. It is read with the
+ * configuration (a bad file stops nginx from starting or reloading), and again by each nginx
+ * worker when it changes: before a request is checked, at most once a second, the worker
+ * stat()s the path (a Kubernetes Secret's update swaps the symlink it resolves through; an
+ * editor's rename or an in-place rewrite changes the inode, size, mtime or ctime) and reads
+ * it anew if anything differs. A changed file that cannot be read, or that is malformed, is
+ * logged (error) and the tokens read last stay in force, as a failed reload keeps the old
+ * configuration; so rotation needs no reload or restart. The comparison takes the same time
+ * whatever the bytes given: every token is compared in full, with no early exit. Internal redirects
  * (error pages) are not checked again. The check runs before the location's own `return`s,
  * and before limit_conn counts the request.
  *
@@ -34,9 +40,20 @@
 #include <ngx_core.h>
 #include <ngx_http.h>
 
+/* A token file and the tokens last read from it, shared by every location that inherits it;
+ * each nginx worker has its own copy (after fork) and refreshes it on its own. */
+typedef struct {
+	ngx_str_t name;       /* the full path, NUL-terminated */
+	ngx_array_t *tokens;  /* of ngx_str_t, in pool (or the configuration's pool) */
+	ngx_pool_t *pool;     /* the memory of a file read after start; NULL: the configuration's */
+	ngx_file_info_t seen; /* what stat() said of the file whose tokens these are (or that was
+	                         refused) */
+	time_t checked;       /* when the worker last looked (ngx_time()) */
+} ngx_http_codebox_tokens_t;
+
 typedef struct {
 	ngx_msec_t body_deadline;
-	ngx_array_t *tokens; /* of ngx_str_t; NULL: no check (off, or unset and inherited) */
+	ngx_http_codebox_tokens_t *tokens; /* NULL: no check (off, or unset and inherited) */
 	ngx_flag_t tokens_set;
 } ngx_http_codebox_loc_conf_t;
 
@@ -263,62 +280,38 @@ ngx_http_codebox_init(ngx_conf_t *cf)
 	return NGX_OK;
 }
 
-/* codebox_auth_tokens FILE | off: the tokens, read now (a reload reads them again) */
-static char *
-ngx_http_codebox_auth_tokens(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+/*
+ * Reads the token file open at fd (fi: its fstat()) into a new array in pool. NULL when it
+ * cannot, with why a message for "%V" (the file's name) and line, and bad_line the line of a
+ * short token (0 for none).
+ */
+static ngx_array_t *
+ngx_http_codebox_tokens_read(ngx_file_t *file, ngx_file_info_t *fi, ngx_pool_t *pool,
+                             const char **why, ngx_uint_t *bad_line)
 {
-	ngx_http_codebox_loc_conf_t *clcf = conf;
-	ngx_str_t *value = cf->args->elts, name, *t;
-	ngx_file_t file;
-	ngx_file_info_t fi;
+	ngx_array_t *tokens;
+	ngx_str_t *t;
 	u_char *buf, *p, *end, *eol;
 	ssize_t n;
 	size_t size;
 	ngx_uint_t line = 0;
 
-	(void)cmd;
-	if (clcf->tokens_set) {
-		return "is duplicate";
+	*bad_line = 0;
+	if (!ngx_is_file(fi) || ngx_file_size(fi) > CODEBOX_TOKEN_FILE_MAX) {
+		*why = "is not a regular file of at most 65536 bytes";
+		return NULL;
 	}
-	clcf->tokens_set = 1;
-	if (value[1].len == 3 && ngx_strncmp(value[1].data, "off", 3) == 0) {
-		clcf->tokens = NULL;
-		return NGX_CONF_OK;
-	}
-	name = value[1];
-	if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
-		return NGX_CONF_ERROR;
-	}
-	ngx_memzero(&file, sizeof(ngx_file_t));
-	file.name = name;
-	file.log = cf->log;
-	file.fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
-	if (file.fd == NGX_INVALID_FILE) {
-		ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
-		                   "codebox_auth_tokens: cannot open \"%V\"", &name);
-		return NGX_CONF_ERROR;
-	}
-	if (ngx_fd_info(file.fd, &fi) == NGX_FILE_ERROR || !ngx_is_file(&fi) ||
-	    ngx_file_size(&fi) > CODEBOX_TOKEN_FILE_MAX) {
-		ngx_conf_log_error(
-		    NGX_LOG_EMERG, cf, 0,
-		    "codebox_auth_tokens: \"%V\" is not a regular file of at most %d bytes", &name,
-		    CODEBOX_TOKEN_FILE_MAX);
-		ngx_close_file(file.fd);
-		return NGX_CONF_ERROR;
-	}
-	size = (size_t)ngx_file_size(&fi);
-	buf = ngx_pnalloc(cf->pool, size + 1);
-	n = buf ? ngx_read_file(&file, buf, size, 0) : NGX_ERROR;
-	ngx_close_file(file.fd);
+	size = (size_t)ngx_file_size(fi);
+	buf = ngx_pnalloc(pool, size + 1);
+	n = buf ? ngx_read_file(file, buf, size, 0) : NGX_ERROR;
 	if (n != (ssize_t)size) {
-		ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "codebox_auth_tokens: cannot read \"%V\"",
-		                   &name);
-		return NGX_CONF_ERROR;
+		*why = "cannot be read";
+		return NULL;
 	}
-	clcf->tokens = ngx_array_create(cf->pool, 4, sizeof(ngx_str_t));
-	if (clcf->tokens == NULL) {
-		return NGX_CONF_ERROR;
+	tokens = ngx_array_create(pool, 4, sizeof(ngx_str_t));
+	if (tokens == NULL) {
+		*why = "cannot be read (out of memory)";
+		return NULL;
 	}
 	for (p = buf, end = buf + size; p < end; p = eol + 1) {
 		eol = ngx_strlchr(p, end, '\n');
@@ -334,28 +327,173 @@ ngx_http_codebox_auth_tokens(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 			continue;
 		}
 		if (n < CODEBOX_TOKEN_MIN) {
-			ngx_conf_log_error(
-			    NGX_LOG_EMERG, cf, 0,
-			    "codebox_auth_tokens: the token on line %ui of \"%V\" is shorter "
-			    "than %d bytes",
-			    line, &name, CODEBOX_TOKEN_MIN);
-			return NGX_CONF_ERROR;
+			*why = "has a token shorter than 16 bytes";
+			*bad_line = line;
+			return NULL;
 		}
-		t = ngx_array_push(clcf->tokens);
+		t = ngx_array_push(tokens);
 		if (t == NULL) {
-			return NGX_CONF_ERROR;
+			*why = "cannot be read (out of memory)";
+			return NULL;
 		}
 		t->data = p;
 		t->len = (size_t)n;
 	}
-	if (clcf->tokens->nelts == 0) {
-		ngx_conf_log_error(
-		    NGX_LOG_EMERG, cf, 0,
-		    "codebox_auth_tokens: \"%V\" holds no token (every request would be "
-		    "refused)",
-		    &name);
+	if (tokens->nelts == 0) {
+		*why = "holds no token (every request would be refused)";
+		return NULL;
+	}
+	return tokens;
+}
+
+/* whether a and b describe the same file with the same contents, as far as stat() tells */
+static ngx_uint_t
+ngx_http_codebox_same_file(const ngx_file_info_t *a, const ngx_file_info_t *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/*
+ * Reads the token file again when it changed (at most one look a second, per nginx worker).
+ * A changed file that cannot be used is logged, and the tokens in force stay.
+ */
+static void
+ngx_http_codebox_tokens_refresh(ngx_http_codebox_tokens_t *tk, ngx_log_t *log)
+{
+	ngx_file_t file;
+	ngx_file_info_t fi;
+	ngx_pool_t *pool;
+	ngx_array_t *tokens;
+	const char *why = "cannot be opened";
+	ngx_uint_t bad_line = 0;
+
+	if (tk->checked == ngx_time()) {
+		return;
+	}
+	tk->checked = ngx_time();
+	if (ngx_file_info(tk->name.data, &fi) == NGX_FILE_ERROR) {
+		/* gone, or not this worker's to read (the master read it at start, maybe as
+		 * root): say so once, keep the tokens */
+		if (tk->seen.st_ino != 0) {
+			ngx_log_error(
+			    NGX_LOG_ERR, log, ngx_errno,
+			    "codebox_auth_tokens: this nginx worker cannot look at \"%V\", "
+			    "so a change needs a reload to be seen; the tokens read before "
+			    "stay in force",
+			    &tk->name);
+			ngx_memzero(&tk->seen, sizeof(tk->seen));
+		}
+		return;
+	}
+	if (ngx_http_codebox_same_file(&fi, &tk->seen)) {
+		return;
+	}
+	ngx_memzero(&file, sizeof(ngx_file_t));
+	file.name = tk->name;
+	file.log = log;
+	pool = ngx_create_pool(CODEBOX_TOKEN_FILE_MAX / 4, log);
+	if (pool == NULL) {
+		return;
+	}
+	tokens = NULL;
+	file.fd = ngx_open_file(tk->name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+	if (file.fd == NGX_INVALID_FILE) {
+		why = "cannot be opened by this nginx worker";
+	} else {
+		/* what is read is described by the open file, not by the path looked at above */
+		if (ngx_fd_info(file.fd, &fi) != NGX_FILE_ERROR) {
+			tokens = ngx_http_codebox_tokens_read(&file, &fi, pool, &why, &bad_line);
+		}
+		ngx_close_file(file.fd);
+	}
+	/* the same file is not tried again until it changes again */
+	tk->seen = fi;
+	if (tokens == NULL) {
+		if (bad_line > 0) {
+			ngx_log_error(NGX_LOG_ERR, log, 0,
+			              "codebox_auth_tokens: the token on line %ui of \"%V\" is "
+			              "shorter than %d bytes; the tokens read before stay in force",
+			              bad_line, &tk->name, CODEBOX_TOKEN_MIN);
+		} else {
+			ngx_log_error(NGX_LOG_ERR, log, 0,
+			              "codebox_auth_tokens: \"%V\" %s; the tokens read before stay "
+			              "in force",
+			              &tk->name, why);
+		}
+		ngx_destroy_pool(pool);
+		return;
+	}
+	if (tk->pool != NULL) {
+		ngx_destroy_pool(tk->pool);
+	}
+	tk->pool = pool;
+	tk->tokens = tokens;
+	ngx_log_error(NGX_LOG_NOTICE, log, 0, "codebox_auth_tokens: \"%V\" read again: %ui tokens",
+	              &tk->name, tokens->nelts);
+}
+
+/* codebox_auth_tokens FILE | off: the tokens, read now (and again when the file changes) */
+static char *
+ngx_http_codebox_auth_tokens(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+	ngx_http_codebox_loc_conf_t *clcf = conf;
+	ngx_str_t *value = cf->args->elts, name;
+	ngx_http_codebox_tokens_t *tk;
+	ngx_file_t file;
+	ngx_file_info_t fi;
+	const char *why = "cannot be read";
+	ngx_uint_t bad_line = 0;
+
+	(void)cmd;
+	if (clcf->tokens_set) {
+		return "is duplicate";
+	}
+	clcf->tokens_set = 1;
+	if (value[1].len == 3 && ngx_strncmp(value[1].data, "off", 3) == 0) {
+		clcf->tokens = NULL;
+		return NGX_CONF_OK;
+	}
+	name = value[1];
+	/* the full name, NUL-terminated (ngx_conf_full_name() allocates it with its NUL) */
+	if (ngx_conf_full_name(cf->cycle, &name, 1) != NGX_OK) {
 		return NGX_CONF_ERROR;
 	}
+	tk = ngx_pcalloc(cf->pool, sizeof(ngx_http_codebox_tokens_t));
+	if (tk == NULL) {
+		return NGX_CONF_ERROR;
+	}
+	tk->name = name;
+	ngx_memzero(&file, sizeof(ngx_file_t));
+	file.name = name;
+	file.log = cf->log;
+	file.fd = ngx_open_file(name.data, NGX_FILE_RDONLY, NGX_FILE_OPEN, 0);
+	if (file.fd == NGX_INVALID_FILE) {
+		ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno,
+		                   "codebox_auth_tokens: cannot open \"%V\"", &name);
+		return NGX_CONF_ERROR;
+	}
+	if (ngx_fd_info(file.fd, &fi) != NGX_FILE_ERROR) {
+		tk->tokens = ngx_http_codebox_tokens_read(&file, &fi, cf->pool, &why, &bad_line);
+	}
+	ngx_close_file(file.fd);
+	if (tk->tokens == NULL) {
+		if (bad_line > 0) {
+			ngx_conf_log_error(
+			    NGX_LOG_EMERG, cf, 0,
+			    "codebox_auth_tokens: the token on line %ui of \"%V\" is "
+			    "shorter than %d bytes",
+			    bad_line, &name, CODEBOX_TOKEN_MIN);
+		} else {
+			ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "codebox_auth_tokens: \"%V\" %s",
+			                   &name, why);
+		}
+		return NGX_CONF_ERROR;
+	}
+	tk->seen = fi;
+	tk->checked = ngx_time();
+	clcf->tokens = tk;
 	return NGX_CONF_OK;
 }
 
@@ -389,6 +527,7 @@ ngx_http_codebox_access_handler(ngx_http_request_t *r)
 	if (clcf->tokens == NULL || r->internal || r != r->main) {
 		return NGX_DECLINED;
 	}
+	ngx_http_codebox_tokens_refresh(clcf->tokens, r->connection->log);
 	auth = r->headers_in.authorization;
 	if (auth != NULL && auth->value.len > 7 &&
 	    ngx_strncasecmp(auth->value.data, (u_char *)"Bearer ", 7) == 0) {
@@ -398,7 +537,7 @@ ngx_http_codebox_access_handler(ngx_http_request_t *r)
 			v++;
 			len--;
 		}
-		if (ngx_http_codebox_token_ok(clcf->tokens, v, len)) {
+		if (ngx_http_codebox_token_ok(clcf->tokens->tokens, v, len)) {
 			return NGX_DECLINED;
 		}
 	}

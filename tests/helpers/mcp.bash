@@ -26,8 +26,10 @@ mcp() {
 	reply=$(cat "$BATS_TEST_TMPDIR/mcp")
 }
 
-# call ID ARGUMENTS: tools/call of the one tool
+# call ID ARGUMENTS [curl args...]: tools/call of the one tool
 call() {
-	mcp "$(jq -cn --argjson id "$1" --argjson a "$2" \
-		'{jsonrpc: "2.0", id: $id, method: "tools/call", params: {name: "code_executor", arguments: $a}}')"
+	local id=$1 args=$2
+	shift 2
+	mcp "$(jq -cn --argjson id "$id" --argjson a "$args" \
+		'{jsonrpc: "2.0", id: $id, method: "tools/call", params: {name: "code_executor", arguments: $a}}')" "$@"
 }
