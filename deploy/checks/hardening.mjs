@@ -103,10 +103,13 @@ if (!docs.some((d) => d.kind === "Service")) bad("manifests", "no Service");
 // none of them is everyone: a rule without `from` admits every pod and address; a peer with
 // an empty (or no) podSelector and no namespaceSelector admits every pod of the namespace;
 // with an empty namespaceSelector, every pod of the cluster; an ipBlock of /0, everything.
-// A peer that selects pods by label (codebox.dev/client), namespaces by label, or both, is
-// a chosen set of clients. The agent-sandbox pod admits the sandbox router only (app:
-// sandbox-router in its namespace, as agent-sandbox's own secure default does): its clients
-// reach it through the router, which routes each request to its claim's sandbox.
+// Clients from other namespaces are admitted by a label on their namespace, which the
+// cluster's operator sets (tenants cannot patch a Namespace): an empty namespaceSelector with
+// a podSelector admits a pod label, which any tenant can put on its own pods, so it is refused
+// too. A peer with a podSelector alone selects pods of codebox's own namespace. The
+// agent-sandbox pod admits the sandbox router only (app: sandbox-router in its namespace, as
+// agent-sandbox's own secure default does): its clients reach it through the router, which
+// routes each request to its claim's sandbox.
 const emptySel = (sel) => !sel || Object.keys(sel.matchLabels ?? {}).length + (sel.matchExpressions ?? []).length === 0;
 for (const d of docs.filter((x) => x.kind === "NetworkPolicy")) {
   const pn = `NetworkPolicy ${d.metadata?.name}`;
@@ -120,6 +123,8 @@ for (const d of docs.filter((x) => x.kind === "NetworkPolicy")) {
       }
       if (emptySel(peer.podSelector) && !peer.namespaceSelector) bad(pn, `ingress rule ${i + 1} admits every pod of its namespace (an empty podSelector)`);
       else if (emptySel(peer.podSelector) && emptySel(peer.namespaceSelector)) bad(pn, `ingress rule ${i + 1} admits every pod of every namespace (an empty namespaceSelector)`);
+      else if (peer.namespaceSelector && emptySel(peer.namespaceSelector))
+        bad(pn, `ingress rule ${i + 1} admits a pod label in every namespace (an empty namespaceSelector): any tenant can label its own pods; admit client namespaces by a namespace label`);
       if (agentSandbox && (peer.podSelector?.matchLabels?.app !== "sandbox-router" || peer.namespaceSelector))
         bad(pn, `ingress rule ${i + 1}: the agent-sandbox pod admits the sandbox router only (podSelector app: sandbox-router, in its namespace), not ${JSON.stringify(peer)}`);
     }
