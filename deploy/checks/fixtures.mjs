@@ -31,6 +31,7 @@ const fixtures = [
   ["egress", "no NetworkPolicy denies all egress", (d) => { d.find((x) => x.kind === "NetworkPolicy").spec.egress = [{}]; }],
   ["select-all", "podSelector must select codebox's pods", (d) => { d.find((x) => x.kind === "NetworkPolicy").spec.podSelector = {}; }],
   ["no-psa", "Pod Security restricted enforce, audit and warn labels", (d) => { delete d.find((x) => x.kind === "Namespace").metadata.labels["pod-security.kubernetes.io/enforce"]; }],
+  ["psa-latest", "pod-security.kubernetes.io/enforce-version must be pinned to v1.32", (d) => { d.find((x) => x.kind === "Namespace").metadata.labels["pod-security.kubernetes.io/enforce-version"] = "latest"; }],
   ["default-account", "serviceAccountName must name codebox's own account", (d) => { delete pod(d).serviceAccountName; }],
   ["no-pdb", "no PodDisruptionBudget selects its pods", (d) => { d.splice(d.findIndex((x) => x.kind === "PodDisruptionBudget"), 1); }],
   ["hpa-fights", "replicas must not be set when an HPA scales it", (d) => {

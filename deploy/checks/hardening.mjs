@@ -22,6 +22,10 @@ for (const file of args)
     if (o) docs.push(o);
   }
 
+// the Pod Security Standards' version the namespaces pin: the minor of the kubectl the
+// manifests are rendered and checked with (deploy/tools: v1.32.3)
+const PSA_VERSION = "v1.32";
+
 const problems = [];
 const bad = (what, why) => problems.push(`${what}: ${why}`);
 const okSeccomp = (p) => p && (p.type === "RuntimeDefault" || (p.type === "Localhost" && p.localhostProfile));
@@ -90,6 +94,11 @@ for (const w of workloads) {
   const psa = namespace?.metadata?.labels ?? {};
   if (!["enforce", "audit", "warn"].every((m) => psa[`pod-security.kubernetes.io/${m}`] === "restricted"))
     bad(name, `its namespace (${ns ?? "none"}) must be in the manifests with Pod Security restricted enforce, audit and warn labels`);
+  // pinned: `latest` (or no version, which means latest) changes what restricted means when
+  // the cluster is upgraded; the version is the Kubernetes the manifests are checked against
+  for (const m of ["enforce", "audit", "warn"])
+    if (psa[`pod-security.kubernetes.io/${m}`] && psa[`pod-security.kubernetes.io/${m}-version`] !== PSA_VERSION)
+      bad(name, `its namespace's pod-security.kubernetes.io/${m}-version must be pinned to ${PSA_VERSION} (the Kubernetes of deploy/tools' kubectl), not ${psa[`pod-security.kubernetes.io/${m}-version`] ?? "unset (latest)"}`);
   if (w.kind !== "Deployment") continue;
   if (!docs.some((d) => d.kind === "PodDisruptionBudget" && selects(d.spec?.selector))) bad(name, "no PodDisruptionBudget selects its pods");
   const hpa = docs.find((d) => d.kind === "HorizontalPodAutoscaler" && d.spec?.scaleTargetRef?.name === w.metadata?.name);
