@@ -180,7 +180,7 @@ nearest() {
 NGINX=${NGINX:-/usr/sbin/nginx}
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
-mkdir -p "$prefix/logs" "$prefix/tmp"
+mkdir -p "$prefix/logs" "$prefix/counters" "$prefix/tmp"
 # load_module's relative path (modules/) resolves under the prefix: codebox's nginx module,
 # from this checkout's build unless $CODEBOX_NGINX_MODULES names another directory
 ln -s "$(realpath -m "${CODEBOX_NGINX_MODULES:-$(dirname "${BASH_SOURCE[0]}")/../build/nginx}")" "$prefix/modules"
