@@ -169,7 +169,7 @@ YAML
 	# the controller's pod: its limits ConfigMap (4 runs), memory, grace and storage, as the
 	# Deployment's; without the ConfigMap (the pool then needs the image's 22016 MiB) refused
 	run -0 node "$ROOT/deploy/checks/podfacts.mjs" "$out/derived.yaml" "$out/limits" "$version"
-	assert_output "$((6 << 30)) 60 0 $((512 << 20)) $((896 << 20)) $((832 << 20)) 268435456"
+	assert_output "$((6 << 30)) 60 0 $((512 << 20)) $((896 << 20)) $((832 << 20)) 268435456 2000"
 	run -0 cat "$out/limits/CODEBOX_MAX_CONCURRENT_EXECUTIONS"
 	assert_output 4
 	grep -v -e 'mountPath: /etc/codebox/limits' "$out/derived.yaml" >"$out/nolimits.yaml"
