@@ -263,3 +263,22 @@ PY
 	assert [ ! -e "$dir/s.sock" ]
 	rm -rf "$dir"
 }
+
+@test "config: CODEBOX_EXTRA_MODULES adds promised modules: a missing one refuses the start, a malformed list too" {
+	local dir
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir"
+	mkdir -m 0711 "$dir/runs"
+	CODEBOX_EXTRA_MODULES=matplotlib,codebox_no_such_module=codebox-no-such-dist run \
+		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
+		--workers 1 --run-uid-base "$(uid_base_for "$(free_port)")"
+	assert_failure 1
+	assert_output --partial "refusing to start: a promised module is missing"
+	assert_output --partial "codebox_no_such_module (ModuleNotFoundError"
+	CODEBOX_EXTRA_MODULES='tabulate,"x"' run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" \
+		--socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 --run-uid-base "$(uid_base_for "$(free_port)")"
+	assert_failure 1
+	assert_output --partial 'codebox-pool: refusing to start: CODEBOX_EXTRA_MODULES: ""x"" is not IMPORT or IMPORT=DISTRIBUTION'
+	assert [ ! -e "$dir/s.sock" ]
+	rm -rf "$dir"
+}
