@@ -24,7 +24,9 @@
 #   6. the image extended as docs/OPERATIONS.md says (image/Dockerfile.extend: FROM it, one
 #      more Debian module, python3-tabulate): /capabilities, /tool, MCP's tools/list and the
 #      heavy warm tier have it, and a run imports it.
-# Stage 0 also checks the OCI labels and the SBOM.
+# Stage 0 also checks the OCI labels and the SBOM. What it needs (podman, kubectl, the npm
+# packages of deploy/checks, bats, jq, nsenter) is installed by scripts/install-deps.sh when
+# missing, else named.
 # The pod has no network (podman kube play --network none); the suites reach it by entering
 # only its network namespace (nsenter --net), and see its processes and runs directory from
 # the host (CODEBOX_POD_*: tests/helpers/stack.bash).
@@ -76,6 +78,26 @@ fail() {
 	exit 1
 }
 say() { echo "image-test: $*"; }
+
+# what this script runs: installed by install-deps.sh (--image: podman and its helpers) when
+# one is missing, then named if it still is
+needs() {
+	local n missing=()
+	for n in podman:podman nsenter:util-linux jq:jq bats:bats node:nodejs curl:curl \
+		"$kubectl:scripts/install-deps.sh" "$here/deploy/checks/node_modules/yaml:scripts/install-deps.sh (npm ci in deploy/checks)"; do
+		if [[ ${n%%:*} == /* ]]; then
+			[[ -e ${n%%:*} ]] || missing+=("${n%%:*} (${n#*:})")
+		else
+			command -v "${n%%:*}" >/dev/null || missing+=("${n%%:*} (${n#*:})")
+		fi
+	done
+	printf '%s\n' "${missing[@]}"
+}
+if [[ -n $(needs) ]]; then
+	say "missing: $(needs | tr '\n' ' '); running scripts/install-deps.sh --image"
+	"$here/scripts/install-deps.sh" --image >&2 || fail "scripts/install-deps.sh --image failed"
+	[[ -z $(needs) ]] || fail "still missing after scripts/install-deps.sh --image: $(needs | tr '\n' ' ')"
+fi
 
 # 0. the image
 size=$(podman image inspect --format '{{.Size}}' "$image") || fail "no image $image: run make image"
