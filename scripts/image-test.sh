@@ -497,7 +497,7 @@ pcurl -s -H 'Content-Type: application/json' -H 'Accept: application/json, text/
 	fail "extended: MCP's tools/list does not name tabulate"
 out=$(pcurl -s -H 'Content-Type: application/json' \
 	-d '{"code":"import tabulate\nprint(tabulate.tabulate([[1, 2]], tablefmt=\"plain\"))"}' http://127.0.0.1:8080/execute)
-[[ $(jq -r '.status + " " + .stdout' <<<"$out") == "succeeded 1  2"$'\n' ]] ||
+[[ $(jq -r '.status + " " + .stdout' <<<"$out") == "succeeded 1  2" ]] ||
 	fail "extended: a run that imports tabulate: $out"
 # the warm interpreters import the six default modules and tabulate (numpy alone is light)
 for ((i = 0; i < 300; i++)); do
