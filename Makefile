@@ -169,7 +169,7 @@ lint:
 	    image/codebox-pool-start image/codebox-config image/codebox-probe
 # the Python scripts (cafe-agent, the test helpers) must parse: stdlib only, no linter here
 	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' \
-	    scripts/cafe-agent tests/helpers/*.py
+	    scripts/cafe-agent image/gen-sbom tests/helpers/*.py
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
 format:
@@ -207,15 +207,20 @@ kind-up kind-down kind-test:
 image-test: image
 	IMAGE=$(IMAGE) scripts/image-test.sh
 
+# the OCI labels: the release, the commit and its date (UTC), the repository's remote if any
+IMAGE_ARGS = --build-arg CODEBOX_BUILD_VERSION=$(BUILD_VERSION) --build-arg CODEBOX_VERSION=$(VERSION) \
+    --build-arg CODEBOX_REVISION=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) \
+    --build-arg CODEBOX_CREATED=$(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo 1970-01-01T00:00:00Z) \
+    --build-arg CODEBOX_SOURCE=$(or $(shell git remote get-url origin 2>/dev/null),NOASSERTION)
+
 # docker where an engine answers; otherwise podman on a debootstrap base (no registry here)
 image:
 	@if docker info >/dev/null 2>&1; then \
-	    docker build --build-arg CODEBOX_BUILD_VERSION=$(BUILD_VERSION) -f image/Dockerfile -t $(IMAGE) . && \
+	    docker build $(IMAGE_ARGS) -f image/Dockerfile -t $(IMAGE) . && \
 	    echo "image: $(IMAGE) is $$(( $$(docker image inspect --format '{{.Size}}' $(IMAGE)) / 1000000 )) MB"; \
 	else \
 	    scripts/install-deps.sh --image && scripts/build-base.sh --tag $(BASE_IMAGE) && \
-	    podman build --isolation chroot --build-arg BASE=$(BASE_IMAGE) \
-	        --build-arg CODEBOX_BUILD_VERSION=$(BUILD_VERSION) \
+	    podman build --isolation chroot --build-arg BASE=$(BASE_IMAGE) $(IMAGE_ARGS) \
 	        -f image/Dockerfile -t $(IMAGE) . && \
 	    echo "image: $(IMAGE) is $$(( $$(podman image inspect --format '{{.Size}}' $(IMAGE)) / 1000000 )) MB"; \
 	fi

@@ -1,9 +1,10 @@
 /*
  * probe.c - measuring what /capabilities promises.
  *
- * The promise is five modules; their versions and the interpreter's are read by running the
- * sandbox's own interpreter once, through run_execute(), so the numbers describe exactly what
- * a program will get. A missing module stops the service from starting.
+ * The promise is five modules, and those an extended image names in CODEBOX_EXTRA_MODULES;
+ * their versions and the interpreter's are read by running the sandbox's own interpreter
+ * once, through run_execute(), so the numbers describe exactly what a program will get. A
+ * missing module stops the service from starting.
  */
 #include "probe.h"
 
@@ -11,6 +12,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -35,6 +37,58 @@ static const char probe_program[] =
     "with open('result.json', 'w') as f:\n"
     "    json.dump(out, f)\n";
 
+/* a module or distribution name: letters, digits, '_', '.', '-' (no quote, no separator) */
+static int
+probe_name_ok(const char *p, size_t n)
+{
+	if (n == 0 || n >= sizeof(((struct probe_module *)0)->import_name) || *p == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(p[i] == '_' || p[i] == '.' || p[i] == '-' || (p[i] >= 'a' && p[i] <= 'z') ||
+		      (p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= '0' && p[i] <= '9')))
+			return 0;
+	return 1;
+}
+
+/*
+ * Appends CODEBOX_EXTRA_MODULES' entries ("import" or "import=distribution") to the JSON list
+ * of [import, distribution] pairs in buf. Returns the new length, or -1 with why.
+ */
+static int
+probe_extra(char *buf, size_t len, size_t size, size_t promised, char *why, size_t why_len)
+{
+	const char *extra = getenv("CODEBOX_EXTRA_MODULES");
+	size_t count = promised;
+
+	for (const char *p = extra ? extra : ""; *p;) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+		const char *eq = memchr(p, '=', n);
+		size_t imp_n = eq ? (size_t)(eq - p) : n;
+		const char *dist = eq ? eq + 1 : p;
+		size_t dist_n = eq ? n - imp_n - 1 : n;
+
+		if (n > 0) {
+			if (!probe_name_ok(p, imp_n) || !probe_name_ok(dist, dist_n)) {
+				snprintf(why, why_len,
+				         "CODEBOX_EXTRA_MODULES: \"%.*s\" is not IMPORT or "
+				         "IMPORT=DISTRIBUTION (letters, digits, _ . -)",
+				         (int)(n > 64 ? 64 : n), p);
+				return -1;
+			}
+			if (++count > PROBE_MAX_MODULES) {
+				snprintf(why, why_len, "CODEBOX_EXTRA_MODULES: at most %zu modules",
+				         (size_t)PROBE_MAX_MODULES - promised);
+				return -1;
+			}
+			len += (size_t)snprintf(buf + len, size - len, ",[\"%.*s\",\"%.*s\"]",
+			                        (int)imp_n, p, (int)dist_n, dist);
+		}
+		p = end ? end + 1 : p + n;
+	}
+	return (int)len;
+}
+
 static int
 copy_field(char *dst, size_t dst_len, json_t *v)
 {
@@ -50,16 +104,21 @@ probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_
 {
 	struct run_outcome o;
 	json_t *doc = NULL, *mods, *missing, *m;
-	char stdin_buf[512], run_why[256];
+	char stdin_buf[PROBE_MAX_MODULES * 140], run_why[256];
 	size_t n = 0, i;
-	int rc = -1;
+	int rc = -1, len;
 
 	memset(info, 0, sizeof(*info));
+	memset(fault, 0, sizeof(*fault));
 	n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "[");
 	for (i = 0; i < sizeof(probe_promised) / sizeof(probe_promised[0]); i++)
 		n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "%s[\"%s\",\"%s\"]",
 		                      i ? "," : "", probe_promised[i].import_name,
 		                      probe_promised[i].distribution);
+	len = probe_extra(stdin_buf, n, sizeof(stdin_buf), i, why, why_len);
+	if (len < 0)
+		return -1;
+	n = (size_t)len;
 	n += (size_t)snprintf(stdin_buf + n, sizeof(stdin_buf) - n, "]\n");
 
 	struct run_spec spec = {

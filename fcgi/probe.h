@@ -9,7 +9,8 @@
 struct run_config;
 struct run_outcome;
 
-#define PROBE_MAX_MODULES 8
+/* the five promised, and up to 11 an extended image adds (CODEBOX_EXTRA_MODULES) */
+#define PROBE_MAX_MODULES 16
 
 struct probe_module {
 	char import_name[64];
@@ -25,10 +26,12 @@ struct probe_info {
 
 /*
  * Runs the interpreter once through the sandbox (the same path as every run) and reads the
- * Python version and the version of every promised module. Returns 0, or -1 with the reason
- * (a missing module is named) in why. When the sandbox itself failed, fault->fault says how
- * (so that start-up can turn the failing layer off and try again). Call it before any worker
- * is forked.
+ * Python version and the version of every promised module: the five, then those of
+ * CODEBOX_EXTRA_MODULES ("import" or "import=distribution", comma-separated: what an image
+ * built FROM codebox's adds). Returns 0, or -1 with the reason (a missing module is named; a
+ * malformed CODEBOX_EXTRA_MODULES too) in why. When the sandbox itself failed, fault->fault says
+ * how (so that start-up can turn the failing layer off and try again). Call it before any worker is
+ * forked.
  */
 int probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_outcome *fault,
                   char *why, size_t why_len);

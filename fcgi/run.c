@@ -1074,8 +1074,9 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 }
 
 /*
- * The outcome's log line: as fields a log pipeline reads (api, status, exitCode, durationMs,
- * cpuMs, the byte counts, the tier and a fallback), and as text.
+ * The outcome's log line: as fields a log pipeline reads (api, outcome: the reply's status,
+ * named apart from access.log's HTTP status; exitCode, durationMs, cpuMs, the byte counts,
+ * the tier and a fallback), and as text.
  */
 void
 run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code, int exit_code)
@@ -1086,7 +1087,7 @@ run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code
 	jsonw_init(&w);
 	jsonw_lit(&w, ",\"api\":");
 	jsonw_cstr(&w, api);
-	jsonw_lit(&w, ",\"status\":");
+	jsonw_lit(&w, ",\"outcome\":");
 	jsonw_cstr(&w, run_status_string(o->status));
 	jsonw_lit(&w, ",\"exitCode\":");
 	if (has_exit_code)
@@ -1113,7 +1114,7 @@ run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code
 	}
 	fields = jsonw_take(&w, NULL);
 	log_msg_fields(LOG_INFO, fields,
-	               "%s status=%s exitCode=%d durationMs=%lld cpuMs=%lld stdoutBytes=%llu "
+	               "%s outcome=%s exitCode=%d durationMs=%lld cpuMs=%lld stdoutBytes=%llu "
 	               "stderrBytes=%llu tier=%s%s%s",
 	               api, run_status_string(o->status), has_exit_code ? exit_code : 0,
 	               o->duration_ms, o->cpu_ms, (unsigned long long)o->out.total_bytes,

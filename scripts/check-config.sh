@@ -15,7 +15,12 @@
 #   7. with --memory-limit: the runs fit it (CODEBOX_MAX_CONCURRENT_EXECUTIONS *
 #      (CODEBOX_MEMORY_BYTES, or the pool budget when smaller) + CODEBOX_DISK_BYTES, a run's
 #      tmpfs is memory, + the pool's own).
-# A violated invariant is refused with a message naming both numbers.
+# A violated invariant is refused with a message naming both numbers and the file and line of
+# the operator's config that sets each (the source directory's, not a rendered copy's); where
+# nginx -t refuses a statement left without its ';', the line that lacks it is named too.
+# A warning, not a refusal: CPU oversubscription (CODEBOX_MAX_CONCURRENT_EXECUTIONS *
+# CODEBOX_CPU_MILLICORES above the pool's CPU: --cpu-limit, else, where the pool is about to
+# start, its cgroup's quota or the host's cores).
 set -euo pipefail
 
 # The kill-and-clean-up grace, from its one source: the pool's own constants (run.c,
@@ -67,6 +72,11 @@ Checks the invariants between nginx's limits, its timeouts and the pool size.
                    limit, else the host's MemTotal)
   --print-pool-memory-bytes
                    print CODEBOX_POOL_MEMORY_BYTES (for codebox-pool --pool-memory-bytes)
+  --cpu-limit MILLICORES
+                   warn when the concurrent runs' CPU quotas add up to more than this (the
+                   pool container's CPU limit; default, with --print-pool-memory-bytes: this
+                   process's cgroup CPU quota, else the host's cores)
+  --source-dir DIR the directory the config was rendered from: messages name its files
 USAGE
 }
 
@@ -77,6 +87,7 @@ print_drain=0
 print_ceilings=0
 print_pool_memory=0
 memory_limit=""
+cpu_limit=""
 conf=""
 while (($#)); do
 	case $1 in
@@ -116,6 +127,14 @@ while (($#)); do
 		}
 		shift 2
 		;;
+	--cpu-limit)
+		cpu_limit=${2:?--cpu-limit needs a number of millicores}
+		[[ $cpu_limit =~ ^[0-9]+$ ]] || {
+			echo "check-config: --cpu-limit must be a number of millicores" >&2
+			exit 2
+		}
+		shift 2
+		;;
 	-*)
 		usage >&2
 		exit 2
@@ -147,9 +166,43 @@ fail() {
 # where NAME: the file and line of the user's config that sets fastcgi_param NAME (the
 # source when given: what the user edits, not its rendered copy)
 where() {
+	where_directive fastcgi_param "$1"
+}
+
+# where_directive DIRECTIVE [ARGUMENT-REGEX]: "FILE:LINE: " of the first statement of the
+# user's config that starts with DIRECTIVE (and ARGUMENT); nothing when none does
+where_directive() {
 	local dir=${source_dir:-$(dirname "$conf")} hit
-	hit=$(grep -nE "^[[:space:]]*fastcgi_param[[:space:]]+$1[[:space:]]" "$dir"/*.conf 2>/dev/null | head -1 | cut -d: -f1,2)
+	hit=$(grep -nE "^[[:space:]]*$1[[:space:]]+${2:+$2([[:space:];]|$)}" "$dir"/*.conf 2>/dev/null |
+		head -1 | cut -d: -f1,2)
 	[[ -n $hit ]] && echo "$hit: "
+}
+
+# at NAME: ", FILE:LINE" of the user's fastcgi_param NAME, for a number quoted in a message
+at() {
+	local w
+	w=$(where "$1")
+	[[ -n $w ]] && echo ", ${w%: }"
+}
+
+# unterminated FILE...: "FILE:LINE: ..." for each statement that runs into the next one: a
+# line that ends a directive's words without ';', '{' or '}', followed by a line that starts
+# with a directive's name (a word, then a space or ';'). nginx reads the two as one statement
+# and names the line where it ends, the next one (or a later one). Only asked once nginx -t
+# has refused the config: a valid config may wrap a statement over lines.
+unterminated() {
+	awk '
+	function code(l) { sub(/[[:space:]]*#.*$/, "", l); sub(/[[:space:]]+$/, "", l); return l }
+	FNR == 1 { prev = ""; prev_line = 0 }
+	{
+		line = code($0)
+		if (line == "") next
+		if (prev != "" && line ~ /^[[:space:]]*[a-z_][a-z0-9_]*([[:space:]]|;|$)/ &&
+		    prev ~ /^[[:space:]]*[a-z_][a-z0-9_]*[[:space:]]/ && prev !~ /[;{}]$/)
+			printf "%s:%d: \"%s\" is not terminated by \";\"\n", FILENAME, prev_line, prev_text
+		prev = line; prev_line = FNR
+		prev_text = line; sub(/^[[:space:]]+/, "", prev_text)
+	}' "$@"
 }
 
 # the CODEBOX_* parameters codebox reads; another one is a misspelling (or a stale name)
@@ -180,13 +233,21 @@ nearest() {
 NGINX=${NGINX:-/usr/sbin/nginx}
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
-mkdir -p "$prefix/logs" "$prefix/tmp"
+mkdir -p "$prefix/logs" "$prefix/counters" "$prefix/tmp"
 # load_module's relative path (modules/) resolves under the prefix: codebox's nginx module,
 # from this checkout's build unless $CODEBOX_NGINX_MODULES names another directory
 ln -s "$(realpath -m "${CODEBOX_NGINX_MODULES:-$(dirname "${BASH_SOURCE[0]}")/../build/nginx}")" "$prefix/modules"
 conf_abs=$(realpath "$conf")
 if ! dump=$("$NGINX" -q -T -p "$prefix/" -e "$prefix/logs/error.log" -c "$conf_abs" 2>"$prefix/err"); then
-	cat "$prefix/err" >&2
+	# nginx's message names the file it read: the source's, when the config was rendered
+	conf_dir=$(dirname "$conf_abs")
+	if [[ -n $source_dir ]]; then
+		sed "s|$conf_dir/|$(realpath "$source_dir")/|g" "$prefix/err" >&2
+	else
+		cat "$prefix/err" >&2
+	fi
+	missing=$(unterminated "${source_dir:-$conf_dir}"/*.conf)
+	[[ -z $missing ]] || fail "nginx -t rejects it: $missing"
 	fail "nginx -t rejects it"
 fi
 
@@ -266,7 +327,16 @@ while read -r t; do
 done <<<"$read_timeouts"
 GRACE_SECONDS=$(kill_grace_seconds)
 if ((exec_read <= timeout_s + GRACE_SECONDS)); then
-	fail "fastcgi_read_timeout (${exec_read}s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (${timeout_s}s) + ${GRACE_SECONDS}s to kill and clean up"
+	# the statement that sets the longest timeout (none: nginx's default)
+	read_where=""
+	while read -r t; do
+		if (($(seconds "$t") == exec_read)); then
+			read_where=$(where_directive fastcgi_read_timeout "$t")
+			[[ -z $read_where ]] || break
+		fi
+	done <<<"$read_timeouts"
+	[[ -n $read_where || -n $(values_of fastcgi_read_timeout) ]] || read_where="(not set: nginx's default) "
+	fail "${read_where}fastcgi_read_timeout (${exec_read}s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (${timeout_s}s$(at CODEBOX_EXECUTION_TIMEOUT_SECONDS)) + ${GRACE_SECONDS}s to kill and clean up"
 fi
 
 # 3. admission and pool size
@@ -274,12 +344,12 @@ exec_limits=$(values_of limit_conn codebox_execute | sort -u)
 [[ -n $exec_limits ]] || fail "no limit_conn codebox_execute: nothing bounds concurrent executions"
 [[ $(wc -l <<<"$exec_limits") -eq 1 ]] || fail "limit_conn codebox_execute differs between locations"
 if ((exec_limits < max_conc)); then
-	fail "limit_conn codebox_execute ($exec_limits) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc), or nginx refuses below the pool's capacity"
+	fail "$(where_directive limit_conn codebox_execute)limit_conn codebox_execute ($exec_limits) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)), or nginx refuses below the pool's capacity"
 fi
 for zone in codebox_execute codebox_meta codebox_agent codebox_upload; do
 	key=$(awk -v z="zone=$zone:" '$1 == "limit_conn_zone" && index($3, z) == 1 { print $2 }' <<<"$stmts")
 	if [[ -n $key && $key != "\$pid" ]]; then
-		fail "limit_conn_zone $zone is keyed by $key; key it by \$pid, or a crashed nginx worker's counts shrink capacity for good"
+		fail "$(where_directive limit_conn_zone "[^[:space:]]+[[:space:]]+zone=$zone:[^[:space:];]*")limit_conn_zone $zone is keyed by $key; key it by \$pid, or a crashed nginx worker's counts shrink capacity for good"
 	fi
 done
 meta_limit=$(values_of limit_conn codebox_meta | sort -n | tail -1)
@@ -295,11 +365,11 @@ elif [[ -z $agent_limit ]]; then
 	agent_slots=0
 fi
 if [[ -n $agent_limit ]] && ((agent_limit < agent_slots)); then
-	fail "limit_conn codebox_agent ($agent_limit) must be at least CODEBOX_AGENT_SLOTS ($agent_slots), or nginx refuses below the pool's agent slots"
+	fail "$(where_directive limit_conn codebox_agent)limit_conn codebox_agent ($agent_limit) must be at least CODEBOX_AGENT_SLOTS ($agent_slots$(at CODEBOX_AGENT_SLOTS)), or nginx refuses below the pool's agent slots"
 fi
 need=$((max_conc + meta_limit + agent_slots))
 if [[ -n $workers ]] && ((workers < need)); then
-	fail "the pool's workers ($workers) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) + limit_conn codebox_meta ($meta_limit) + CODEBOX_AGENT_SLOTS ($agent_slots) = $need"
+	fail "the pool's workers ($workers, --workers) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)) + limit_conn codebox_meta ($meta_limit) + CODEBOX_AGENT_SLOTS ($agent_slots) = $need"
 fi
 
 # 4. body size
@@ -307,7 +377,7 @@ body=$(values_of client_max_body_size | head -1)
 body_b=$(bytes "${body:-1m}")
 min_body=$((4 * max_code + 1024))
 if ((body_b < min_body)); then
-	fail "client_max_body_size ($body_b bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES + 1024 ($min_body bytes)"
+	fail "$(where_directive client_max_body_size)client_max_body_size ($body_b bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES ($max_code$(at CODEBOX_MAX_CODE_BYTES)) + 1024 ($min_body bytes)"
 fi
 # the 413 names the limit: the map's default ($codebox_body_limit) is that same number
 named=$(sed -n 's/^\s*default\s\+\([0-9]\+\);\s*# codebox-body-limit$/\1/p' "$conf" | head -1)
@@ -336,16 +406,16 @@ if [[ -z $memory_limit ]]; then
 fi
 pool_check=$((explicit_limit || print_pool_memory))
 if ((pool_memory != 0 && pool_memory < run_memory)); then
-	fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must be at least CODEBOX_MEMORY_BYTES ($run_memory): one run must fit"
+	fail "$(where CODEBOX_POOL_MEMORY_BYTES)CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must be at least CODEBOX_MEMORY_BYTES ($run_memory$(at CODEBOX_MEMORY_BYTES)): one run must fit"
 fi
 if ((!pool_check)); then
 	: # nothing to compare the budget with here
 elif ((pool_memory != 0)); then
 	if ((pool_memory > memory_limit)); then
-		fail "CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must not exceed the memory available to the pool ($memory_limit bytes)"
+		fail "$(where CODEBOX_POOL_MEMORY_BYTES)CODEBOX_POOL_MEMORY_BYTES ($pool_memory) must not exceed the memory available to the pool ($memory_limit bytes)"
 	fi
 elif ((memory_limit * 3 / 4 < run_memory)); then
-	fail "the derived pool memory budget (3/4 of $memory_limit bytes) is smaller than CODEBOX_MEMORY_BYTES ($run_memory)"
+	fail "the derived pool memory budget (3/4 of $memory_limit bytes) is smaller than CODEBOX_MEMORY_BYTES ($run_memory$(at CODEBOX_MEMORY_BYTES))"
 fi
 # 7. the runs fit the container's memory (only when its limit is given): all runs at their
 # memory limit, or the pool's budget when one is set and smaller, plus every run's tmpfs
@@ -357,7 +427,34 @@ if ((explicit_limit)); then
 	fi
 	need_b=$((runs_b + max_conc * disk_b + POOL_OWN_BYTES))
 	if ((need_b > memory_limit)); then
-		fail "CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc) runs of CODEBOX_MEMORY_BYTES ($memory_b) (at most CODEBOX_POOL_MEMORY_BYTES when set) + CODEBOX_DISK_BYTES ($disk_b) and the pool's own $((POOL_OWN_BYTES >> 20)) MiB need $((need_b >> 20)) MiB, more than the memory limit of $((memory_limit >> 20)) MiB"
+		fail "CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)) runs of CODEBOX_MEMORY_BYTES ($memory_b$(at CODEBOX_MEMORY_BYTES)) (at most CODEBOX_POOL_MEMORY_BYTES when set) + CODEBOX_DISK_BYTES ($disk_b$(at CODEBOX_DISK_BYTES)) and the pool's own $((POOL_OWN_BYTES >> 20)) MiB need $((need_b >> 20)) MiB, more than the memory limit of $((memory_limit >> 20)) MiB"
+	fi
+fi
+
+# CPU: not a refusal (runs share the CPU they are given; none is ever refused it), but with
+# more quota than CPU a CPU-bound run at full load gets less than its CODEBOX_CPU_MILLICORES,
+# and may reach its wall-clock timeout where alone it would not. Checked where the pool's
+# CPU is known (--cpu-limit) or where it is about to start, like its memory.
+available_millicores() {
+	local quota period
+	if [[ -r /sys/fs/cgroup/cpu.max ]] && read -r quota period </sys/fs/cgroup/cpu.max &&
+		[[ $quota =~ ^[0-9]+$ && $period =~ ^[0-9]+$ ]] && ((period > 0)); then
+		echo "$((quota * 1000 / period)) the container's CPU limit (cgroup cpu.max)"
+	elif [[ -r /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]] && quota=$(</sys/fs/cgroup/cpu/cpu.cfs_quota_us) &&
+		period=$(</sys/fs/cgroup/cpu/cpu.cfs_period_us) && [[ $quota =~ ^[0-9]+$ ]] && ((period > 0)); then
+		echo "$((quota * 1000 / period)) the container's CPU limit (cgroup cpu.cfs_quota_us)"
+	else
+		echo "$(($(nproc) * 1000)) the host's $(nproc) cores"
+	fi
+}
+cpu_what="--cpu-limit"
+if [[ -z $cpu_limit ]] && ((print_pool_memory)); then
+	read -r cpu_limit cpu_what < <(available_millicores)
+fi
+if [[ -n $cpu_limit ]] && ((cpu_limit > 0)); then
+	millicores=$(one_value CODEBOX_CPU_MILLICORES)
+	if ((max_conc * millicores > cpu_limit)); then
+		echo "check-config: warning: CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)) runs of CODEBOX_CPU_MILLICORES ($millicores$(at CODEBOX_CPU_MILLICORES)) may use $((max_conc * millicores)) millicores, $(awk -v a=$((max_conc * millicores)) -v b="$cpu_limit" 'BEGIN { printf "%.1f", a / b }') times the pool's $cpu_limit ($cpu_what): at full load a CPU-bound run gets about $((cpu_limit / max_conc)) millicores and may time out where alone it would not" >&2
 	fi
 fi
 

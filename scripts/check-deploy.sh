@@ -7,10 +7,10 @@
 # agent-sandbox overlay's objects against the pinned agent-sandbox CRDs (deploy/checks/crds/),
 # then the pod its controller makes through every check below; per overlay, the pod's limits
 # (its ConfigMap, rendered into the nginx config) pass check-config, fit the pool container's
-# memory limit (less port 8888's workspace and runs where it is on), and
-# terminationGracePeriodSeconds covers the drain; every image names a registry and carries
-# the release tag (never none or latest); the seccomp profile is current; and fixtures that
-# break one rule each must fail.
+# memory limit (less port 8888's workspace and runs where it is on), with a warning where
+# their CPU quotas exceed its CPU limit, and terminationGracePeriodSeconds covers the drain;
+# every image names a registry and carries the release tag (never none or latest); the
+# seccomp profile is current; and fixtures that break one rule each must fail.
 set -euo pipefail
 
 usage() {
@@ -53,10 +53,12 @@ param() {
 # namespace), and the pool's ephemeral-storage limit its emptyDirs.
 pod_limits() {
 	local dir facts memory grace pre_stop runs_b storage_b disk_b workspace drain conc disk slots
-	local mem reserve=0
+	local mem reserve=0 cpu cpu_arg=()
 	dir=$(mktemp -d "$out/limits.XXXXXX")
 	facts=$(node "$checks/podfacts.mjs" "$1" "$dir/limits" "$2") || return 1
-	read -r memory grace pre_stop runs_b storage_b disk_b workspace <<<"$facts"
+	read -r memory grace pre_stop runs_b storage_b disk_b workspace cpu <<<"$facts"
+	# the pool's CPU limit: check-config warns when the runs' CPU quotas add up to more
+	((cpu == 0)) || cpu_arg=(--cpu-limit "$cpu")
 	"$here/scripts/render-limits.sh" --from "$dir/limits" --conf-dir "$here/nginx" --out "$dir/conf" ||
 		return 1
 	if ((workspace > 0)); then
@@ -70,12 +72,16 @@ pod_limits() {
 			return 1
 		fi
 	fi
-	drain=$("$here/scripts/check-config.sh" --memory-limit "$((memory - reserve))" --print-drain-seconds \
-		"$dir/conf/nginx.conf") || {
+	drain=$("$here/scripts/check-config.sh" --memory-limit "$((memory - reserve))" "${cpu_arg[@]}" \
+		--print-drain-seconds "$dir/conf/nginx.conf" 2>"$dir/check.err") || {
+		cat "$dir/check.err" >&2
 		((reserve == 0)) ||
 			echo "check-deploy: (the memory limit above is the pool's $((memory >> 20)) MiB less $((reserve >> 20)) MiB for port 8888's workspace and its slots' runs)" >&2
 		return 1
 	}
+	# its warnings (CPU oversubscription), as this pod's: the numbers are its ConfigMap's
+	sed -e 's/, [^ ,)]*\.conf:[0-9]*//g' -e "s/^check-config: warning:/check-deploy: $(basename "$1" .yaml): warning:/" \
+		-e 's/(--cpu-limit)/(the pool container'"'"'s limits.cpu)/' "$dir/check.err" >&2
 	if ((grace < drain + pre_stop + 5)); then
 		echo "check-deploy: terminationGracePeriodSeconds ($grace) must cover the pool's drain (${drain} s) + preStop (${pre_stop} s) + 5 s for nginx's last answers" >&2
 		return 1

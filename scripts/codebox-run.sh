@@ -174,12 +174,13 @@ if ((EUID == 0)); then
 	done
 fi
 
-# Layout: conf/ (rendered config), logs/, tmp/ (nginx's bodies), runs/ (one dir per run).
+# Layout: conf/ (rendered config), logs/, counters/ (nginx's answers counted by status, read
+# for GET /metrics), tmp/ (nginx's bodies), runs/ (one dir per run).
 # Runs must be able to reach runs/ (search permission) but nothing else here.
 rm -rf "$rundir/conf" "$rundir/runs"
-mkdir -p "$rundir/conf" "$rundir/logs" "$rundir/tmp" "$rundir/runs"
+mkdir -p "$rundir/conf" "$rundir/logs" "$rundir/counters" "$rundir/tmp" "$rundir/runs"
 chmod 0711 "$rundir"
-chmod 0700 "$rundir/conf" "$rundir/logs"
+chmod 0700 "$rundir/conf" "$rundir/logs" "$rundir/counters"
 socket="$rundir/fcgi.sock"
 
 # nginx's load_module modules/... resolves under the prefix: codebox's module, as built here
@@ -212,7 +213,7 @@ fi
 
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
 	--drain-seconds "$drain" --agent-workspace-bytes "$agent_bytes"
-	--nginx-busy-log "$rundir/logs/nginx-429.log" --ceilings "$ceilings"
+	--nginx-busy-log "$rundir/counters/nginx-429.log" --ceilings "$ceilings"
 	--pool-memory-bytes "$pool_memory")
 if [[ -n $uid_base ]]; then
 	pool_args+=(--run-uid-base "$uid_base")

@@ -20,7 +20,13 @@
 #      the Localhost profile it names: hardening from outside, its limits in force, and the
 #      official client's protocol on port 8888 (tests/helpers/agent_client.py: commands, an
 #      upload and download of the same bytes, list, exists, the workspace shared between them);
-#   5. a bad limits ConfigMap: both containers refuse to start, saying why.
+#   5. a bad limits ConfigMap: both containers refuse to start, saying why;
+#   6. the image extended as docs/OPERATIONS.md says (image/Dockerfile.extend: FROM it, one
+#      more Debian module, python3-tabulate): /capabilities, /tool, MCP's tools/list and the
+#      heavy warm tier have it, and a run imports it.
+# Stage 0 also checks the OCI labels and the SBOM. What it needs (podman, kubectl, the npm
+# packages of deploy/checks, bats, jq, nsenter) is installed by scripts/install-deps.sh when
+# missing, else named.
 # The pod has no network (podman kube play --network none); the suites reach it by entering
 # only its network namespace (nsenter --net), and see its processes and runs directory from
 # the host (CODEBOX_POD_*: tests/helpers/stack.bash).
@@ -73,6 +79,26 @@ fail() {
 }
 say() { echo "image-test: $*"; }
 
+# what this script runs: installed by install-deps.sh (--image: podman and its helpers) when
+# one is missing, then named if it still is
+needs() {
+	local n missing=()
+	for n in podman:podman nsenter:util-linux jq:jq bats:bats node:nodejs curl:curl \
+		"$kubectl:scripts/install-deps.sh" "$here/deploy/checks/node_modules/yaml:scripts/install-deps.sh (npm ci in deploy/checks)"; do
+		if [[ ${n%%:*} == /* ]]; then
+			[[ -e ${n%%:*} ]] || missing+=("${n%%:*} (${n#*:})")
+		else
+			command -v "${n%%:*}" >/dev/null || missing+=("${n%%:*} (${n#*:})")
+		fi
+	done
+	printf '%s\n' "${missing[@]}"
+}
+if [[ -n $(needs) ]]; then
+	say "missing: $(needs | tr '\n' ' '); running scripts/install-deps.sh --image"
+	"$here/scripts/install-deps.sh" --image >&2 || fail "scripts/install-deps.sh --image failed"
+	[[ -z $(needs) ]] || fail "still missing after scripts/install-deps.sh --image: $(needs | tr '\n' ' ')"
+fi
+
 # 0. the image
 size=$(podman image inspect --format '{{.Size}}' "$image") || fail "no image $image: run make image"
 say "$image is $((size / 1000000)) MB"
@@ -84,6 +110,19 @@ found=$(podman run --rm --network none --user 0 --entrypoint /bin/sh "$image" -c
 	true')
 [[ -z $found ]] || fail "the image holds setuid/setgid files, compilers or headers: $(tr '\n' ' ' <<<"$found")"
 say "no setuid or setgid file, no compiler, no headers in the image"
+# the OCI labels, and the SBOM they point to
+labels=$(podman image inspect --format '{{json .Labels}}' "$image")
+for l in title description version revision created source licenses; do
+	[[ -n $(jq -r --arg l "org.opencontainers.image.$l" '.[$l] // empty' <<<"$labels") ]] ||
+		fail "the image has no label org.opencontainers.image.$l: $labels"
+done
+[[ $(jq -r '.["org.opencontainers.image.version"]' <<<"$labels") == "$(cat "$here/VERSION")" ]] ||
+	fail "org.opencontainers.image.version is not VERSION's $(cat "$here/VERSION"): $labels"
+podman run --rm --network none --entrypoint /bin/cat "$image" /usr/share/codebox/sbom.spdx.json >"$work/sbom.json" ||
+	fail "the image has no SBOM at /usr/share/codebox/sbom.spdx.json"
+jq -e '.spdxVersion == "SPDX-2.3" and ([.packages[].name] | index("nginx-light") and index("python3-numpy") and index("codebox"))' \
+	"$work/sbom.json" >/dev/null || fail "the SBOM does not list nginx-light, python3-numpy and codebox"
+say "OCI labels ($(jq -r '[.["org.opencontainers.image.version"], .["org.opencontainers.image.revision"][0:12]] | join(" ")' <<<"$labels")), and an SPDX SBOM of $(jq '.packages | length' "$work/sbom.json") packages at /usr/share/codebox/sbom.spdx.json"
 
 # render OVERLAY-NAME RUNS-HOST-DIR [PATCH...]: deploy/overlays/podman with the image under
 # test and the runs volume on a host directory (podman would hand an emptyDir to the
@@ -198,6 +237,11 @@ layers() {
 	echo "$iso" >"$work/iso.json"
 }
 
+# nginx counts its answers by status next to the socket, where the pool reads them
+codebox_answers() {
+	pcurl -s http://127.0.0.1:9090/metrics | awk '$1 == "codebox_http_responses_total{code=\"200\"}" { print $2 }'
+}
+
 # 1. the podman overlay, podman's default seccomp profile, a root-owned 0777 runs volume
 mkdir "$work/runs-emptydir"
 chmod 0777 "$work/runs-emptydir"
@@ -228,6 +272,8 @@ layers "podman's default seccomp profile"
 say "the limits of the ConfigMap are in force ($want_conc executions, memoryBytes $want_mem)"
 podman exec "$pod-pool" /usr/local/bin/codebox-probe >/dev/null || fail "the pool's probe fails on a ready pod"
 say "the pool's probe (codebox-probe) answers"
+(($(codebox_answers) > 0)) || fail "GET /metrics counts no 200 of nginx's: its counters are not next to the socket"
+say "GET /metrics counts nginx's answers by status ($(codebox_answers) 200s so far)"
 # a picture: matplotlib in the hardened pod, whose non-root pool copies the font cache into /tmp
 pcurl -s --max-time 60 -o "$work/chart.json" -H 'Content-Type: application/json' \
 	--data-binary "$(jq -cn --rawfile c "$here/tests/programs/plot.py" '{code: $c, artifacts: true}')" \
@@ -425,6 +471,46 @@ for c in pool nginx; do
 done
 [[ ! -e $work/runs-bad/codebox-10001 ]] || fail "the pool started with a bad limits ConfigMap"
 say "both containers refuse a limits ConfigMap with a bad value, saying why"
+
+kube_down "$yaml"
+
+# 6. the image extended by the documented recipe (image/Dockerfile.extend): one more Debian
+# module, picked up with no change to codebox
+extended=localhost/codebox-extended-test:$(cat "$here/VERSION")
+t0=$SECONDS
+podman build --isolation chroot --build-arg CODEBOX_IMAGE="$image" --build-arg PACKAGES=python3-tabulate \
+	--build-arg MODULES=tabulate -f "$here/image/Dockerfile.extend" -t "$extended" "$here/image" >"$work/extend.log" 2>&1 ||
+	fail "the extended image did not build: $(tail -n 20 "$work/extend.log")"
+say "the extended image (FROM $image, + python3-tabulate) built in $((SECONDS - t0)) s"
+base_image=$image
+image=$extended
+mkdir "$work/runs-extended"
+chmod 0777 "$work/runs-extended"
+yaml=$(render extended "$work/runs-extended")
+play_pod "$yaml"
+caps=$(pcurl -s http://127.0.0.1:8080/capabilities)
+[[ $(jq -r '.modules[] | select(.importName == "tabulate") | .distribution' <<<"$caps") == tabulate ]] ||
+	fail "extended: /capabilities does not list tabulate: $(jq -c .modules <<<"$caps")"
+pcurl -s http://127.0.0.1:8080/tool | grep -q tabulate || fail "extended: GET /tool does not name tabulate"
+pcurl -s -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+	-d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' http://127.0.0.1:8080/mcp | grep -q tabulate ||
+	fail "extended: MCP's tools/list does not name tabulate"
+out=$(pcurl -s -H 'Content-Type: application/json' \
+	-d '{"code":"import tabulate\nprint(tabulate.tabulate([[1, 2]], tablefmt=\"plain\"))"}' http://127.0.0.1:8080/execute)
+[[ $(jq -r '.status + " " + .stdout' <<<"$out") == "succeeded 1  2" ]] ||
+	fail "extended: a run that imports tabulate: $out"
+# the warm interpreters import the six default modules and tabulate (numpy alone is light)
+for ((i = 0; i < 300; i++)); do
+	podman logs "$pod-pool" >"$work/extended-pool.log" 2>&1 || true
+	grep -q 'zygote ready: 7 modules imported' "$work/extended-pool.log" &&
+		grep -q 'heavy template ready: 6 modules imported' "$work/extended-pool.log" && break
+	sleep 0.2
+done
+((i < 300)) || fail "extended: the heavy tier did not preload tabulate: $(podman logs "$pod-pool" 2>&1 | grep -E 'template|zygote' | tail -n 5)"
+say "extended: /capabilities, /tool and MCP name tabulate $(jq -r '.modules[] | select(.importName == "tabulate") | .version' <<<"$caps"), the heavy tier preloads it, a run imports it"
+kube_down "$yaml"
+image=$base_image
+podman rmi "$extended" >/dev/null 2>&1 || true
 
 if command -v runsc >/dev/null; then
 	echo "image-test: runsc found; the single-container gVisor case is not automated yet" >&2

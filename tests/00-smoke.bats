@@ -65,14 +65,43 @@ teardown_file() {
 	run -0 grep -c '"requestId":"trace-smoke-1"' "$STACK_DIR/logs/pool.log"
 	# and the access log is JSON, with the server's port, the upstream's status, the agent
 	run -0 jq -e --argjson port "${BASE##*:}" 'select(.requestId == "trace-smoke-1") |
-		.status == 200 and .serverPort == $port and .upstreamStatus == "200" and
+		.status == 200 and .serverPort == $port and .upstreamStatus == 200 and
+		(.requestTime | type) == "number" and (.upstreamTime | type) == "number" and
 		(.userAgent | startswith("curl/"))' "$STACK_DIR/logs/access.log"
-	# the pool's line carries the outcome as fields
+	# the pool's line carries the outcome as fields; its name is not access.log's status
 	run -0 jq -e 'select(.requestId == "trace-smoke-1" and .api == "execute") |
-		.status == "succeeded" and .exitCode == 0 and (.durationMs | type) == "number" and
+		.outcome == "succeeded" and (has("status") | not) and .exitCode == 0 and (.durationMs | type) == "number" and
 		(.cpuMs | type) == "number" and .minorFaults > 0 and .maxRssBytes > 0 and
 		.stdoutBytes == 2 and .stderrBytes == 0 and
 		(.tier | IN("cold", "light", "heavy"))' "$STACK_DIR/logs/pool.log"
+}
+
+@test "smoke: every log field has one type: upstream numbers or null, nginx's counters outside the logs" {
+	post '{"code":"print(1)"}' -H 'X-Request-Id: trace-smoke-2'
+	assert_equal "$code" 200
+	run -0 curl -s -o /dev/null -w '%{http_code}' -H 'X-Request-Id: trace-smoke-404' "$BASE/no-such-thing"
+	assert_output 404
+	# nginx's own answer: no upstream, so null, not "" or "-"
+	run -0 jq -e 'select(.requestId == "trace-smoke-404") |
+		.status == 404 and .upstreamStatus == null and .upstreamTime == null' "$STACK_DIR/logs/access.log"
+	# every line, whoever answered: each field has one type
+	run -0 jq -se 'length > 2 and all(.[];
+		(.status, .bytes, .requestTime, .serverPort | type) == "number" and
+		(.upstreamStatus | type | IN("number", "null")) and (.upstreamTime | type | IN("number", "null")) and
+		(.time, .requestId, .remote, .method, .uri, .userAgent | type) == "string")' "$STACK_DIR/logs/access.log"
+	run -0 jq -se 'all(.[]; (.time, .level, .component, .msg | type) == "string" and (.pid | type) == "number") and
+		all(.[] | select(.api); (.outcome | type) == "string" and (has("status") | not))' "$STACK_DIR/logs/pool.log"
+	# nginx's error log is plain text (nginx has no format for it), in the documented form
+	run -0 grep -c . "$STACK_DIR/logs/error.log"
+	run -1 grep -vE '^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} \[(debug|info|notice|warn|error|crit|alert|emerg)\] [0-9]+#[0-9]+: (\*[0-9]+ )?.+$' \
+		"$STACK_DIR/logs/error.log"
+	# the counters GET /metrics reads are in counters/, none among the logs
+	run -0 ls "$STACK_DIR/logs"
+	refute_output --partial nginx-
+	run -0 ls "$STACK_DIR/counters"
+	assert_line nginx-status-200.log
+	assert_line nginx-status-404.log
+	assert_line nginx-429.log
 }
 
 @test "smoke: details.requestId is the request id" {

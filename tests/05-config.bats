@@ -24,16 +24,62 @@ check() {
 	assert_output 26
 }
 
-@test "config: fastcgi_read_timeout not longer than the execution timeout + grace is refused" {
-	local conf
+@test "config: fastcgi_read_timeout not longer than the execution timeout + grace is refused, naming where each is set" {
+	local conf read_line timeout_line
 	conf=$(conf_variant 's/fastcgi_read_timeout     45s;/fastcgi_read_timeout     35s;/')
-	check "$conf/nginx.conf"
+	read_line=$(grep -n 'fastcgi_read_timeout     35s;' "$conf/nginx.conf" | cut -d: -f1)
+	timeout_line=$(grep -n 'CODEBOX_EXECUTION_TIMEOUT_SECONDS' "$conf/codebox-limits.conf" | grep -v '#' | cut -d: -f1)
+	check --source-dir "$conf" "$conf/nginx.conf"
 	assert_failure 1
-	assert_output --partial "fastcgi_read_timeout (35s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (30s)"
+	assert_output --partial "$conf/nginx.conf:$read_line: fastcgi_read_timeout (35s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (30s, $conf/codebox-limits.conf:$timeout_line) + "
 	conf=$(conf_variant 's/CODEBOX_EXECUTION_TIMEOUT_SECONDS  30;/CODEBOX_EXECUTION_TIMEOUT_SECONDS  40;/')
+	read_line=$(grep -n 'fastcgi_read_timeout     45s;' "$conf/nginx.conf" | cut -d: -f1)
 	check "$conf/nginx.conf"
 	assert_failure 1
-	assert_output --partial "fastcgi_read_timeout (45s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (40s)"
+	assert_output --partial "$conf/nginx.conf:$read_line: fastcgi_read_timeout (45s) must be longer than CODEBOX_EXECUTION_TIMEOUT_SECONDS (40s, $conf/codebox-limits.conf:$timeout_line) + "
+}
+
+@test "config: a statement without its ';' is named at its own file and line, not nginx's" {
+	local conf line
+	conf=$(conf_variant 's/^\(fastcgi_param  CODEBOX_MAX_PROCESSES .*\);$/\1/')
+	line=$(grep -n '^fastcgi_param  CODEBOX_MAX_PROCESSES ' "$conf/codebox-limits.conf" | cut -d: -f1)
+	[[ -n $line ]]
+	check --source-dir "$conf" "$conf/nginx.conf"
+	assert_failure 1
+	# nginx names where the statement it read ended, a later line...
+	assert_output --regexp "in $conf/codebox-limits.conf:[0-9]+"
+	refute_output --partial "in $conf/codebox-limits.conf:$line"
+	# ...the check names the line that lacks the ';'
+	assert_output --partial "nginx -t rejects it: $conf/codebox-limits.conf:$line: \"fastcgi_param  CODEBOX_MAX_PROCESSES"
+	assert_output --partial 'is not terminated by ";"'
+	# in nginx.conf itself as well
+	conf=$(conf_variant 's/^\(    client_body_timeout .*\);$/\1/')
+	line=$(grep -n '^    client_body_timeout ' "$conf/nginx.conf" | cut -d: -f1)
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "$conf/nginx.conf:$line: \"client_body_timeout"
+}
+
+@test "config: CPU oversubscription is a warning with the numbers, not a refusal" {
+	local conf
+	# the shipped limits: 20 runs of 1000 millicores against a 4-CPU pool
+	run --separate-stderr "$ROOT/scripts/check-config.sh" --cpu-limit 4000 --source-dir "$ROOT/nginx" \
+		--print-workers "$ROOT/nginx/nginx.conf"
+	assert_success
+	assert_output 28
+	[[ $stderr == "check-config: warning: CODEBOX_MAX_CONCURRENT_EXECUTIONS (20, $ROOT/nginx/codebox-limits.conf:"*") runs of CODEBOX_CPU_MILLICORES (1000, $ROOT/nginx/codebox-limits.conf:"*") may use 20000 millicores, 5.0 times the pool's 4000 (--cpu-limit): at full load a CPU-bound run gets about 200 millicores"* ]]
+	# runs that fit: no warning
+	conf=$(conf_variant 's/CODEBOX_CPU_MILLICORES             1000;/CODEBOX_CPU_MILLICORES             200;/')
+	run --separate-stderr "$ROOT/scripts/check-config.sh" --cpu-limit 4000 "$conf/nginx.conf"
+	assert_success
+	assert_equal "$stderr" ""
+	# where the pool starts (--print-pool-memory-bytes), against this host's cores or cgroup
+	run --separate-stderr "$ROOT/scripts/check-config.sh" --print-pool-memory-bytes "$ROOT/nginx/nginx.conf"
+	assert_success
+	assert_output 0
+	if (($(nproc) * 1000 < 20000)); then
+		[[ $stderr == *"may use 20000 millicores"*"the pool's "[0-9]*" (the "* ]]
+	fi
 }
 
 @test "config: an outer limit_conn below maxConcurrentExecutions is refused" {
@@ -41,7 +87,7 @@ check() {
 	conf=$(conf_variant 's/limit_conn codebox_execute 100;/limit_conn codebox_execute 19;/')
 	check "$conf/nginx.conf"
 	assert_failure 1
-	assert_output --partial "limit_conn codebox_execute (19) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS (20)"
+	assert_output --regexp "$conf/nginx.conf:[0-9]+: limit_conn codebox_execute \(19\) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS \(20, $conf/codebox-limits.conf:[0-9]+\)"
 }
 
 @test "config: a limit_conn zone not keyed by the nginx worker's pid is refused" {
@@ -49,7 +95,7 @@ check() {
 	conf=$(conf_variant 's/limit_conn_zone    $pid zone=codebox_execute/limit_conn_zone    $server_name zone=codebox_execute/')
 	check "$conf/nginx.conf"
 	assert_failure 1
-	assert_output --partial 'limit_conn_zone codebox_execute is keyed by $server_name'
+	assert_output --regexp "$conf/nginx.conf:[0-9]+: limit_conn_zone codebox_execute is keyed by [$]server_name"
 }
 
 @test "config: the pool's ceilings are every limit of the config and its body size" {
@@ -64,7 +110,7 @@ check() {
 @test "config: a pool smaller than the admitted concurrency is refused" {
 	check --workers 20 "$ROOT/nginx/nginx.conf"
 	assert_failure 1
-	assert_output --partial "the pool's workers (20) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS (20) + limit_conn codebox_meta (4) + CODEBOX_AGENT_SLOTS (4) = 28"
+	assert_output --regexp "the pool's workers \(20, --workers\) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS \(20, $ROOT/nginx/codebox-limits.conf:[0-9]+\) \+ limit_conn codebox_meta \(4\) \+ CODEBOX_AGENT_SLOTS \(4\) = 28"
 }
 
 @test "config: client_max_body_size below 4 * maxCodeBytes + 1024 is refused" {
@@ -72,7 +118,7 @@ check() {
 	conf=$(conf_variant 's/client_max_body_size     1m;/client_max_body_size     256k;/')
 	check "$conf/nginx.conf"
 	assert_failure 1
-	assert_output --partial "client_max_body_size (262144 bytes) must be at least 4 * CODEBOX_MAX_CODE_BYTES + 1024 (263168 bytes)"
+	assert_output --regexp "$conf/nginx.conf:[0-9]+: client_max_body_size \(262144 bytes\) must be at least 4 \* CODEBOX_MAX_CODE_BYTES \(65536, $conf/codebox-limits.conf:[0-9]+\) \+ 1024 \(263168 bytes\)"
 }
 
 @test "config: limits that differ between locations are refused" {
@@ -88,7 +134,8 @@ check() {
 }
 
 @test "config: the pool memory budget is checked against one run and the memory available" {
-	check --print-pool-memory-bytes "$ROOT/nginx/nginx.conf"
+	# (stderr: the CPU warning, checked above)
+	run --separate-stderr "$ROOT/scripts/check-config.sh" --print-pool-memory-bytes "$ROOT/nginx/nginx.conf"
 	assert_success
 	assert_output 0 # derived by the pool: 3/4 of what it may use
 	local conf
@@ -96,13 +143,14 @@ check() {
 	check --memory-limit 4294967296 "$conf/nginx.conf"
 	assert_failure 1
 	assert_output --partial "CODEBOX_POOL_MEMORY_BYTES (8589934592) must not exceed the memory available to the pool (4294967296 bytes)"
-	check --memory-limit 17179869184 --print-pool-memory-bytes "$conf/nginx.conf"
+	run --separate-stderr "$ROOT/scripts/check-config.sh" --memory-limit 17179869184 --print-pool-memory-bytes \
+		"$conf/nginx.conf"
 	assert_success
 	assert_output 8589934592
 	conf=$(conf_variant 's/CODEBOX_POOL_MEMORY_BYTES          0;/CODEBOX_POOL_MEMORY_BYTES          536870912;/')
 	check "$conf/nginx.conf"
 	assert_failure 1
-	assert_output --partial "must be at least CODEBOX_MEMORY_BYTES (1073741824): one run must fit"
+	assert_output --regexp "$conf/codebox-limits.conf:[0-9]+: CODEBOX_POOL_MEMORY_BYTES \(536870912\) must be at least CODEBOX_MEMORY_BYTES \(1073741824, $conf/codebox-limits.conf:[0-9]+\): one run must fit"
 	# a derived budget that cannot hold one run (a 1 GiB pod) is refused too
 	check --memory-limit 1073741824 "$ROOT/nginx/nginx.conf"
 	assert_failure 1
@@ -212,6 +260,25 @@ PY
 	assert_failure 1
 	assert_output --partial "refusing to start: a promised module is missing"
 	assert_output --partial "sklearn"
+	assert [ ! -e "$dir/s.sock" ]
+	rm -rf "$dir"
+}
+
+@test "config: CODEBOX_EXTRA_MODULES adds promised modules: a missing one refuses the start, a malformed list too" {
+	local dir
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir"
+	mkdir -m 0711 "$dir/runs"
+	CODEBOX_EXTRA_MODULES=matplotlib,codebox_no_such_module=codebox-no-such-dist run \
+		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
+		--workers 1 --run-uid-base "$(uid_base_for "$(free_port)")"
+	assert_failure 1
+	assert_output --partial "refusing to start: a promised module is missing"
+	assert_output --partial "codebox_no_such_module (ModuleNotFoundError"
+	CODEBOX_EXTRA_MODULES='tabulate,"x"' run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" \
+		--socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 --run-uid-base "$(uid_base_for "$(free_port)")"
+	assert_failure 1
+	assert_output --partial 'codebox-pool: refusing to start: CODEBOX_EXTRA_MODULES: ""x"" is not IMPORT or IMPORT=DISTRIBUTION'
 	assert [ ! -e "$dir/s.sock" ]
 	rm -rf "$dir"
 }

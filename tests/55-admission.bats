@@ -165,7 +165,7 @@ both_slots_work() {
 @test "admission: a request whose client left while it waited for a worker is not run" {
 	local m="codebox-queued-$RANDOM$RANDOM" pids client runs_before
 	marker_body "$m" 'print("should not run")' >"$BATS_TEST_TMPDIR/req"
-	runs_before=$(grep -c "execute status=" "$STACK_DIR/logs/pool.log" || true)
+	runs_before=$(grep -c "execute outcome=" "$STACK_DIR/logs/pool.log" || true)
 	pids=$(worker_pids)
 	echo "$pids" >"$BATS_TEST_TMPDIR/stopped"
 	# shellcheck disable=SC2086
@@ -181,8 +181,10 @@ both_slots_work() {
 	kill -CONT $pids
 	wait_for "a worker to pick it up" 100 grep -q "the client left before the run started" \
 		"$STACK_DIR/logs/pool.log"
-	assert_equal "$(grep -c "execute status=" "$STACK_DIR/logs/pool.log" || true)" "$runs_before"
+	assert_equal "$(grep -c "execute outcome=" "$STACK_DIR/logs/pool.log" || true)" "$runs_before"
 	both_slots_work
+	# the count above counts runs: the two just made are in it
+	assert_equal "$(grep -c "execute outcome=" "$STACK_DIR/logs/pool.log")" $((runs_before + 2))
 }
 
 @test "admission: slow uploads hold connections, never execution slots; a stalled body is dropped" {
@@ -210,7 +212,7 @@ print(round(time.monotonic() - t))' "$(port)"
 
 @test "admission: a body still trickling in at codebox_body_deadline gets a JSON 408, and never runs" {
 	local runs_before framing
-	runs_before=$(grep -c "execute status=" "$STACK_DIR/logs/pool.log" || true)
+	runs_before=$(grep -c "execute outcome=" "$STACK_DIR/logs/pool.log" || true)
 	for framing in length chunked; do
 		# a byte every 0.5 s never stalls past client_body_timeout (3 s); 40 bytes would take
 		# 20 s, and the deadline (5 s) ends it
@@ -223,9 +225,11 @@ print(round(time.monotonic() - t))' "$(port)"
 	done
 	run -0 grep -c '"status":408,' "$STACK_DIR/logs/access.log"
 	((output >= 2))
-	assert_equal "$(grep -c "execute status=" "$STACK_DIR/logs/pool.log" || true)" "$runs_before"
+	assert_equal "$(grep -c "execute outcome=" "$STACK_DIR/logs/pool.log" || true)" "$runs_before"
 	refute grep -q "never run" "$STACK_DIR/logs/pool.log"
 	both_slots_work
+	# the count above counts runs: the two just made are in it
+	assert_equal "$(grep -c "execute outcome=" "$STACK_DIR/logs/pool.log")" $((runs_before + 2))
 }
 
 @test "admission: the body deadline bounds the upload only: a slow body in time, and a run past it, succeed" {

@@ -110,11 +110,11 @@ YAML
 	[[ -z ${CODEBOX_ASAN:-} ]] || skip "the manifests are checked by the pass without sanitizers"
 	local out="$BATS_TEST_TMPDIR"
 	kubectl kustomize "$ROOT/deploy/base" >"$out/base.yaml"
-	# the base: 8080 from pods labelled codebox.dev/client=true in any namespace, or from
-	# namespaces so labelled; the client selector is the label alone (kustomize adds no app
-	# label to it, which would admit codebox's own pods only)
+	# the base: 8080 from the namespaces labelled codebox.dev/client=true, the label alone
+	# (kustomize adds no app label to it), and no pod label: a tenant can label its own pods,
+	# not its namespace
 	run -0 yq_policy "$out/base.yaml" codebox
-	assert_output '[{"namespaceSelector":{},"podSelector":{"matchExpressions":[{"key":"codebox.dev/client","operator":"In","values":["true"]}]}},{"namespaceSelector":{"matchLabels":{"codebox.dev/client":"true"}}}]'
+	assert_output '[{"namespaceSelector":{"matchLabels":{"codebox.dev/client":"true"}}}]'
 	# the agent sandbox: only app: sandbox-router, in its own namespace
 	kubectl kustomize "$ROOT/deploy/overlays/agent-sandbox" >"$out/as.yaml"
 	node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/as.yaml" "$out/as-derived.yaml"
@@ -134,6 +134,10 @@ YAML
 	assert_output "hardening: NetworkPolicy codebox: ingress rule 1 has no from: it admits every pod and address"
 	run -1 node "$ROOT/deploy/checks/hardening.mjs" --agent-sandbox "$out/as-derived.yaml.open"
 	assert_output "hardening: NetworkPolicy codebox-network-policy: ingress rule 1 has no from: it admits every pod and address"
+	# and the base's policy before issue 28 (a pod label, in any namespace) is refused
+	sed 's|^    - namespaceSelector:$|    - namespaceSelector: {}\n      podSelector:|' "$out/base.yaml" >"$out/base.yaml.podlabel"
+	run -1 node "$ROOT/deploy/checks/hardening.mjs" "$out/base.yaml.podlabel"
+	assert_output --partial "hardening: NetworkPolicy codebox: ingress rule 1 admits a pod label in every namespace"
 }
 
 @test "deploy: the agent-sandbox overlay matches the pinned CRDs' storage version and its pod is checked like the Deployment's" {
@@ -165,7 +169,7 @@ YAML
 	# the controller's pod: its limits ConfigMap (4 runs), memory, grace and storage, as the
 	# Deployment's; without the ConfigMap (the pool then needs the image's 22016 MiB) refused
 	run -0 node "$ROOT/deploy/checks/podfacts.mjs" "$out/derived.yaml" "$out/limits" "$version"
-	assert_output "$((6 << 30)) 60 0 $((512 << 20)) $((896 << 20)) $((832 << 20)) 268435456"
+	assert_output "$((6 << 30)) 60 0 $((512 << 20)) $((896 << 20)) $((832 << 20)) 268435456 2000"
 	run -0 cat "$out/limits/CODEBOX_MAX_CONCURRENT_EXECUTIONS"
 	assert_output 4
 	grep -v -e 'mountPath: /etc/codebox/limits' "$out/derived.yaml" >"$out/nolimits.yaml"

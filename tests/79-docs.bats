@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The user's API guide (docs/API.md) keeps in step with the contract (../shared/API.md): every
 # endpoint, error code, key, limit and name the contract puts in code quotes is described. The
-# operator's manual (docs/OPERATIONS.md) names every limit and every variable the pool reads,
-# and the links between README.md and docs/ lead to files that exist.
+# operator's manual (docs/OPERATIONS.md) names every limit and every variable the pool reads
+# and every field of the JSON logs, and the links between README.md and docs/ lead to files that exist.
 
 load helpers/stack
 
@@ -33,6 +33,33 @@ load helpers/stack
 	)
 	if ((${#missing[@]})); then
 		echo "docs/OPERATIONS.md does not mention: ${missing[*]}" >&2
+		return 1
+	fi
+}
+
+@test "docs: docs/OPERATIONS.md's Logs lists every field of access.log and pool.log" {
+	local logs fields missing=() t
+	# the Logs part of the manual: from its heading to the metrics
+	logs=$(awk '/^## Logs, metrics and the audit trail/ { on = 1 } on && /^\*\*Metrics\.\*\*/ { exit } on' \
+		"$ROOT/docs/OPERATIONS.md")
+	fields=$(
+		# access.log: the keys of nginx's log_format codebox_json
+		awk '/log_format codebox_json/ { on = 1 } on { print } on && /;$/ { exit }' "$ROOT/nginx/nginx.conf" |
+			grep -oE '"[A-Za-z]+":'
+		# pool.log: every line's keys (log.c) and a run's (run.c's run_log_outcome)
+		grep -oE '\\"[A-Za-z]+\\":' "$ROOT/fcgi/log.c"
+		awk '/^run_log_outcome\(/ { on = 1 } on { print } on && /^}/ { exit }' "$ROOT/fcgi/run.c" |
+			grep -oE '\\"[A-Za-z]+\\":'
+	)
+	fields=$(tr -d '\\":' <<<"$fields" | sort -u)
+	echo "fields: $(tr '\n' ' ' <<<"$fields")"
+	# the extraction found the fields (12 of access.log's, 6 of every pool line, 11 of a run's)
+	(($(wc -l <<<"$fields") >= 26))
+	for t in $fields; do
+		grep -qF -- "\`$t\`" <<<"$logs" || missing+=("$t")
+	done
+	if ((${#missing[@]})); then
+		echo "docs/OPERATIONS.md's Logs does not list: ${missing[*]}" >&2
 		return 1
 	fi
 }

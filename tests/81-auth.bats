@@ -164,7 +164,7 @@ refused_logged() {
 
 @test "auth: a token file with a short token, or none, is refused with its line" {
 	local p="$BATS_TEST_TMPDIR/prefix"
-	mkdir -p "$p/logs" "$p/tmp"
+	mkdir -p "$p/logs" "$p/counters" "$p/tmp"
 	cp -r "$STACK_DIR/conf" "$p/conf"
 	ln -s "$(readlink -f "$STACK_DIR/modules")" "$p/modules"
 	printf '# ok\n%s\nshort\n' "$TOKEN_A" >"$BATS_TEST_TMPDIR/bad"

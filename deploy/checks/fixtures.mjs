@@ -31,6 +31,7 @@ const fixtures = [
   ["egress", "no NetworkPolicy denies all egress", (d) => { d.find((x) => x.kind === "NetworkPolicy").spec.egress = [{}]; }],
   ["select-all", "podSelector must select codebox's pods", (d) => { d.find((x) => x.kind === "NetworkPolicy").spec.podSelector = {}; }],
   ["no-psa", "Pod Security restricted enforce, audit and warn labels", (d) => { delete d.find((x) => x.kind === "Namespace").metadata.labels["pod-security.kubernetes.io/enforce"]; }],
+  ["psa-latest", "pod-security.kubernetes.io/enforce-version must be pinned to v1.32", (d) => { d.find((x) => x.kind === "Namespace").metadata.labels["pod-security.kubernetes.io/enforce-version"] = "latest"; }],
   ["default-account", "serviceAccountName must name codebox's own account", (d) => { delete pod(d).serviceAccountName; }],
   ["no-pdb", "no PodDisruptionBudget selects its pods", (d) => { d.splice(d.findIndex((x) => x.kind === "PodDisruptionBudget"), 1); }],
   ["hpa-fights", "replicas must not be set when an HPA scales it", (d) => {
@@ -68,6 +69,10 @@ const fixtures = [
   ["policy-no-from", "ingress rule 1 has no from: it admits every pod and address", (d) => { delete policy(d).spec.ingress[0].from; }],
   ["policy-all-pods", "ingress rule 1 admits every pod of its namespace", (d) => { policy(d).spec.ingress[0].from = [{ podSelector: {} }]; }],
   ["policy-all-namespaces", "ingress rule 1 admits every pod of every namespace", (d) => { policy(d).spec.ingress[0].from = [{ namespaceSelector: {} }]; }],
+  // the base's policy as it was: a pod label in any namespace, which any tenant can set
+  ["policy-pod-label", "ingress rule 1 admits a pod label in every namespace", (d) => {
+    policy(d).spec.ingress[0].from = [{ namespaceSelector: {}, podSelector: { matchExpressions: [{ key: "codebox.dev/client", operator: "In", values: ["true"] }] } }];
+  }],
   ["policy-any-address", "ingress rule 1 admits ipBlock 0.0.0.0/0", (d) => { policy(d).spec.ingress[0].from.push({ ipBlock: { cidr: "0.0.0.0/0" } }); }],
   ["policy-no-ingress-type", "no NetworkPolicy restricts the ingress of codebox's pods", (d) => { policy(d).spec.policyTypes = ["Egress"]; }],
   // a misspelled field: caught by the TypeScript excess-property check, not by hardening.mjs

@@ -22,6 +22,10 @@ for (const file of args)
     if (o) docs.push(o);
   }
 
+// the Pod Security Standards' version the namespaces pin: the minor of the kubectl the
+// manifests are rendered and checked with (deploy/tools: v1.32.3)
+const PSA_VERSION = "v1.32";
+
 const problems = [];
 const bad = (what, why) => problems.push(`${what}: ${why}`);
 const okSeccomp = (p) => p && (p.type === "RuntimeDefault" || (p.type === "Localhost" && p.localhostProfile));
@@ -90,6 +94,11 @@ for (const w of workloads) {
   const psa = namespace?.metadata?.labels ?? {};
   if (!["enforce", "audit", "warn"].every((m) => psa[`pod-security.kubernetes.io/${m}`] === "restricted"))
     bad(name, `its namespace (${ns ?? "none"}) must be in the manifests with Pod Security restricted enforce, audit and warn labels`);
+  // pinned: `latest` (or no version, which means latest) changes what restricted means when
+  // the cluster is upgraded; the version is the Kubernetes the manifests are checked against
+  for (const m of ["enforce", "audit", "warn"])
+    if (psa[`pod-security.kubernetes.io/${m}`] && psa[`pod-security.kubernetes.io/${m}-version`] !== PSA_VERSION)
+      bad(name, `its namespace's pod-security.kubernetes.io/${m}-version must be pinned to ${PSA_VERSION} (the Kubernetes of deploy/tools' kubectl), not ${psa[`pod-security.kubernetes.io/${m}-version`] ?? "unset (latest)"}`);
   if (w.kind !== "Deployment") continue;
   if (!docs.some((d) => d.kind === "PodDisruptionBudget" && selects(d.spec?.selector))) bad(name, "no PodDisruptionBudget selects its pods");
   const hpa = docs.find((d) => d.kind === "HorizontalPodAutoscaler" && d.spec?.scaleTargetRef?.name === w.metadata?.name);
@@ -103,10 +112,13 @@ if (!docs.some((d) => d.kind === "Service")) bad("manifests", "no Service");
 // none of them is everyone: a rule without `from` admits every pod and address; a peer with
 // an empty (or no) podSelector and no namespaceSelector admits every pod of the namespace;
 // with an empty namespaceSelector, every pod of the cluster; an ipBlock of /0, everything.
-// A peer that selects pods by label (codebox.dev/client), namespaces by label, or both, is
-// a chosen set of clients. The agent-sandbox pod admits the sandbox router only (app:
-// sandbox-router in its namespace, as agent-sandbox's own secure default does): its clients
-// reach it through the router, which routes each request to its claim's sandbox.
+// Clients from other namespaces are admitted by a label on their namespace, which the
+// cluster's operator sets (tenants cannot patch a Namespace): an empty namespaceSelector with
+// a podSelector admits a pod label, which any tenant can put on its own pods, so it is refused
+// too. A peer with a podSelector alone selects pods of codebox's own namespace. The
+// agent-sandbox pod admits the sandbox router only (app: sandbox-router in its namespace, as
+// agent-sandbox's own secure default does): its clients reach it through the router, which
+// routes each request to its claim's sandbox.
 const emptySel = (sel) => !sel || Object.keys(sel.matchLabels ?? {}).length + (sel.matchExpressions ?? []).length === 0;
 for (const d of docs.filter((x) => x.kind === "NetworkPolicy")) {
   const pn = `NetworkPolicy ${d.metadata?.name}`;
@@ -120,6 +132,8 @@ for (const d of docs.filter((x) => x.kind === "NetworkPolicy")) {
       }
       if (emptySel(peer.podSelector) && !peer.namespaceSelector) bad(pn, `ingress rule ${i + 1} admits every pod of its namespace (an empty podSelector)`);
       else if (emptySel(peer.podSelector) && emptySel(peer.namespaceSelector)) bad(pn, `ingress rule ${i + 1} admits every pod of every namespace (an empty namespaceSelector)`);
+      else if (peer.namespaceSelector && emptySel(peer.namespaceSelector))
+        bad(pn, `ingress rule ${i + 1} admits a pod label in every namespace (an empty namespaceSelector): any tenant can label its own pods; admit client namespaces by a namespace label`);
       if (agentSandbox && (peer.podSelector?.matchLabels?.app !== "sandbox-router" || peer.namespaceSelector))
         bad(pn, `ingress rule ${i + 1}: the agent-sandbox pod admits the sandbox router only (podSelector app: sandbox-router, in its namespace), not ${JSON.stringify(peer)}`);
     }

@@ -6,7 +6,8 @@
 // and prints "<pool memory limit in bytes> <terminationGracePeriodSeconds> <longest preStop
 // sleep in seconds> <the runs emptyDir's sizeLimit in bytes> <the pool's ephemeral-storage
 // limit in bytes> <the sizeLimits of the pool's disk-backed emptyDirs> <the agent workspace's
-// bytes in the pool's memory (0 without port 8888)>".
+// bytes in the pool's memory (0 without port 8888)> <the pool's CPU limit in millicores (0:
+// none)>".
 //   node podfacts.mjs RENDERED.yaml LIMITS_DIR VERSION
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { parseAllDocuments } from "yaml";
@@ -77,4 +78,11 @@ if (!storage) die("the pool container has no ephemeral-storage limit");
 // port 8888's workspace: a tmpfs in the pool's memory (image/codebox-pool-start's default)
 const env = (name) => (pool.env ?? []).find((e) => e.name === name)?.value;
 const workspace = env("CODEBOX_AGENT_PORT") === "on" ? Number(env("CODEBOX_AGENT_WORKSPACE_BYTES") ?? 268435456) : 0;
-console.log(`${bytes(memory)} ${pod.terminationGracePeriodSeconds ?? 30} ${preStop} ${bytes(runs.emptyDir.sizeLimit)} ${bytes(storage)} ${disk} ${workspace}`);
+// the pool's CPU limit in millicores (0: none), for check-config's oversubscription warning
+const cpuLimit = pool.resources?.limits?.cpu;
+const millicores = (q) => {
+  const m = /^([0-9.]+)(m?)$/.exec(String(q));
+  if (!m) die(`cannot read the CPU quantity ${q}`);
+  return Math.floor(m[2] ? Number(m[1]) : Number(m[1]) * 1000);
+};
+console.log(`${bytes(memory)} ${pod.terminationGracePeriodSeconds ?? 30} ${preStop} ${bytes(runs.emptyDir.sizeLimit)} ${bytes(storage)} ${disk} ${workspace} ${cpuLimit ? millicores(cpuLimit) : 0}`);
