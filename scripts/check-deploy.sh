@@ -124,6 +124,19 @@ echo "check-deploy: ${#overlays[@]} overlays render, validate, pass the hardenin
 
 "$here/scripts/gen-seccomp-profile.sh" --check
 
+# the scale overlay's router.conf: nginx accepts it, with an upstream of loopback stacks as
+# tests/85-fleet.bats renders it (Debian's nginx 1.22 has no `resolve`, which only the
+# cluster's router-upstream.conf uses)
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
+codebox_router_render "$out/router" 8080 127.0.0.1:1 127.0.0.1:2
+/usr/sbin/nginx -q -t -p "$out/router/" -c "$out/router/conf/router.conf" -e stderr ||
+	{
+		echo "check-deploy: nginx refuses deploy/overlays/scale/router.conf" >&2
+		exit 1
+	}
+echo "check-deploy: nginx accepts the fleet's router.conf"
+
 # agent_sandbox RENDERED.yaml: the agent-sandbox overlay's chain, as above
 agent_sandbox() {
 	local derived=${1%.yaml}-derived.yaml

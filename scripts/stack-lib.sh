@@ -30,3 +30,67 @@ codebox_wait_ready() {
 	done
 	return 1
 }
+
+# codebox_router_render RUNDIR PORT ADDR...: the fleet's router (deploy/overlays/scale/router.conf,
+# the file the cluster's router runs) in RUNDIR/conf, listening on 127.0.0.1:PORT, with an
+# upstream of the stacks at ADDR (127.0.0.1:PORT, or "127.0.0.1:PORT down" for one taken out, as
+# a pod that is not ready leaves the cluster's DNS). Rendering again and `nginx -s reload` changes
+# the list without dropping a request.
+codebox_router_render() {
+	local rundir=$1 port=$2 addr root
+	shift 2
+	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	mkdir -p "$rundir/conf" "$rundir/tmp"
+	sed "s|^\( *listen  *\)8080\(.*# codebox-router-listen\)$|\1127.0.0.1:$port\2|" \
+		"$root/deploy/overlays/scale/router.conf" >"$rundir/conf/router.conf"
+	grep -q "listen  *127.0.0.1:$port " "$rundir/conf/router.conf" || {
+		echo "codebox_router_render: no codebox-router-listen line in router.conf" >&2
+		return 1
+	}
+	{
+		echo "# the local stacks, as the cluster's router-upstream.conf names the pods"
+		echo "upstream codebox_fleet {"
+		echo "    zone codebox_fleet 64k;"
+		echo "    least_conn;"
+		for addr in "$@"; do
+			echo "    server $addr max_fails=1 fail_timeout=1s;"
+		done
+		# the same stacks again as backups, never left out: asked when every one above is
+		for addr in "$@"; do
+			[[ $addr == *" down" ]] || echo "    server $addr backup max_fails=0;"
+		done
+		echo "}"
+	} >"$rundir/conf/router-upstream.conf"
+}
+
+# codebox_router_start RUNDIR PORT ADDR...: renders the router and starts its nginx in the
+# background (its access log, JSON lines, in RUNDIR/access.log; its errors in RUNDIR/error.log),
+# then waits until it answers (10 s at most). Sets CODEBOX_ROUTER_PID (nginx's master).
+codebox_router_start() {
+	local rundir=$1 port=$2 i
+	codebox_router_render "$@" || return 1
+	/usr/sbin/nginx -p "$rundir/" -c "$rundir/conf/router.conf" -e stderr \
+		>"$rundir/access.log" 2>"$rundir/error.log" 3>&- &
+	CODEBOX_ROUTER_PID=$!
+	for ((i = 0; i < 100; i++)); do
+		[[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz") == 200 ]] && return 0
+		kill -0 "$CODEBOX_ROUTER_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "codebox_router_start: the router did not answer:" >&2
+	cat "$rundir/error.log" >&2
+	return 1
+}
+
+# codebox_router_stop RUNDIR: stops the router gracefully (SIGQUIT: it finishes what is in
+# flight) and waits for it (60 s at most)
+codebox_router_stop() {
+	local pid i
+	pid=$(cat "$1/router.pid" 2>/dev/null) || return 0
+	kill -QUIT "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 600; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+}

@@ -28,6 +28,7 @@ const PSA_VERSION = "v1.32";
 
 const problems = [];
 const bad = (what, why) => problems.push(`${what}: ${why}`);
+const emptySel = (sel) => !sel || Object.keys(sel.matchLabels ?? {}).length + (sel.matchExpressions ?? []).length === 0;
 const okSeccomp = (p) => p && (p.type === "RuntimeDefault" || (p.type === "Localhost" && p.localhostProfile));
 
 const workloads = docs.filter((d) => ["Deployment", "StatefulSet", "DaemonSet", "Pod"].includes(d.kind));
@@ -85,9 +86,21 @@ for (const w of workloads) {
     Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
   const ns = w.metadata?.namespace;
   const policies = docs.filter((d) => d.kind === "NetworkPolicy" && d.metadata?.namespace === ns);
-  for (const p of policies) if (!selects(p.spec?.podSelector)) bad(`NetworkPolicy ${p.metadata?.name}`, "podSelector must select codebox's pods, not every pod of the namespace");
-  if (!policies.some((p) => selects(p.spec?.podSelector) && (p.spec?.policyTypes ?? []).includes("Egress") && (p.spec?.egress ?? []).length === 0))
-    bad(name, "no NetworkPolicy denies all egress of codebox's pods");
+  // codebox's pods (those with a pool container) reach nothing; the scale overlay's router
+  // reaches only the peers its egress rules name (codebox's pods, the cluster's DNS)
+  const isCodebox = (pod.containers ?? []).some((c) => c.name === "pool");
+  if (isCodebox) {
+    if (!policies.some((p) => selects(p.spec?.podSelector) && (p.spec?.policyTypes ?? []).includes("Egress") && (p.spec?.egress ?? []).length === 0))
+      bad(name, "no NetworkPolicy denies all egress of codebox's pods");
+  } else {
+    const eg = policies.filter((p) => selects(p.spec?.podSelector) && (p.spec?.policyTypes ?? []).includes("Egress"));
+    if (!eg.length) bad(name, "no NetworkPolicy restricts its egress (policyTypes: Egress)");
+    for (const p of eg)
+      (p.spec?.egress ?? []).forEach((rule, i) => {
+        if (!(rule.to ?? []).length || (rule.to ?? []).some((t) => (t.ipBlock && /\/0$/.test(t.ipBlock.cidr ?? "")) || (!t.ipBlock && emptySel(t.podSelector) && emptySel(t.namespaceSelector))))
+          bad(`NetworkPolicy ${p.metadata?.name}`, `egress rule ${i + 1} must name the pods it reaches, not every destination`);
+      });
+  }
   if (!policies.some((p) => selects(p.spec?.podSelector) && (p.spec?.policyTypes ?? []).includes("Ingress")))
     bad(name, "no NetworkPolicy restricts the ingress of codebox's pods (policyTypes: Ingress)");
   const namespace = docs.find((d) => d.kind === "Namespace" && d.metadata?.name === ns);
@@ -101,12 +114,22 @@ for (const w of workloads) {
       bad(name, `its namespace's pod-security.kubernetes.io/${m}-version must be pinned to ${PSA_VERSION} (the Kubernetes of deploy/tools' kubectl), not ${psa[`pod-security.kubernetes.io/${m}-version`] ?? "unset (latest)"}`);
   if (w.kind !== "Deployment") continue;
   if (!docs.some((d) => d.kind === "PodDisruptionBudget" && selects(d.spec?.selector))) bad(name, "no PodDisruptionBudget selects its pods");
-  const hpa = docs.find((d) => d.kind === "HorizontalPodAutoscaler" && d.spec?.scaleTargetRef?.name === w.metadata?.name);
+  // an HPA, or KEDA's ScaledObject (which makes one)
+  const hpa = docs.find((d) => ["HorizontalPodAutoscaler", "ScaledObject"].includes(d.kind) && d.spec?.scaleTargetRef?.name === w.metadata?.name);
   if (hpa && w.spec?.replicas !== undefined) bad(name, "replicas must not be set when an HPA scales it (the two would fight at every apply)");
   if ((hpa || (w.spec?.replicas ?? 1) > 1) && !(pod.topologySpreadConstraints ?? []).some((t) => t.topologyKey === "kubernetes.io/hostname"))
     bad(name, "several replicas need a topology spread over kubernetes.io/hostname");
 }
 if (!docs.some((d) => d.kind === "Service")) bad("manifests", "no Service");
+// every NetworkPolicy selects pods of a workload of the manifests, never every pod of its namespace
+for (const p of docs.filter((d) => d.kind === "NetworkPolicy")) {
+  const sel = p.spec?.podSelector;
+  const hits = workloads.some((w) => {
+    const labels = w.kind === "Pod" ? w.metadata?.labels ?? {} : w.spec?.template?.metadata?.labels ?? {};
+    return w.metadata?.namespace === p.metadata?.namespace && !emptySel(sel) && Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  });
+  if (!hits) bad(`NetworkPolicy ${p.metadata?.name}`, "podSelector must select codebox's pods (or its router's), not every pod of the namespace");
+}
 
 // Who may connect. Every ingress rule of every shipped NetworkPolicy names its sources, and
 // none of them is everyone: a rule without `from` admits every pod and address; a peer with
@@ -119,7 +142,6 @@ if (!docs.some((d) => d.kind === "Service")) bad("manifests", "no Service");
 // agent-sandbox pod admits the sandbox router only (app: sandbox-router in its namespace, as
 // agent-sandbox's own secure default does): its clients reach it through the router, which
 // routes each request to its claim's sandbox.
-const emptySel = (sel) => !sel || Object.keys(sel.matchLabels ?? {}).length + (sel.matchExpressions ?? []).length === 0;
 for (const d of docs.filter((x) => x.kind === "NetworkPolicy")) {
   const pn = `NetworkPolicy ${d.metadata?.name}`;
   (d.spec?.ingress ?? []).forEach((rule, i) => {

@@ -11,7 +11,10 @@ const lines = [];
 let n = 0;
 
 // groups outside kubernetes-models' own, and the package that types them
-const groupPackages = { "monitoring.coreos.com": "@kubernetes-models/prometheus-operator" };
+const groupPackages = {
+  "monitoring.coreos.com": "@kubernetes-models/prometheus-operator",
+  "keda.sh": "@kubernetes-models/keda",
+};
 
 function modulePath(apiVersion, kind) {
   const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : [null, apiVersion];
