@@ -2,8 +2,9 @@
 # A mixed soak against a private stack, and the workers' memory over it (issue 24): CLIENTS
 # clients each send, in turn, print(1), a run that writes an 8 MiB artifact (artifacts: true),
 # an MCP tools/call that draws a chart, and a run given 100 input files, for SECONDS seconds
-# (bounded in time, and in count: at most 100000 requests). Every INTERVAL seconds it prints
-# the workers' summed PSS and the requests so far; at the end, the PSS after the first minute
+# (bounded in time, and in count: at most 100000 requests). Every INTERVAL seconds it pauses
+# the clients, waits until no run is in flight, and prints the workers' summed PSS (what they
+# keep between requests) and the requests so far; at the end, the PSS after the first minute
 # against its last value and its largest, and whether it stayed within 10%. Loopback only.
 set -euo pipefail
 
@@ -80,6 +81,8 @@ codebox_wait_ready "$base" "$stack" "$work/stack" || {
 	exit 1
 }
 
+metrics="http://127.0.0.1:$metrics_port/metrics"
+
 # the four requests, as files
 jq -cn '{code: "print(1)"}' >"$work/print.json"
 jq -cn '{code: "open(\"big.bin\", \"wb\").write(bytes(8 << 20))\nprint(1)", artifacts: true}' >"$work/artifact.json"
@@ -103,9 +106,14 @@ workers_pss_kb() {
 }
 
 load() { # N: one client's loop, bounded by the deadline and 100000 requests in all
-	local deadline=$1 i=0 f
+	local deadline=$1 i=0 f w
 	while ((SECONDS < deadline && i < 100000 / clients)); do
 		for f in print artifact mcp files; do
+			# the sampler measures what workers keep between requests: it pauses the load
+			for ((w = 0; w < 600; w++)); do
+				[[ -e $work/pause ]] || break
+				sleep 0.1
+			done
 			if [[ $f == mcp ]]; then
 				curl -s -o /dev/null --max-time 60 -H 'Content-Type: application/json' \
 					-H 'Accept: application/json, text/event-stream' \
@@ -131,9 +139,21 @@ first=""
 max=0
 last=0
 start=$SECONDS
+# quiet: every client paused between two requests, no run in flight (bounded: 30 s)
+quiet() {
+	local w
+	: >"$work/pause"
+	for ((w = 0; w < 300; w++)); do
+		[[ $(curl -s "$metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == 0 ]] && break
+		sleep 0.1
+	done
+	sleep 1 # the replies' last bytes, the workers' clean-up after them
+}
 while ((SECONDS < deadline)); do
 	sleep "$interval"
+	quiet
 	kb=$(workers_pss_kb)
+	rm -f "$work/pause"
 	n=$(cat "$work"/count.* 2>/dev/null | wc -l)
 	printf '%8d %10d %12.1f\n' $((SECONDS - start)) "$n" "$(awk -v k="$kb" 'BEGIN { print k / 1024 }')"
 	if ((SECONDS - start >= 60)); then
