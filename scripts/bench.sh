@@ -397,6 +397,7 @@ for victim in heavy zygote; do
 	sleep 3
 	zygote=$(pgrep -x -P "$(pgrep -o -f -- "--runs-dir $work/steady/runs")" codebox-zygote || true)
 	if [[ $victim == heavy ]]; then
+		killed_ms=$(date +%s%3N)
 		pkill -KILL -x -P "$zygote" codebox-heavy || echo "bench: no heavy template to kill" >&2
 	else
 		kill -KILL "$zygote" || echo "bench: no zygote to kill" >&2
@@ -408,6 +409,14 @@ for victim in heavy zygote; do
 		"$(sort -n "kill-$victim-heavy.lat" | tail -1 | cut -d' ' -f1)" \
 		"$(($(cold_fallbacks) - fb))" "$(($(metric 'codebox_warm_fallbacks_total{reason="heavy_to_light"}') - hl))" \
 		"$(($(bad "kill-$victim-light.lat") + $(bad "kill-$victim-heavy.lat")))"
+	if [[ $victim == heavy ]]; then
+		# the window in which heavy runs go to the light tier (and import their modules as
+		# cold): from the kill to its successor's "heavy template ready", one import
+		printf "%-50s %s ms\n" "  its unplanned window (kill to successor ready):" "$(jq -r --argjson k "$killed_ms" '
+			select(.msg? // "" | startswith("heavy template ready"))
+			| (.time | sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601) * 1000 + (.time | capture("\\.(?<ms>[0-9]+)Z$").ms | tonumber)
+			| select(. >= $k) | . - $k' "$work/steady/logs/pool.log" 2>/dev/null | head -1)"
+	fi
 done
 stack_stop
 CODEBOX_WARM_MAX_SECONDS=8 stack_start renew "" 1
