@@ -112,7 +112,7 @@ static void
 agent_busy(FCGX_Request *req)
 {
 	metrics_record_busy();
-	http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
+	http_send_message(req, 429, HTTP_BUSY_WORKSPACE, "sandbox_busy",
 	                  "another command or upload is using the workspace; retry shortly");
 }
 
@@ -952,7 +952,7 @@ agent_handle(const struct agent_config *ac, const struct run_config *run, struct
 	if (held < 0) {
 		log_msg(LOG_INFO, "all %ld agent slots are in use: 429", slots);
 		metrics_record_busy();
-		http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
+		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
 		                  "all agent slots are in use; retry shortly");
 		return;
 	}

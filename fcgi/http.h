@@ -12,6 +12,12 @@
 
 #define HTTP_JSON "application/json"
 
+/* The headers of a 429: when to retry, and which bound refused (nginx's own 429 says
+ * "Codebox-Busy: nginx", codebox-errors.conf): the pool's execution or agent slots, or port
+ * 8888's one workspace. */
+#define HTTP_BUSY_POOL "Retry-After: 1\r\nCodebox-Busy: pool"
+#define HTTP_BUSY_WORKSPACE "Retry-After: 1\r\nCodebox-Busy: workspace"
+
 /* What http_read_body() returns when it has no body to give. */
 #define HTTP_BODY_UNREADABLE -1 /* a read error, a malformed or short Content-Length */
 #define HTTP_BODY_TOO_LARGE -2  /* longer than the caller accepts */

@@ -222,7 +222,7 @@ worker_execute(void *port, FCGX_Request *req)
 		run_outcome_free(&o);
 		break;
 	case WORKER_BUSY:
-		http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
+		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
 		break;
 	case WORKER_STUCK:
@@ -321,7 +321,7 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	case WORKER_BUSY:
 		answer = mcp_error(m->id, MCP_BUSY, "all execution slots are in use; retry shortly",
 		                   &len);
-		worker_mcp_send(req, 429, "Retry-After: 1", answer, len);
+		worker_mcp_send(req, 429, HTTP_BUSY_POOL, answer, len);
 		break;
 	case WORKER_STUCK:
 		answer = mcp_error(m->id, MCP_BUSY,

@@ -351,6 +351,7 @@ count_exists() {
 	wait_for "the first command to start" 100 count_exists
 	run -0 curl -s -D - -w '%{http_code}' -d '{"command":"echo x >> count"}' "$AGENT/execute"
 	assert_output --partial 'Retry-After: 1'
+	assert_output --partial 'Codebox-Busy: workspace'
 	assert_output --partial '"error":"sandbox_busy"'
 	assert_output --regexp '429$'
 	wait "$first"

@@ -252,6 +252,7 @@ list_answers() {
 	# the one slot is the command's: a listing is refused at once, by the pool
 	run -0 curl -s --max-time 5 -D - -w '%{http_code}' "$AGENT/list/"
 	assert_output --partial 'Retry-After: 1'
+	assert_output --partial 'Codebox-Busy: pool'
 	assert_output --partial '"message":"all agent slots are in use; retry shortly"'
 	assert_output --regexp '429$'
 	# its client hangs up: the command is killed, and its slot is free

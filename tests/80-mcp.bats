@@ -245,6 +245,7 @@ in_flight() {
 	call 12 '{"code":"print(1)"}'
 	assert_equal "$code" 429
 	assert_equal "$(header Retry-After)" 1
+	assert_equal "$(header Codebox-Busy)" pool
 	run -0 jq -e '.error.code == -32000 and .id == 12 and .error.message == "all execution slots are in use; retry shortly"' <<<"$reply"
 	pkill -KILL -f -- "$m" || true
 	wait
