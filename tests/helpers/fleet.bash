@@ -79,7 +79,7 @@ fleet_kill() {
 	kill -KILL $tree 2>/dev/null || true
 	wait "$STACK_PID" 2>/dev/null || true
 	wait_for "the killed stack's processes to be gone" 100 marker_gone "$dir" || return 1
-	[[ -n $pool ]] && find /sys/fs/cgroup -depth -type d -path "*/codebox-$pool*" -exec rmdir {} + 2>/dev/null
+	[[ -n $pool ]] && { find /sys/fs/cgroup -depth -type d -path "*/codebox-$pool*" -exec rmdir {} + 2>/dev/null || true; }
 	return 0
 }
 
