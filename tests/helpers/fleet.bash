@@ -85,12 +85,13 @@ fleet_kill() {
 
 # fleet_stop: stops the router and every stack that is still up, each exactly as started
 fleet_stop() {
-	local i n rc=0
+	local i rc=0
+	local -a n=()
 	if [[ -n ${ROUTER_DIR:-} ]]; then
 		codebox_router_stop "$ROUTER_DIR"
 		rm -rf "$ROUTER_DIR"
 	fi
-	read -ra n <<<"${FLEET_DIRS:-}"
+	read -ra n <<<"${FLEET_DIRS:-}" || true # none started: read meets EOF
 	for ((i = 0; i < ${#n[@]}; i++)); do
 		fleet_use "$i"
 		[[ -d $STACK_DIR ]] || continue
@@ -104,7 +105,7 @@ fleet_logs() {
 	local i n
 	echo "--- router error.log"
 	tail -n 20 "$ROUTER_DIR/error.log" 2>/dev/null || true
-	read -ra n <<<"${FLEET_DIRS:-}"
+	read -ra n <<<"${FLEET_DIRS:-}" || true # none started: read meets EOF
 	for ((i = 0; i < ${#n[@]}; i++)); do
 		fleet_use "$i"
 		echo "=== stack $i ($BASE, $STACK_DIR)"
