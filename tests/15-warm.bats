@@ -306,8 +306,10 @@ fallbacks() {
 	done
 	run -0 grep -c "forking the next heavy template (the serving one's life is up)" "$STACK_DIR/logs/pool.log"
 	wait_for "its successor to serve" 300 new_heavy "$h0"
-	# the retired one ends between two requests
-	wait_for "the retired one to end" 100 bash -c "! kill -0 $h0 2>/dev/null"
+	# the retired one ends between two requests, once its successor has imported the modules
+	# (new_heavy holds from the successor's fork on; an import under load can take 15 s, and
+	# the zygote gives it WARM_ZYGOTE_READY_MS, 180 s)
+	wait_for "the retired one to end" 1800 bash -c "! kill -0 $h0 2>/dev/null"
 	for i in 1 2; do
 		execute 'import scipy; print(6 * 7)'
 		assert_equal "$(field .stdout)" 42
