@@ -73,7 +73,7 @@ teardown_file() {
 	# counted, and logged with its request id
 	run -0 curl -s "$METRICS/metrics"
 	assert_output --partial 'codebox_executions_total{api="mcp",status="succeeded"} 1'
-	run -0 jq -e 'select(.api == "mcp") | .status == "succeeded" and (.requestId | test("^[0-9a-f]{32}$"))' \
+	run -0 jq -e 'select(.api == "mcp") | .outcome == "succeeded" and (.requestId | test("^[0-9a-f]{32}$"))' \
 		"$STACK_DIR/logs/pool.log"
 }
 

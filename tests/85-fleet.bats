@@ -72,7 +72,7 @@ p99() {
 	local i ran
 	for i in 0 1 2; do
 		fleet_use "$i"
-		ran=$(grep -c '"status":"succeeded"' "$STACK_DIR/logs/pool.log" || true)
+		ran=$(grep -c '"outcome":"succeeded"' "$STACK_DIR/logs/pool.log" || true)
 		echo "stack $i ran $ran"
 		((ran > 0))
 	done
