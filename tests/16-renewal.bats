@@ -38,9 +38,14 @@ log_count() { # log_count PATTERN: lines of the pool's log matching PATTERN (gre
 	echo "# $i pairs of runs" >&3
 	# the fallbacks' reasons, should there be any
 	grep -E "this run is (cold|on the light one)" "$STACK_DIR/logs/pool.log" || true
-	assert_equal "$(log_count "this run is (cold|on the light one)")" 0
+	# under the sanitizers a template clones several times slower, and on a loaded host the
+	# heavy one can miss its 2 s answer bound while its successor imports (the run is then
+	# warm on the light template: no run fails, none is cold); the plain pass holds the 0
+	local late=0
+	[[ -z ${CODEBOX_ASAN:-} ]] || late=$(log_count "the heavy template failed \(the heavy template did not answer\); this run is on the light one")
+	assert_equal "$(log_count "this run is (cold|on the light one)")" "$late"
 	run -0 curl -s "$METRICS/metrics"
-	assert_equal "$(awk '/^codebox_warm_fallbacks_total/ { n += $2 } END { print n + 0 }' <<<"$output")" 0
+	assert_equal "$(awk '/^codebox_warm_fallbacks_total/ { n += $2 } END { print n + 0 }' <<<"$output")" "$late"
 	(($(awk '/^codebox_zygote_starts_total\{reason="renewal"\}/ { print $2 }' <<<"$output") >= 2))
 	assert_equal "$(awk '/^codebox_executions_by_tier_total\{api="execute",tier="cold"\}/ { print $2 }' <<<"$output")" 0
 	wait_for "a healthy pool" 100 no_run_leftovers

@@ -136,8 +136,14 @@ p99() {
 	assert_output $((6 - lost))
 	run -0 count "$out" '.status == null'
 	assert_output 0
-	run -0 count "$after" '.status != 200'
+	cat "$after"
+	# every one answered, and nothing was lost: a 200, or (when, on a loaded host, one meets
+	# the lost stack again before the router has marked it down, after a 429 elsewhere) the
+	# router's retryable 503 that says nothing ran; most are 200s
+	run -0 count "$after" '.status != 200 and (.status != 503 or .retryAfter != "1")'
 	assert_output 0
+	run -0 count "$after" '.status == 200'
+	((output >= 8))
 	echo "the load ended ${ms} ms after the kill"
 	((ms < 20000))
 }
