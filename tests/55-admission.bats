@@ -106,6 +106,13 @@ own_stack_wait() {
 		kill -0 "$STACK_PID" 2>/dev/null || break
 		sleep 0.1
 	done
+	if kill -0 "$STACK_PID" 2>/dev/null; then
+		# bounded: a stack that does not end is a failure, never a hung suite
+		echo "the stack did not exit within 90 s" >&2
+		kill -KILL -- "-$STACK_PID" 2>/dev/null || kill -KILL "$STACK_PID" 2>/dev/null || true
+		wait "$STACK_PID" 2>/dev/null || true
+		return 1
+	fi
 	own_status=0
 	wait "$STACK_PID" || own_status=$?
 	wait_for "nothing of the stack left" 100 marker_gone "$STACK_DIR"
