@@ -354,26 +354,22 @@ while ((pool_alive || nginx_alive)); do
 	pids=()
 	((pool_alive)) && pids+=("$pool_pid")
 	((nginx_alive)) && pids+=("$nginx_pid")
-	# A component that ended before this wait began (bash reaps children as they end, in
-	# the start-up loops too) is not always reported by wait -n: a tick bounds the wait, and
-	# one that kill -0 no longer finds has ended (its status from wait PID)
-	sleep 1 3>&- &
-	tick=$!
-	wait -n -p done_pid "${pids[@]}" "$tick"
-	st=$?
-	[[ ${done_pid:-} == "$tick" ]] || kill "$tick" 2>/dev/null
-	wait "$tick" 2>/dev/null
-	if [[ -z ${done_pid:-} || $done_pid == "$tick" ]]; then
-		done_pid=""
-		for p in "${pids[@]}"; do
-			if ! kill -0 "$p" 2>/dev/null; then
-				done_pid=$p
-				wait "$p"
-				st=$?
-				break
-			fi
-		done
-		[[ -n $done_pid ]] || continue # a signal, or the tick: handled at the top
+	# A component that ended before this wait (bash reaps children as they end, in the
+	# start-up loops too) is not always reported by wait -n: one that kill -0 no longer
+	# finds has ended (its status from wait PID)
+	for p in "${pids[@]}"; do
+		if ! kill -0 "$p" 2>/dev/null; then
+			done_pid=$p
+			break
+		fi
+	done
+	if [[ -n $done_pid ]]; then
+		wait "$done_pid"
+		st=$?
+	else
+		wait -n -p done_pid "${pids[@]}"
+		st=$?
+		[[ -n ${done_pid:-} ]] || continue # a signal: handled at the top
 	fi
 	if [[ $done_pid == "$pool_pid" ]]; then
 		pool_alive=0
