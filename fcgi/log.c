@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,20 +70,33 @@ static void log_line(enum log_level level, const char *fields, const char *msg);
  * it, so it is written only after that room is there (reserved again when little is left).
  * Several workers share the file: the headroom covers what they write between two checks.
  */
+/* the bytes allocated past the end of the file st describes */
+static long long
+log_room(const struct stat *st)
+{
+	return (long long)st->st_blocks * 512 - (long long)st->st_size;
+}
+
 static void
 log_write(const char *line, size_t len)
 {
+	/* whether stderr is a regular file: it stays what it was for the process's life, so a
+	 * pipe (the pod's log) is looked at once */
+	static int regular = -1;
 	struct stat st;
 	ssize_t unused;
 
-	if (fstat(STDERR_FILENO, &st) == 0 && S_ISREG(st.st_mode) &&
-	    (long long)st.st_blocks * 512 - (long long)st.st_size < LOG_HEADROOM_BYTES &&
-	    fallocate(STDERR_FILENO, FALLOC_FL_KEEP_SIZE, st.st_size, LOG_RESERVE_BYTES) < 0 &&
-	    (errno == ENOSPC || errno == EDQUOT)) {
-		/* no room for a whole line: none (a file system without fallocate is written
-		 * as before) */
-		if (fstat(STDERR_FILENO, &st) < 0 ||
-		    (long long)st.st_blocks * 512 - (long long)st.st_size < (long long)len)
+	if (regular != 0) {
+		bool looked = fstat(STDERR_FILENO, &st) == 0;
+		if (regular < 0 && looked)
+			regular = S_ISREG(st.st_mode);
+		if (regular == 1 && looked && log_room(&st) < LOG_HEADROOM_BYTES &&
+		    fallocate(STDERR_FILENO, FALLOC_FL_KEEP_SIZE, st.st_size, LOG_RESERVE_BYTES) <
+		        0 &&
+		    (errno == ENOSPC || errno == EDQUOT) &&
+		    /* no room for a whole line: none (a file system without fallocate is written
+		     * as before) */
+		    (fstat(STDERR_FILENO, &st) < 0 || log_room(&st) < (long long)len))
 			return;
 	}
 	unused = write(STDERR_FILENO, line, len);

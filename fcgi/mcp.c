@@ -85,24 +85,42 @@ name_is_loopback(const char *name, size_t n)
 	       name_is(name, n, "[::1]");
 }
 
+/* The next entry of a list of the operator's (CODEBOX_MCP_HOSTS, CODEBOX_MCP_ORIGINS:
+ * separated by spaces, commas or tabs) at *list, its length in *len; NULL at the end. */
+static const char *
+list_next(const char **list, size_t *len)
+{
+	const char *entry;
+
+	if (*list == NULL)
+		return NULL;
+	*list += strspn(*list, " ,\t");
+	if (**list == '\0')
+		return NULL;
+	entry = *list;
+	*len = strcspn(entry, " ,\t");
+	*list += *len;
+	return entry;
+}
+
 /* whether the name (n bytes) is one of allowed's entries (mcp_host_allowed()) */
 static bool
 name_listed(const char *name, size_t n, const char *allowed)
 {
-	while (allowed != NULL && *allowed != '\0') {
-		size_t k = strcspn(allowed, " ,\t"), e;
-		bool suffix = k > 2 && allowed[0] == '*' && allowed[1] == '.';
-		const char *entry = suffix ? allowed + 2 : allowed;
+	const char *item;
+	size_t k;
 
-		e = authority_name(entry, k - (size_t)(entry - allowed));
+	while ((item = list_next(&allowed, &k)) != NULL) {
+		bool suffix = k > 2 && item[0] == '*' && item[1] == '.';
+		const char *entry = suffix ? item + 2 : item;
+		size_t e = authority_name(entry, k - (size_t)(entry - item));
+
 		if (e > 0 && !suffix && e == n && strncasecmp(entry, name, n) == 0)
 			return true;
 		/* "*.x": a name that ends in ".x", with at least one label before it */
 		if (e > 0 && suffix && n > e + 1 && name[n - e - 1] == '.' &&
 		    strncasecmp(name + n - e, entry, e) == 0)
 			return true;
-		allowed += k;
-		allowed += strspn(allowed, " ,\t");
 	}
 	return false;
 }
@@ -120,18 +138,14 @@ mcp_host_allowed(const char *host, const char *allowed)
 bool
 mcp_origin_allowed(const char *origin, const char *host, const char *allowed)
 {
-	const char *list = allowed, *auth;
-	size_t n = origin ? strlen(origin) : 0, name;
+	const char *list = allowed, *auth, *item;
+	size_t n = origin ? strlen(origin) : 0, name, k;
 
 	if (origin == NULL)
 		return true;
-	while (list != NULL && *list != '\0') {
-		size_t k = strcspn(list, " ,");
-		if (k == n && n > 0 && strncmp(list, origin, n) == 0)
+	while ((item = list_next(&list, &k)) != NULL)
+		if (k == n && n > 0 && strncmp(item, origin, n) == 0)
 			return true;
-		list += k;
-		list += strspn(list, " ,");
-	}
 	if (strncasecmp(origin, "http://", 7) == 0)
 		auth = origin + 7;
 	else if (strncasecmp(origin, "https://", 8) == 0)
