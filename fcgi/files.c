@@ -611,26 +611,55 @@ unchanged_input(int dirfd, const char *manifest, size_t manifest_len, const stru
 	return false;
 }
 
+/* whether f's content is a picture (its head's magic): ARTIFACTS_IMAGES keeps only those */
+static bool
+image_file(int dirfd, const struct found *f)
+{
+	char head[ARTIFACTS_HEAD_BYTES];
+	size_t got;
+	int fd = open_regular(dirfd, f->path);
+
+	if (fd < 0)
+		return false;
+	got = read_upto(fd, head, sizeof(head));
+	close(fd);
+	return artifacts_is_image(files_sniff(head, got, got < f->bytes));
+}
+
+bool
+artifacts_is_image(const char *mime)
+{
+	return mime != NULL && (strcmp(mime, "image/png") == 0 || strcmp(mime, "image/jpeg") == 0 ||
+	                        strcmp(mime, "image/gif") == 0);
+}
+
 int
-artifacts_collect(int dirfd, const char *manifest, size_t manifest_len, char **blob, size_t *len)
+artifacts_collect(int dirfd, const char *manifest, size_t manifest_len, enum artifacts_want wanted,
+                  char **blob, size_t *len)
 {
 	struct walk w = {NULL, 0, 0, 0};
 	struct blob b = {NULL, 0, 0};
 	size_t sent = 0, total = 0;
-	/* a description of its own: the walk's reads move no offset of the caller's */
-	int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = -1;
+	int dfd, rc = -1;
 
 	*blob = NULL;
 	*len = 0;
+	if (wanted == ARTIFACTS_NONE)
+		return 0;
+	/* a description of its own: the walk's reads move no offset of the caller's */
+	dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return -1;
 	if (walk_dir(dfd, "", 0, &w) < 0)
 		goto out;
-	/* the inputs the program left as they were are neither listed nor counted */
-	if (manifest != NULL) {
+	/* the inputs the program left as they were are neither listed nor counted, nor, when
+	 * only pictures are wanted, anything else */
+	if (manifest != NULL || wanted == ARTIFACTS_IMAGES) {
 		size_t kept = 0;
 		for (size_t i = 0; i < w.n; i++) {
-			if (unchanged_input(dirfd, manifest, manifest_len, &w.v[i]))
+			if ((manifest != NULL &&
+			     unchanged_input(dirfd, manifest, manifest_len, &w.v[i])) ||
+			    (wanted == ARTIFACTS_IMAGES && !image_file(dirfd, &w.v[i])))
 				free(w.v[i].path);
 			else
 				w.v[kept++] = w.v[i];

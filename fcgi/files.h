@@ -46,6 +46,14 @@
 	 (size_t)ARTIFACTS_MAX_LISTED *                                                            \
 	     (sizeof(struct artifact_rec) + FILES_MAX_PATH + ARTIFACTS_HEAD_BYTES))
 
+/* Which files a run's answer wants back: none, every one, or only the pictures (what MCP shows
+ * a model: PNG, JPEG and GIF by their magic, artifacts_is_image()). */
+enum artifacts_want {
+	ARTIFACTS_NONE = 0,
+	ARTIFACTS_ALL = 1,
+	ARTIFACTS_IMAGES = 2,
+};
+
 /* A record of the inputs' blob: path_len bytes of path, then data_len bytes of content. */
 struct file_rec {
 	uint32_t path_len;
@@ -116,10 +124,12 @@ int files_manifest(const char *inputs, size_t len, char **manifest, size_t *mani
  * every __pycache__ directory excepted) and packs every regular file it finds, sorted by path,
  * into *blob (malloc'd, at most ARTIFACTS_BLOB_MAX bytes), but the inputs of the manifest
  * (files_manifest()'s, or NULL) that are as they were written: those are neither listed nor
- * counted against the bounds. Returns 0 or -1 (errno: ENOMEM).
+ * counted against the bounds. With ARTIFACTS_IMAGES, only the files whose content is a
+ * picture (artifacts_is_image() of its type) are listed and counted; the rest are as if absent.
+ * Returns 0 or -1 (errno: ENOMEM).
  */
-int artifacts_collect(int dirfd, const char *manifest, size_t manifest_len, char **blob,
-                      size_t *len);
+int artifacts_collect(int dirfd, const char *manifest, size_t manifest_len,
+                      enum artifacts_want wanted, char **blob, size_t *len);
 
 /*
  * The answer's "artifacts" array from a blob of artifacts_collect()'s (untrusted: a malformed
@@ -132,6 +142,9 @@ json_t *artifacts_render(const char *blob, size_t len);
  * (valid UTF-8 with no NUL), else application/octet-stream. cut: data is only the file's head
  * (it may end inside a character, and is not parsed as JSON). */
 const char *files_sniff(const char *data, size_t n, bool cut);
+
+/* Whether a type of files_sniff()'s is a picture a model is shown (MCP's image content). */
+bool artifacts_is_image(const char *mime);
 
 /* Base64 (RFC 4648, padded). encode: a malloc'd NUL-terminated string; decode: strict (no
  * whitespace, padding required), into a malloc'd buffer; NULL when invalid or out of memory. */

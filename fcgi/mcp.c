@@ -11,6 +11,7 @@
 #include "mcp.h"
 
 #include "capture.h"
+#include "files.h"
 #include "jsonw.h"
 #include "result.h"
 
@@ -442,9 +443,7 @@ mcp_call_answer(const json_t *id, const struct run_outcome *o, const char *reply
 	{
 		const char *mime = json_string_value(json_object_get(a, "mimeType"));
 		json_t *data = json_object_get(a, "contentBase64");
-		if (mime == NULL || !json_is_string(data) ||
-		    (strcmp(mime, "image/png") != 0 && strcmp(mime, "image/jpeg") != 0 &&
-		     strcmp(mime, "image/gif") != 0))
+		if (!artifacts_is_image(mime) || !json_is_string(data))
 			continue;
 		jsonw_lit(&w, ",{\"type\":\"image\",\"data\":");
 		jsonw_str(&w, json_string_value(data), json_string_length(data));

@@ -81,7 +81,7 @@ run_outcome_free(struct run_outcome *out)
 	capture_free(&out->out);
 	capture_free(&out->err);
 	free(out->result_json);
-	free(out->artifacts);
+	free(out->artifacts_mem);
 	memset(out, 0, sizeof(*out));
 }
 

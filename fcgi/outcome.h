@@ -76,9 +76,11 @@ struct run_outcome {
 	enum result_status result_status;
 	char *result_json; /* normalised JSON text when result_status is RESULT_OK */
 	size_t result_len;
-	/* requested: the files the run left, a blob of artifacts_collect()'s (files.h), or NULL */
-	char *artifacts;
+	/* requested: the files the run left, a blob of artifacts_collect()'s (files.h), or NULL.
+	 * It may point into artifacts_mem (init's report, taken whole: its bytes are not copied) */
+	const char *artifacts;
 	size_t artifacts_len;
+	void *artifacts_mem; /* owns artifacts' bytes */
 	long long duration_ms;
 	long long cpu_ms;
 	long long max_rss_bytes;

@@ -137,18 +137,54 @@ drain(int *fd, struct capture *c)
 	}
 }
 
-/* A bounded buffer for init's report. */
+/* A bounded buffer for init's report: nothing is reserved ahead; it grows to the size the
+ * report's fixed part announces (at most max), so print(1)'s costs a page, not the bound. */
 struct report_buf {
 	char *buf;
 	size_t len;
 	size_t cap;
+	size_t max;
 };
+
+/* The first allocation: the fixed part and a small result. */
+#define REPORT_FIRST_BYTES 4096
+
+static bool report_header(const struct report_buf *rb, struct sandbox_report *rep);
+
+/* Room for the next read: the announced size once the fixed part is in, else a first block.
+ * A report that announces more than max, or lies, fills what max allows and no more. */
+static void
+report_grow(struct report_buf *rb)
+{
+	struct sandbox_report rep;
+	size_t want;
+	char *nb;
+
+	if (rb->len < rb->cap || rb->cap >= rb->max)
+		return;
+	if (rb->len < sizeof(rep))
+		want = REPORT_FIRST_BYTES;
+	else if (report_header(rb, &rep))
+		want = sizeof(rep) + (size_t)rep.result_len + (size_t)rep.artifacts_len;
+	else
+		return; /* not a report: the rest is read and discarded */
+	if (want <= rb->cap)
+		want = rb->cap * 2; /* more than it announced: keep reading, bounded by max */
+	if (want > rb->max)
+		want = rb->max;
+	nb = realloc(rb->buf, want);
+	if (nb == NULL)
+		return; /* the rest goes to the sink: an incomplete report, the sandbox's fault */
+	rb->buf = nb;
+	rb->cap = want;
+}
 
 static void
 drain_report(int *fd, struct report_buf *rb)
 {
 	for (int i = 0; i < RUN_READS_PER_WAKE && *fd >= 0; i++) {
 		char sink[4096];
+		report_grow(rb);
 		char *dst = rb->len < rb->cap ? rb->buf + rb->len : sink;
 		size_t room = rb->len < rb->cap ? rb->cap - rb->len : sizeof(sink);
 		ssize_t r = read(*fd, dst, room);
@@ -574,7 +610,9 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	    .stdin_len = (uint32_t)spec->stdin_len,
 	    .max_result_bytes = (uint32_t)spec->max_result_bytes,
 	    .files_len = (uint32_t)spec->files_len,
-	    .flags = spec->artifacts ? SANDBOX_WANT_ARTIFACTS : 0,
+	    .flags = spec->artifacts == ARTIFACTS_ALL      ? SANDBOX_WANT_ARTIFACTS
+	             : spec->artifacts == ARTIFACTS_IMAGES ? SANDBOX_WANT_IMAGES
+	                                                   : 0,
 	    .nproc = cfg->nproc_rlimit ? spec->caps.max_processes : 0,
 	    .fsize_bytes = spec->caps.disk_bytes,
 	    /* warm: the template's own address space is shared, not the run's */
@@ -707,16 +745,10 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 			return -1;
 	}
 	w->box = &s->box;
-	if (s->box.ns_mode) {
-		w->rb.cap = sizeof(struct sandbox_report) + spec->max_result_bytes +
-		            (spec->artifacts ? ARTIFACTS_BLOB_MAX : 0) + 1;
-		w->rb.buf = malloc(w->rb.cap);
-		if (w->rb.buf == NULL) {
-			out->fault = RUN_FAULT_OTHER;
-			snprintf(why, why_len, "out of memory for the report");
-			return -1;
-		}
-	}
+	/* one byte past the largest valid report: a longer one is seen as not one */
+	if (s->box.ns_mode)
+		w->rb.max = sizeof(struct sandbox_report) + spec->max_result_bytes +
+		            (spec->artifacts != ARTIFACTS_NONE ? ARTIFACTS_BLOB_MAX : 0) + 1;
 	sent = send_request(&s->box, spec, cfg);
 	if (sent < 0 && ahead) {
 		/* a box built ahead may have died while it waited (the OOM killer prefers it):
@@ -892,7 +924,7 @@ rusage_cpu_ms(const struct rusage *ru)
  * a full disk) and out (result.json, the program's usage). Returns whether it was.
  */
 static bool
-run_read_report(const struct report_buf *rb, size_t max_result_bytes, struct outcome_facts *f,
+run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_facts *f,
                 struct run_outcome *out)
 {
 	struct sandbox_report rep;
@@ -917,13 +949,14 @@ run_read_report(const struct report_buf *rb, size_t max_result_bytes, struct out
 		}
 	}
 	if (rep.artifacts_len > 0) {
-		/* untrusted, like all of the report: artifacts_render() checks every record */
-		out->artifacts = malloc(rep.artifacts_len);
-		if (out->artifacts != NULL) {
-			memcpy(out->artifacts, rb->buf + sizeof(rep) + rep.result_len,
-			       rep.artifacts_len);
-			out->artifacts_len = rep.artifacts_len;
-		}
+		/* untrusted, like all of the report: artifacts_render() checks every record. The
+		 * outcome takes the report's buffer: the artifacts' bytes stay where they were read
+		 */
+		out->artifacts_mem = rb->buf;
+		out->artifacts = rb->buf + sizeof(rep) + rep.result_len;
+		out->artifacts_len = rep.artifacts_len;
+		rb->buf = NULL;
+		rb->cap = 0;
 	}
 	out->cpu_ms = rusage_cpu_ms(&rep.children);
 	out->minor_faults = rep.children.ru_minflt;
@@ -992,15 +1025,19 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 			out->result_status = result_read(box->wd.fd, spec->max_result_bytes,
 			                                 &out->result_json, &out->result_len);
 			/* direct mode: every process of the run is gone (box_kill above) */
-			if (spec->artifacts) {
+			if (spec->artifacts != ARTIFACTS_NONE) {
 				char *manifest = NULL;
 				size_t manifest_len = 0;
-				if (spec->files_len == 0 ||
-				    files_manifest(spec->files, spec->files_len, &manifest,
-				                   &manifest_len) == 0)
-					(void)artifacts_collect(box->wd.fd, manifest, manifest_len,
-					                        &out->artifacts,
-					                        &out->artifacts_len);
+				char *blob = NULL;
+				if ((spec->files_len == 0 ||
+				     files_manifest(spec->files, spec->files_len, &manifest,
+				                    &manifest_len) == 0) &&
+				    artifacts_collect(box->wd.fd, manifest, manifest_len,
+				                      spec->artifacts, &blob,
+				                      &out->artifacts_len) == 0) {
+					out->artifacts_mem = blob;
+					out->artifacts = blob;
+				}
 				free(manifest);
 			}
 		}

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "cgroup.h"
+#include "files.h"
 #include "outcome.h"
 #include "workdir.h"
 
@@ -66,7 +67,7 @@ struct run_spec {
 	size_t stdin_len;
 	const char *files; /* the input files, packed (files.h), or NULL */
 	size_t files_len;
-	bool artifacts; /* collect the files the run leaves (run_outcome.artifacts) */
+	enum artifacts_want artifacts; /* the files the run leaves to collect (outcome.artifacts) */
 	long wall_ms;
 	size_t max_stdout_bytes;
 	size_t max_stderr_bytes;

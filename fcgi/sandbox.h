@@ -11,6 +11,7 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
+#include "files.h"
 #include "mounts.h"
 #include "result.h"
 #include "seccomp.h"
@@ -20,6 +21,9 @@
 
 /* In a mount namespace, the run's directory is SANDBOX_INNER_DIR/<its name>: no host path. */
 #define SANDBOX_INNER_DIR "/sandbox"
+
+/* The program's process name until it becomes python3 (init's is codebox-init). */
+#define SANDBOX_PROGRAM_NAME "codebox-prog"
 
 /* The steps, in the order they are taken (init's first, then the program's). */
 enum sandbox_step {
@@ -83,8 +87,10 @@ struct sandbox_request {
 	int64_t cpu_limit_seconds;
 };
 
-/* init collects the run's files (files.h) and reports them after result.json */
+/* init collects the run's files (files.h) and reports them after result.json: every one, or
+ * only the pictures (enum artifacts_want) */
 #define SANDBOX_WANT_ARTIFACTS 1u
+#define SANDBOX_WANT_IMAGES 2u
 
 /* Upper bounds a child accepts for code and stdin (limits.c allows at most 16 MiB each). */
 #define SANDBOX_MAX_INPUT_BYTES (64U << 20)
@@ -146,7 +152,7 @@ struct sandbox_spec {
 	const char *command;     /* warm: the agent's command, once read (enter() may run it) */
 	int workspace_fd;        /* -1, or the workspace init attaches; closed before the program */
 	size_t max_result_bytes; /* from the request */
-	bool artifacts;          /* from the request: SANDBOX_WANT_ARTIFACTS */
+	enum artifacts_want artifacts; /* from the request: SANDBOX_WANT_ARTIFACTS, _IMAGES */
 	/* init's: the inputs' manifest (files_manifest()), made by whoever wrote them */
 	char *manifest;
 	size_t manifest_len;

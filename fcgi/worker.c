@@ -97,7 +97,7 @@ enum worker_ran {
  */
 static enum worker_ran
 worker_run(const struct worker_request *w, FCGX_Request *req, const struct request *r,
-           enum metrics_port port, struct run_outcome *o)
+           enum artifacts_want want, enum metrics_port port, struct run_outcome *o)
 {
 	const struct worker_config *wc = w->wc;
 	const struct run_config *run = w->run;
@@ -131,7 +131,7 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	spec.stdin_len = r->stdin_len;
 	spec.files = r->files;
 	spec.files_len = r->files_len;
-	spec.artifacts = r->artifacts;
+	spec.artifacts = want;
 	history_begin(&wc->history, metrics_port_name(port), r->code, r->code_len, w->request_id);
 	metrics_run_begin(run->worker_index);
 	rc = run_execute(run, &spec, &w->streams->execute, o, why, sizeof(why));
@@ -204,7 +204,8 @@ worker_execute(void *port, FCGX_Request *req)
 		request_free(&r);
 		return;
 	}
-	switch (worker_run(w, req, &r, METRICS_PORT_EXECUTE, &o)) {
+	switch (worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
+	                   METRICS_PORT_EXECUTE, &o)) {
 	case WORKER_RAN:
 		arts = r.artifacts ? artifacts_render(o.artifacts, o.artifacts_len) : NULL;
 		reply = r.artifacts && arts == NULL
@@ -299,11 +300,11 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		return;
 	}
 	free(text);
-	/* a model sees the pictures a run makes whether it asked for files or not; the answer
-	 * lists them only when it did */
+	/* a model sees the pictures a run makes whether it asked for files or not: only those are
+	 * collected unless it did, and the answer lists files only when it did */
 	asked = r.artifacts;
-	r.artifacts = true;
-	switch (worker_run(w, req, &r, METRICS_PORT_MCP, &o)) {
+	switch (worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
+	                   &o)) {
 	case WORKER_RAN:
 		arts = artifacts_render(o.artifacts, o.artifacts_len);
 		reply = arts == NULL

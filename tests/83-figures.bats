@@ -106,6 +106,31 @@ print(sorted(os.listdir(".")))' '{artifacts: true}'
 	assert_output figure-1.png
 }
 
+@test "figures: over MCP only pictures are collected unless files are asked for: a chart after 40 other files is shown" {
+	local prog out
+	# ($code is mcp()'s HTTP status.) 40 text files sort before z-chart.png: collected as files, the 32 sent before it would
+	# leave it unsent (maxArtifacts), and the model would see no picture
+	prog=$(printf '%s\n' 'import matplotlib.pyplot as plt' \
+		'for i in range(40): open("a-%02d.txt" % i, "w").write("x")' \
+		'plt.plot([1, 2]); plt.savefig("z-chart.png"); plt.close("all")')
+	call 1 "$(jq -cn --arg code "$prog" '{code: $code}')"
+	out=$reply
+	run -0 jq -r '.result.content | map(.type) | join(",")' <<<"$out"
+	assert_output text,image
+	run -0 jq -r '.result.content[0].text' <<<"$out"
+	assert_output --partial "file: z-chart.png (image/png, "
+	refute_output --partial "a-00.txt"
+	# asked for: every file, as on /execute, within the same bounds
+	call 2 "$(jq -cn --arg code "$prog" '{code: $code, artifacts: true}')"
+	out=$reply
+	run -0 jq -r '[.result.structuredContent.artifacts[] | select(.path | startswith("a-"))] | length' <<<"$out"
+	assert_output 40
+	run -0 jq -r '.result.structuredContent.artifacts[] | select(.path == "z-chart.png") | .omitted' <<<"$out"
+	assert_output --partial "maxArtifacts files were sent before it"
+	run -0 jq -r '.result.content | map(.type) | join(",")' <<<"$out"
+	assert_output text
+}
+
 @test "figures: the official MCP SDK's client gets the chart as an image block (its result schema holds)" {
 	local result
 	run -0 mcp_client "$BASE/mcp" call code_executor "$(jq -cn --arg c "$chart" '{code: $c}')"

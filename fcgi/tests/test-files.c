@@ -201,7 +201,8 @@ main(void)
 		       man_len == 3 * (sizeof(struct file_rec) + sizeof(struct file_digest)) +
 		                      strlen("data/in.csvdata/deep/x.binnotes.txt"),
 		   "files_manifest: a record per input, a digest for its content");
-		ok(artifacts_collect(dirfd, man, man_len, &ab, &al) == 0, "artifacts_collect");
+		ok(artifacts_collect(dirfd, man, man_len, ARTIFACTS_ALL, &ab, &al) == 0,
+		   "artifacts_collect");
 		free(man);
 		list = artifacts_render(ab, al);
 		ok(list != NULL && json_array_size(list) == 6, "six artifacts (%zu)",
@@ -234,6 +235,26 @@ main(void)
 		   list ? json_array_size(list) : 0);
 		json_decref(list);
 		free(ab);
+		/* only the pictures (what MCP shows a model): PNG yes, SVG (text) no */
+		put(dirfd, "photo.jpg", "\xff\xd8\xff\xe0 jfif", 10);
+		put(dirfd, "fake.png", "not a picture", 13);
+		ok(artifacts_collect(dirfd, NULL, 0, ARTIFACTS_IMAGES, &ab, &al) == 0,
+		   "artifacts_collect, pictures only");
+		list = artifacts_render(ab, al);
+		ok(list != NULL && json_array_size(list) == 2, "two pictures (%zu)",
+		   list ? json_array_size(list) : 0);
+		ok(find(list, "chart.png") != NULL && find(list, "photo.jpg") != NULL,
+		   "PNG and JPEG by their magic");
+		ok(find(list, "fake.png") == NULL && find(list, "pic.svg") == NULL &&
+		       find(list, "notes.txt") == NULL,
+		   "by content, not by name: no other file is listed or counted");
+		json_decref(list);
+		free(ab);
+		ok(artifacts_collect(dirfd, NULL, 0, ARTIFACTS_NONE, &ab, &al) == 0 && ab == NULL &&
+		       al == 0,
+		   "none wanted: nothing walked, nothing allocated");
+		ok(unlinkat(dirfd, "photo.jpg", 0) == 0 && unlinkat(dirfd, "fake.png", 0) == 0,
+		   "the pictures' test files removed");
 	}
 	free(blob);
 	/* bounds: too many, too large */
@@ -254,7 +275,8 @@ main(void)
 		ok(fd >= 0 && ftruncate(fd, ARTIFACTS_MAX_BYTES + 1) == 0, "a sparse huge file");
 		if (fd >= 0)
 			close(fd);
-		ok(artifacts_collect(dirfd, NULL, 0, &ab, &al) == 0 && al <= ARTIFACTS_BLOB_MAX,
+		ok(artifacts_collect(dirfd, NULL, 0, ARTIFACTS_ALL, &ab, &al) == 0 &&
+		       al <= ARTIFACTS_BLOB_MAX,
 		   "collected within ARTIFACTS_BLOB_MAX");
 		list = artifacts_render(ab, al);
 		json_array_foreach(list, i, a)
@@ -318,7 +340,7 @@ main(void)
 		put(d2, "a.txt", "first", 5);
 		put(d2, "z.txt", "last", 4);
 		put(d2, "in/f-050.txt", "INPUT 050", 9); /* the same size, changed */
-		ok(artifacts_collect(d2, man, man_len, &ab, &al) == 0, "collected");
+		ok(artifacts_collect(d2, man, man_len, ARTIFACTS_ALL, &ab, &al) == 0, "collected");
 		list = artifacts_render(ab, al);
 		ok(list != NULL && json_array_size(list) == 3,
 		   "only what the program made or changed is listed (%zu)",
@@ -332,7 +354,8 @@ main(void)
 		free(ab);
 		/* a manifest of other content: every input counts as changed */
 		put(d2, "in/f-007.txt", "0123456789abcdef0123456789abcdef0123456789abcX", 46);
-		ok(artifacts_collect(d2, man, man_len, &ab, &al) == 0, "collected again");
+		ok(artifacts_collect(d2, man, man_len, ARTIFACTS_ALL, &ab, &al) == 0,
+		   "collected again");
 		list = artifacts_render(ab, al);
 		ok(find(list, "in/f-007.txt") != NULL,
 		   "a change in a long input's last word is seen");
