@@ -58,7 +58,7 @@ UNIT_DEPS_tool    = tool
 UNIT_DEPS_util    = util
 UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
 
-.PHONY: all help deps build run test unit bats asan asan-build bats-run asan-run check lint \
+.PHONY: all help deps build run test unit unit-bins parallel-build bats asan asan-build bats-run asan-run check lint \
         format clean bench
 
 all: build
@@ -131,6 +131,9 @@ run: build
 	    $(if $(RUN_UID_BASE),--run-uid-base $(RUN_UID_BASE)) \
 	    $(if $(AUTH_TOKENS),--auth-tokens $(AUTH_TOKENS))
 
+# the unit tests' programs alone (`make test` builds them, both builds', side by side first)
+unit-bins: $(UNIT_BIN)
+
 unit: deps $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done
 
@@ -178,8 +181,19 @@ format:
 # Everything is built first; then the warm and cold passes and the sanitizer pass run side by
 # side (two lanes: the suites spend much of their time waiting on runs and timeouts, and every
 # stack has its own ports, uids, cgroups and directories), each lane's output in one piece.
-test: deps lint unit check asan-build
-	scripts/test-lanes.sh "$(MAKE) --no-print-directory bats-run" "$(MAKE) --no-print-directory asan-run"
+# The offline checks of the manifests (60-deploy.bats: no pool involved) run in the sanitizer
+# lane, since the plain lane also has the cold pass (CODEBOX_MANIFESTS).
+test: deps parallel-build lint unit check asan-build
+	scripts/test-lanes.sh "CODEBOX_MANIFESTS=elsewhere $(MAKE) --no-print-directory bats-run" \
+	    "CODEBOX_MANIFESTS=here $(MAKE) --no-print-directory asan-run"
+
+# everything `make test` runs, plain and sanitized, compiled JOBS at a time (one per core),
+# so that the steps after it find it built
+JOBS ?= $(shell nproc)
+parallel-build: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) $(POOL) $(NGX_MOD) unit-bins
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=build-asan SANITIZE=address,undefined \
+	    build-asan/codebox-pool unit-bins
 
 # BEFORE=REV: the warm measurements for revision REV too, side by side (e.g. BEFORE=origin/main)
 bench: build

@@ -8,6 +8,8 @@
 #     median/p95 of print(1), the café program (numpy) and the five-module program
 #     throughput of print(1) and of the café program with wrk at 4 and 20 connections
 #     the whole stack's PSS (nginx, supervisor, zygote, workers, templates) after warm-up
+#   the cost of a run (scripts/bench-cost.sh): the whole host's CPU per request at 20 clients
+#     (the client's subtracted) and its split by process role, warm, cold and cold_peer.py
 #   the fleet (scripts/bench-fleet.sh): runs/s per core and memory per slot of print(1), the
 #     café and the five-module programs, three stacks behind the router, the host kind
 #   --layers: print(1) with the isolation layers added one group at a time (cold, CODEBOX_DISABLE),
@@ -501,6 +503,7 @@ if [[ -n $before ]]; then
 fi
 # the fleet: runs a second per core, memory per slot, three stacks behind the router
 "$here/scripts/bench-fleet.sh" --seconds "$seconds" --pool "$pool"
+"$here/scripts/bench-cost.sh" --seconds "$seconds" --pool "$pool"
 ((layers)) || exit 0
 
 # Layer by layer: the same print(1) with layers switched off, each paired with bare start-up.

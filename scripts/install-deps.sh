@@ -60,8 +60,8 @@ packages=(
 	# the agent protocol suite speaks through requests, as the agent-sandbox client does;
 	# promtool (package prometheus) parses /metrics
 	python3-requests prometheus
-	# benchmarks
-	wrk
+	# benchmarks (perf: scripts/bench-cost.sh's split of a request's CPU by process role)
+	wrk linux-perf
 	# offline deploy checks: yamllint; the runtime default seccomp profile codebox extends;
 	# unzip for the pinned kubectl
 	yamllint golang-github-containers-common unzip
