@@ -59,6 +59,10 @@ source "$here/scripts/stack-lib.sh"
 cd "$work"
 
 hz=$(getconf CLK_TCK)
+have_perf=0
+if command -v perf >/dev/null && perf record -q -a -o /dev/null -- true >/dev/null 2>&1; then
+	have_perf=1
+fi
 # busy: the whole host's busy jiffies (user nice system irq softirq steal)
 busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 
@@ -67,8 +71,18 @@ host_kind() {
 	local model kernel pvm bare
 	model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	kernel=$(uname -r)
-	pvm="hardware page tables"
-	grep -q ' pvm_' /proc/kallsyms 2>/dev/null && pvm="a kernel with pvm_* (software page tables where the hypervisor uses them)"
+	# software page tables show as pvm_* symbols in the samples of a fork-heavy load (a
+	# kernel may have the symbols and not use them)
+	pvm="page tables: unknown (no perf)"
+	if ((have_perf)); then
+		perf record -q -a -o pvm.data -- sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do '"$PY"' -I -c pass; done' >/dev/null 2>&1
+		if perf report -q -i pvm.data --sort sym --stdio 2>/dev/null | grep -q 'pvm_'; then
+			pvm="software page tables (pvm_* in perf's samples)"
+		else
+			pvm="hardware page tables (no pvm_* in perf's samples)"
+		fi
+		rm -f pvm.data
+	fi
 	bare=$(for _ in $(seq 11); do
 		t0=${EPOCHREALTIME/./}
 		"$PY" -I -c pass
@@ -82,10 +96,23 @@ post_lua() {
 	printf 'wrk.method = "POST"\nwrk.body = [==[%s]==]\nwrk.headers["Content-Type"] = "application/json"\n' "$1" >post.lua
 }
 
+# idle: waits (at most 30 s) until no run is in flight: wrk ends a round by closing its
+# connections, and the runs it leaves are killed and torn down, holding their slots for a
+# moment; the next round would meet them as 429s
+idle() {
+	[[ -n ${metrics:-} ]] || return 0
+	for _ in $(seq 300); do
+		[[ $(curl -s "$metrics/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == 0 ]] && return 0
+		sleep 0.1
+	done
+	echo "bench-cost: runs still in flight after 30 s" >&2
+}
+
 # wrk_cost URL: one clean round at 20 connections; prints "ANSWERED NON2XX HOST_CPU_MS_PER_REQ":
 # the CPU is per 2xx answer (a 429 costs little and would flatter the figure)
 wrk_cost() {
 	local b0 b1 cl n non
+	idle
 	b0=$(busy)
 	# the subshell's `times` is wrk's CPU: the client's share, subtracted
 	(
@@ -115,6 +142,7 @@ function role(c) {
 # wrk_split URL: a second round under perf record -a; prints "role=percent ..." of the counted
 # samples
 wrk_split() {
+	idle
 	perf record -q -a -F 997 -o perf.data -- wrk -t 2 -c 20 -d "${seconds}s" --timeout 30s -s post.lua "$1" >/dev/null 2>&1 || return 1
 	perf report -q -i perf.data --no-children --sort comm --stdio -g none 2>/dev/null |
 		awk "$role_of"'
@@ -128,16 +156,13 @@ wrk_split() {
 # cpu_ms BASE BODY: the median details.cpuMs of 20 sequential runs
 cpu_ms() {
 	local body
+	idle
 	body=$(jq -c '. + {details: true}' <<<"$2")
 	for _ in $(seq 20); do
 		curl -s --max-time 60 --data-binary "$body" "$1/execute" | jq -r '.details.cpuMs // empty'
 	done | sort -n | awk '{ v[NR] = $1 } END { print (NR ? v[int((NR + 1) / 2)] : "-") }'
 }
 
-have_perf=0
-if command -v perf >/dev/null && perf record -q -a -o /dev/null -- true >/dev/null 2>&1; then
-	have_perf=1
-fi
 
 declare -A body=([print1]='{"code":"print(1)"}'
 	[cafe]=$(jq -cn --rawfile code "$here/tests/programs/cafe.py" '{code: $code}')
@@ -155,8 +180,10 @@ else
 fi
 for mode in warm cold; do
 	port=$(codebox_free_port)
+	metrics_port=$(codebox_free_port)
+	metrics="http://127.0.0.1:$metrics_port"
 	CODEBOX_WARM=$([[ $mode == warm ]] && echo 1 || echo 0) "$here/scripts/codebox-run.sh" --port "$port" \
-		--rundir "$work/$mode" --agent-port "$(codebox_free_port)" --metrics-port "$(codebox_free_port)" \
+		--rundir "$work/$mode" --agent-port "$(codebox_free_port)" --metrics-port "$metrics_port" \
 		--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/$mode.out" 2>&1 &
 	stack=$!
 	base="http://127.0.0.1:$port"
@@ -169,6 +196,11 @@ for mode in warm cold; do
 		# warm-up: both tiers' templates, the workers' boxes built ahead, the page cache
 		wrk -t 2 -c 20 -d 2s --timeout 30s -s post.lua "$base/execute" >/dev/null
 		read -r n non ms < <(wrk_cost "$base/execute")
+		if ((n == 0)); then
+			printf "%-34s no answer within %s s at 20 clients (cpuMs %s)\n" "$mode: ${name[$prog]}" "$seconds" \
+				"$(cpu_ms "$base" "${body[$prog]}")"
+			continue
+		fi
 		rps[$mode-$prog]=$(awk -v n="$n" -v s="$seconds" 'BEGIN { printf "%.1f", n / s }')
 		cost[$mode-$prog]=$ms
 		line=$(printf "%-34s %7s req/s  host CPU %6.2f ms/request  cpuMs %s" "$mode: ${name[$prog]}" \
@@ -185,6 +217,7 @@ for mode in warm cold; do
 	wait "$stack" || true
 	stack=""
 done
+metrics=
 
 if [[ -f $peer ]]; then
 	port=$(codebox_free_port)
@@ -198,6 +231,10 @@ if [[ -f $peer ]]; then
 		post_lua "${body[$prog]}"
 		wrk -t 2 -c 20 -d 2s --timeout 30s -s post.lua "http://127.0.0.1:$port/execute" >/dev/null
 		read -r n non ms < <(wrk_cost "http://127.0.0.1:$port/execute")
+		if ((n == 0)); then
+			printf "%-34s no answer within %s s at 20 clients\n" "cold_peer.py: ${name[$prog]}" "$seconds"
+			continue
+		fi
 		rps[peer-$prog]=$(awk -v n="$n" -v s="$seconds" 'BEGIN { printf "%.1f", n / s }')
 		cost[peer-$prog]=$ms
 		printf "%-34s %7s req/s  host CPU %6.2f ms/request\n" "cold_peer.py: ${name[$prog]}" "${rps[peer-$prog]}" "$ms"
@@ -207,8 +244,9 @@ if [[ -f $peer ]]; then
 	peer_pid=""
 	echo "# codebox warm against cold_peer.py (issue 26's goal: print(1) CPU <= 0.25x and >= 4x the throughput, café CPU <= 0.1x)"
 	for prog in "${programs[@]}"; do
+		[[ -n ${cost[peer-$prog]:-} && -n ${cost[warm-$prog]:-} ]] || continue
 		awk -v w="${cost[warm-$prog]}" -v p="${cost[peer-$prog]}" -v rw="${rps[warm-$prog]}" -v rp="${rps[peer-$prog]}" \
-			-v c="${cost[cold-$prog]}" -v n="${name[$prog]}" \
+			-v c="${cost[cold-$prog]:-0}" -v n="${name[$prog]}" \
 			'BEGIN { printf "%-34s CPU/request %.2fx the peer (cold: %.2fx), throughput %.2fx\n", "warm: " n, (p > 0 ? w / p : 0), (p > 0 ? c / p : 0), (rp > 0 ? rw / rp : 0) }'
 	done
 else
