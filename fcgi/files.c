@@ -4,6 +4,7 @@
 #include "files.h"
 
 #include "capture.h"
+#include "jsonw.h"
 #include "utf8.h"
 #include "util.h"
 #include "workspace.h"
@@ -741,66 +742,72 @@ artifacts_omit_string(enum artifact_omit o)
 	return "not sent";
 }
 
-json_t *
-artifacts_render(const char *blob, size_t len)
+bool
+artifacts_next(const char *blob, size_t len, size_t *off, size_t *count, struct artifact_view *a)
 {
-	json_t *list = json_array();
-	size_t off = 0;
+	struct artifact_rec rec;
 
-	if (list == NULL)
-		return NULL;
-	while (blob != NULL && len - off >= sizeof(struct artifact_rec) &&
-	       json_array_size(list) < ARTIFACTS_MAX_LISTED) {
-		struct artifact_rec rec;
-		const char *path, *data;
-		char name[3 * FILES_MAX_PATH + 1];
-		size_t name_len, b64_len = 0;
-		char *b64s = NULL;
-		json_t *item;
+	if (blob == NULL || *off > len || len - *off < sizeof(rec) ||
+	    *count >= ARTIFACTS_MAX_LISTED)
+		return false;
+	memcpy(&rec, blob + *off, sizeof(rec));
+	if (rec.path_len == 0 || rec.path_len > FILES_MAX_PATH ||
+	    rec.omitted >= ARTIFACT_OMIT_COUNT ||
+	    len - *off - sizeof(rec) < (size_t)rec.path_len + rec.data_len ||
+	    (rec.omitted == ARTIFACT_SENT && rec.data_len != rec.bytes) ||
+	    (rec.omitted != ARTIFACT_SENT && rec.data_len > ARTIFACTS_HEAD_BYTES))
+		return false;
+	a->path = blob + *off + sizeof(rec);
+	a->path_len = rec.path_len;
+	a->data = a->path + rec.path_len;
+	a->data_len = rec.data_len;
+	a->bytes = rec.bytes;
+	a->omitted = (enum artifact_omit)rec.omitted;
+	a->type = files_sniff(a->data, a->data_len, a->data_len < a->bytes);
+	*off += sizeof(rec) + rec.path_len + rec.data_len;
+	(*count)++;
+	return true;
+}
 
-		memcpy(&rec, blob + off, sizeof(rec));
-		if (rec.path_len == 0 || rec.path_len > FILES_MAX_PATH ||
-		    rec.omitted >= ARTIFACT_OMIT_COUNT ||
-		    len - off - sizeof(rec) < (size_t)rec.path_len + rec.data_len ||
-		    (rec.omitted == ARTIFACT_SENT && rec.data_len != rec.bytes) ||
-		    (rec.omitted != ARTIFACT_SENT && rec.data_len > ARTIFACTS_HEAD_BYTES))
-			break;
-		path = blob + off + sizeof(rec);
-		data = path + rec.path_len;
-		off += sizeof(rec) + rec.path_len + rec.data_len;
-		/* a name that is not UTF-8 is shown as Python shows it decoded with "replace" */
-		name_len = utf8_sanitize((const unsigned char *)path, rec.path_len, name);
-		if (rec.omitted == ARTIFACT_SENT) {
-			b64s = files_base64_encode(data, rec.data_len, &b64_len);
-			if (b64s == NULL)
-				goto oom;
-		}
-		{
-			const char *why = artifacts_omit_string((enum artifact_omit)rec.omitted);
-			item = json_object();
-			if (item == NULL || json_array_append_new(list, item) < 0 ||
-			    json_object_set_new(item, "path", json_stringn(name, name_len)) < 0 ||
-			    json_object_set_new(
-			        item, "mimeType",
-			        json_string(files_sniff(data, rec.data_len,
-			                                rec.data_len < rec.bytes))) < 0 ||
-			    json_object_set_new(item, "bytes",
-			                        json_integer((json_int_t)rec.bytes)) < 0 ||
-			    json_object_set_new(item, "contentBase64",
-			                        b64s ? json_stringn(b64s, b64_len) : json_null()) <
-			        0 ||
-			    json_object_set_new(item, "omitted",
-			                        why ? json_string(why) : json_null()) < 0) {
-				free(b64s);
-				goto oom;
-			}
-			free(b64s);
-		}
+void
+artifacts_put_path(struct jsonw *w, const struct artifact_view *a)
+{
+	/* a name that is not UTF-8 is shown as Python shows it decoded with "replace" */
+	char name[3 * FILES_MAX_PATH + 1];
+	size_t name_len = utf8_sanitize((const unsigned char *)a->path, a->path_len, name);
+
+	jsonw_str(w, name, name_len);
+}
+
+void
+artifacts_write(struct jsonw *w, const char *blob, size_t len)
+{
+	struct artifact_view a;
+	size_t off = 0, count = 0;
+
+	jsonw_lit(w, "[");
+	while (artifacts_next(blob, len, &off, &count, &a)) {
+		const char *why = artifacts_omit_string(a.omitted);
+
+		jsonw_lit(w, count > 1 ? ",{\"path\":" : "{\"path\":");
+		artifacts_put_path(w, &a);
+		jsonw_lit(w, ",\"mimeType\":");
+		jsonw_cstr(w, a.type);
+		jsonw_lit(w, ",\"bytes\":");
+		jsonw_int(w, (long long)a.bytes);
+		jsonw_lit(w, ",\"contentBase64\":");
+		if (a.omitted == ARTIFACT_SENT)
+			jsonw_base64(w, a.data, a.data_len);
+		else
+			jsonw_lit(w, "null");
+		jsonw_lit(w, ",\"omitted\":");
+		if (why != NULL)
+			jsonw_cstr(w, why);
+		else
+			jsonw_lit(w, "null");
+		jsonw_lit(w, "}");
 	}
-	return list;
-oom:
-	json_decref(list);
-	return NULL;
+	jsonw_lit(w, "]");
 }
 
 /* ---- types ---- */

@@ -9,8 +9,10 @@
  * worker) walks the working directory without following a symlink or opening anything but a
  * regular file (artifacts_collect()) and packs what it found into a blob bounded by
  * ARTIFACTS_BLOB_MAX; the worker reads that blob as untrusted input and renders the answer's
- * "artifacts" array (artifacts_render()): each file's path, its type from its content's magic
- * (files_sniff()), its size and its content in base64, or why the content was not sent.
+ * "artifacts" array (artifacts_write(), record by record with artifacts_next()): each file's
+ * path, its type from its content's magic (files_sniff()), its size and its content in base64,
+ * or why the content was not sent. The content is encoded from the blob straight into the
+ * answer as it streams out (jsonw.h): its bytes are copied once, as base64.
  *
  * Both blobs are sequences of records, each a fixed header followed by its path and data.
  */
@@ -22,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "jsonw.h"
 #include "limits.h"
 
 /* Inputs: at most this many files, each path at most FILES_MAX_PATH bytes, each component at
@@ -131,12 +134,35 @@ int files_manifest(const char *inputs, size_t len, char **manifest, size_t *mani
 int artifacts_collect(int dirfd, const char *manifest, size_t manifest_len,
                       enum artifacts_want wanted, char **blob, size_t *len);
 
+/* One record of a blob of artifacts_collect()'s, pointing into the blob. */
+struct artifact_view {
+	const char *path; /* path_len bytes, not NUL-terminated, maybe not UTF-8 */
+	size_t path_len;
+	const char *data; /* the content (sent), or its head (not sent) */
+	size_t data_len;
+	uint64_t bytes; /* the file's size */
+	enum artifact_omit omitted;
+	const char *type; /* files_sniff() of data */
+};
+
 /*
- * The answer's "artifacts" array from a blob of artifacts_collect()'s (untrusted: a malformed
- * blob renders as far as it is well-formed). Returns a new JSON array, or NULL when out of
- * memory.
+ * The next record of blob at *off, *count of them read so far (both start at 0). The blob is
+ * untrusted (it came from the run's init): reading stops at the first malformed record, and
+ * after ARTIFACTS_MAX_LISTED. Returns false at the end.
  */
-json_t *artifacts_render(const char *blob, size_t len);
+bool artifacts_next(const char *blob, size_t len, size_t *off, size_t *count,
+                    struct artifact_view *a);
+
+/* The record's path as a JSON string: a name that is not UTF-8 as Python shows it decoded
+ * with "replace". */
+void artifacts_put_path(struct jsonw *w, const struct artifact_view *a);
+
+/*
+ * The answer's "artifacts" array from a blob of artifacts_collect()'s, written into w as far as
+ * the blob is well-formed: each file's path, mimeType, bytes, contentBase64 (encoded straight
+ * from the blob into the text: the content's only copy) and omitted.
+ */
+void artifacts_write(struct jsonw *w, const char *blob, size_t len);
 
 /* The MIME type of content by its magic: PNG, JPEG, GIF, PDF, SVG, JSON, CSV, plain text
  * (valid UTF-8 with no NUL), else application/octet-stream. cut: data is only the file's head

@@ -10,6 +10,7 @@
  */
 #include "http.h"
 
+#include "log.h"
 #include "reply.h"
 
 #include <poll.h>
@@ -71,6 +72,45 @@ http_send_as(FCGX_Request *req, int status, const char *content_type, const char
 {
 	http_send_head(req, status, content_type, extra_header, len);
 	FCGX_PutStr(body, (int)len, req->out);
+}
+
+/* jsonw's sink into the FastCGI stream */
+static int
+http_put(void *ctx, const char *s, size_t n)
+{
+	FCGX_Request *req = ctx;
+
+	while (n > 0) {
+		int piece = n > (1U << 30) ? 1 << 30 : (int)n;
+		if (FCGX_PutStr(s, piece, req->out) != piece)
+			return -1;
+		s += piece;
+		n -= (size_t)piece;
+	}
+	return 0;
+}
+
+int
+http_send_written(FCGX_Request *req, void (*write)(struct jsonw *w, const void *ctx),
+                  const void *ctx)
+{
+	struct jsonw w;
+	long long len, sent;
+
+	jsonw_init_count(&w);
+	write(&w, ctx);
+	len = jsonw_end(&w);
+	if (len < 0)
+		return -1;
+	http_send_head(req, 200, HTTP_JSON, NULL, (unsigned long long)len);
+	jsonw_init_sink(&w, http_put, req);
+	write(&w, ctx);
+	sent = jsonw_end(&w);
+	if (sent != len)
+		log_msg(LOG_WARN, "a reply of %lld bytes broke off (%lld written): %s", len, sent,
+		        sent < 0 ? "the stream or an allocation failed"
+		                 : "its two writings differ");
+	return 0;
 }
 
 void

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "jsonw.h"
+
 #define HTTP_JSON "application/json"
 
 /* The headers of a 429: when to retry, and which bound refused (nginx's own 429 says
@@ -36,6 +38,15 @@ void http_send_head(FCGX_Request *req, int status, const char *content_type,
 /* An answer of len bytes of content_type: http_send_head() and the body. */
 void http_send_as(FCGX_Request *req, int status, const char *content_type, const char *extra_header,
                   const char *body, size_t len);
+
+/*
+ * A 200 JSON answer written by write(w, ctx) twice: counted first (its Content-Length), then
+ * streamed into the FastCGI stream as it is written (jsonw's sink), so a large body is never
+ * held whole. Returns 0, or -1 when the counting failed and nothing was sent (the caller
+ * answers); a stream that breaks midway is the client's loss, logged.
+ */
+int http_send_written(FCGX_Request *req, void (*write)(struct jsonw *w, const void *ctx),
+                      const void *ctx);
 
 /* A JSON answer: http_send_as() with HTTP_JSON. */
 void http_send(FCGX_Request *req, int status, const char *extra_header, const char *body,

@@ -17,10 +17,49 @@ jsonw_init(struct jsonw *w)
 }
 
 void
+jsonw_init_sink(struct jsonw *w, int (*put)(void *ctx, const char *s, size_t n), void *ctx)
+{
+	memset(w, 0, sizeof(*w));
+	w->put = put;
+	w->ctx = ctx;
+}
+
+void
+jsonw_init_count(struct jsonw *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->counting = true;
+}
+
+void
 jsonw_free(struct jsonw *w)
 {
 	free(w->buf);
 	memset(w, 0, sizeof(*w));
+}
+
+/* the sink kind: hands the window over */
+static void
+jsonw_flush(struct jsonw *w)
+{
+	if (w->failed || w->len == 0)
+		return;
+	if (w->put(w->ctx, w->buf, w->len) < 0)
+		w->failed = true;
+	w->out += w->len;
+	w->len = 0;
+}
+
+long long
+jsonw_end(struct jsonw *w)
+{
+	long long total;
+
+	if (w->put != NULL)
+		jsonw_flush(w);
+	total = w->failed ? -1 : (long long)(w->out + w->len);
+	jsonw_free(w);
+	return total;
 }
 
 static bool
@@ -51,6 +90,23 @@ jsonw_reserve(struct jsonw *w, size_t n)
 void
 jsonw_raw(struct jsonw *w, const char *s, size_t n)
 {
+	if (w->failed)
+		return;
+	if (w->counting) {
+		w->out += n;
+		return;
+	}
+	if (w->put != NULL) {
+		if (w->len + n > JSONW_WINDOW)
+			jsonw_flush(w);
+		if (n >= JSONW_WINDOW) {
+			/* a long piece goes out as it is */
+			if (!w->failed && w->put(w->ctx, s, n) < 0)
+				w->failed = true;
+			w->out += n;
+			return;
+		}
+	}
 	if (!jsonw_reserve(w, n))
 		return;
 	memcpy(w->buf + w->len, s, n);
@@ -131,6 +187,39 @@ jsonw_int(struct jsonw *w, long long v)
 	int n = snprintf(num, sizeof(num), "%lld", v);
 
 	jsonw_raw(w, num, (size_t)n);
+}
+
+void
+jsonw_base64(struct jsonw *w, const char *data, size_t n)
+{
+	static const char b64[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *in = (const unsigned char *)data;
+	char piece[4096]; /* 1024 groups of four */
+	size_t o = 0;
+
+	jsonw_raw(w, "\"", 1);
+	if (w->counting) {
+		w->out += (n + 2) / 3 * 4;
+		n = 0;
+	}
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)in[i] << 16;
+		if (i + 1 < n)
+			v |= (unsigned)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= in[i + 2];
+		piece[o++] = b64[(v >> 18) & 63];
+		piece[o++] = b64[(v >> 12) & 63];
+		piece[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
+		piece[o++] = i + 2 < n ? b64[v & 63] : '=';
+		if (o == sizeof(piece)) {
+			jsonw_raw(w, piece, o);
+			o = 0;
+		}
+	}
+	jsonw_raw(w, piece, o);
+	jsonw_raw(w, "\"", 1);
 }
 
 char *

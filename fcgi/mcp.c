@@ -13,7 +13,9 @@
 #include "capture.h"
 #include "files.h"
 #include "jsonw.h"
+#include "reply.h"
 #include "result.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -373,16 +375,16 @@ put_stream(FILE *f, const char *name, const struct capture *c)
 	return 0;
 }
 
-/* The text a model reads: what happened, then each stream, then the result. */
-static char *
-call_text(const struct run_outcome *o, size_t max_result_bytes, const json_t *artifacts,
-          size_t *len)
+/* The text a model reads: what happened, then each stream, then the result, then a line per
+ * file of the run's artifacts. */
+char *
+mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
 {
-	size_t i;
-	const json_t *a;
 	char *text = NULL, errbuf[128];
 	const char *rerr;
 	FILE *f = open_memstream(&text, len);
+	struct artifact_view a;
+	size_t off = 0, count = 0;
 	int bad = 0;
 
 	if (f == NULL)
@@ -405,14 +407,13 @@ call_text(const struct run_outcome *o, size_t max_result_bytes, const json_t *ar
 	rerr = result_error_string(o->result_status, max_result_bytes, errbuf, sizeof(errbuf));
 	if (rerr != NULL)
 		fprintf(f, "result.json was not accepted: %s\n", rerr);
-	json_array_foreach(artifacts, i, a)
-	{
-		const char *omitted = json_string_value(json_object_get(a, "omitted"));
-		fprintf(f, "file: %s (%s, %lld bytes%s%s)\n",
-		        json_string_value(json_object_get(a, "path")),
-		        json_string_value(json_object_get(a, "mimeType")),
-		        (long long)json_integer_value(json_object_get(a, "bytes")),
-		        omitted ? "; not sent: " : "", omitted ? omitted : "");
+	while (artifacts_next(o->artifacts, o->artifacts_len, &off, &count, &a)) {
+		const char *omitted = artifacts_omit_string(a.omitted);
+		char name[3 * FILES_MAX_PATH + 1];
+		size_t name_len = utf8_sanitize((const unsigned char *)a.path, a.path_len, name);
+
+		fprintf(f, "file: %.*s (%s, %lld bytes%s%s)\n", (int)name_len, name, a.type,
+		        (long long)a.bytes, omitted ? "; not sent: " : "", omitted ? omitted : "");
 	}
 	if (fclose(f) != 0 || bad) {
 		free(text);
@@ -421,41 +422,48 @@ call_text(const struct run_outcome *o, size_t max_result_bytes, const json_t *ar
 	return text;
 }
 
+void
+mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcome *o,
+                      const char *text, size_t text_len, size_t max_result_bytes, bool details,
+                      const char *request_id, bool files)
+{
+	struct artifact_view a;
+	size_t off = 0, count = 0;
+
+	put_head(w, id);
+	jsonw_lit(w, ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
+	jsonw_str(w, text, text_len);
+	jsonw_lit(w, "}");
+	/* pictures the run made (a figure it showed or left open, a file it saved) are images
+	 * the model sees: encoded straight from the run's report into the answer */
+	while (artifacts_next(o->artifacts, o->artifacts_len, &off, &count, &a)) {
+		if (!artifacts_is_image(a.type) || a.omitted != ARTIFACT_SENT)
+			continue;
+		jsonw_lit(w, ",{\"type\":\"image\",\"data\":");
+		jsonw_base64(w, a.data, a.data_len);
+		jsonw_lit(w, ",\"mimeType\":");
+		jsonw_cstr(w, a.type);
+		jsonw_lit(w, "}");
+	}
+	jsonw_lit(w, "],\"structuredContent\":");
+	reply_outcome_write(w, o, max_result_bytes, details, request_id, files);
+	jsonw_lit(w, ",\"isError\":");
+	jsonw_lit(w, o->status == RUN_SUCCEEDED ? "false" : "true");
+	jsonw_lit(w, "}}");
+}
+
 char *
-mcp_call_answer(const json_t *id, const struct run_outcome *o, const char *reply, size_t reply_len,
-                size_t max_result_bytes, const json_t *artifacts, size_t *len)
+mcp_call_answer(const json_t *id, const struct run_outcome *o, size_t max_result_bytes,
+                bool details, const char *request_id, bool files, size_t *len)
 {
 	struct jsonw w;
-	size_t tlen, i;
-	char *text = call_text(o, max_result_bytes, artifacts, &tlen);
-	const json_t *a;
+	size_t tlen;
+	char *text = mcp_call_text(o, max_result_bytes, &tlen);
 
 	if (text == NULL)
 		return NULL;
 	jsonw_init(&w);
-	put_head(&w, id);
-	jsonw_lit(&w, ",\"result\":{\"content\":[{\"type\":\"text\",\"text\":");
-	jsonw_str(&w, text, tlen);
-	jsonw_lit(&w, "}");
-	/* pictures the run made (a figure it showed or left open, a file it saved) are images
-	 * the model sees */
-	json_array_foreach(artifacts, i, a)
-	{
-		const char *mime = json_string_value(json_object_get(a, "mimeType"));
-		json_t *data = json_object_get(a, "contentBase64");
-		if (!artifacts_is_image(mime) || !json_is_string(data))
-			continue;
-		jsonw_lit(&w, ",{\"type\":\"image\",\"data\":");
-		jsonw_str(&w, json_string_value(data), json_string_length(data));
-		jsonw_lit(&w, ",\"mimeType\":");
-		jsonw_cstr(&w, mime);
-		jsonw_lit(&w, "}");
-	}
-	jsonw_lit(&w, "],\"structuredContent\":");
-	jsonw_raw(&w, reply, reply_len);
-	jsonw_lit(&w, ",\"isError\":");
-	jsonw_lit(&w, o->status == RUN_SUCCEEDED ? "false" : "true");
-	jsonw_lit(&w, "}}");
+	mcp_call_answer_write(&w, id, o, text, tlen, max_result_bytes, details, request_id, files);
 	free(text);
 	return jsonw_take(&w, len);
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "jsonw.h"
 #include "outcome.h"
 
 /* JSON-RPC 2.0's error codes */
@@ -99,16 +100,25 @@ json_t *mcp_initialize(const char *requested_version, const char *server_version
  */
 json_t *mcp_tools(const char *tool, size_t len);
 
+/* The text block of tools/call's answer for a run, a text a model reads well: the status,
+ * stdout, stderr, the result, a line per file of o->artifacts. Caller frees; NULL if out of
+ * memory. */
+char *mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len);
+
 /*
- * tools/call's answer for a run: a text block a model reads well (the status, stdout, stderr,
- * the result, the files the run left), an image block for each picture among artifacts (the
- * array artifacts_render() made, or NULL), the /execute answer (reply, reply_len bytes, as
- * reply_outcome() wrote it) as structuredContent, and isError when the program did not
- * succeed. Caller frees.
+ * tools/call's answer for a run, into w (any kind of writer: counted, then streamed): the text
+ * block (mcp_call_text()'s), an image block for each picture among o->artifacts whose content
+ * was sent (encoded straight from the run's report), the /execute answer as
+ * structuredContent (reply_outcome_write(); its "artifacts" when files), and isError when the
+ * program did not succeed.
  */
-char *mcp_call_answer(const json_t *id, const struct run_outcome *o, const char *reply,
-                      size_t reply_len, size_t max_result_bytes, const json_t *artifacts,
-                      size_t *len);
+void mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcome *o,
+                           const char *text, size_t text_len, size_t max_result_bytes, bool details,
+                           const char *request_id, bool files);
+
+/* The same as a string (caller frees), or NULL. */
+char *mcp_call_answer(const json_t *id, const struct run_outcome *o, size_t max_result_bytes,
+                      bool details, const char *request_id, bool files, size_t *len);
 
 /* tools/call's answer for a tool error the model can act on (isError, one text block). */
 char *mcp_call_error(const json_t *id, const char *text, size_t *len);

@@ -75,80 +75,83 @@ put_capture(struct jsonw *w, const struct capture *c)
 	free(s);
 }
 
-char *
-reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
-              const char *request_id, const json_t *artifacts, size_t *len)
+void
+reply_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t max_result_bytes,
+                    bool details, const char *request_id, bool artifacts)
 {
-	struct jsonw w;
 	char errbuf[128];
 	const char *result_error;
 
-	jsonw_init(&w);
-	jsonw_lit(&w, "{\"status\":");
-	jsonw_cstr(&w, run_status_string(o->status));
-	jsonw_lit(&w, ",\"exitCode\":");
+	jsonw_lit(w, "{\"status\":");
+	jsonw_cstr(w, run_status_string(o->status));
+	jsonw_lit(w, ",\"exitCode\":");
 	if (o->has_exit_code)
-		jsonw_int(&w, o->exit_code);
+		jsonw_int(w, o->exit_code);
 	else
-		jsonw_lit(&w, "null");
-	jsonw_lit(&w, ",\"stdout\":");
-	put_capture(&w, &o->out);
-	jsonw_lit(&w, ",\"stderr\":");
-	put_capture(&w, &o->err);
-	jsonw_lit(&w, ",\"result\":");
+		jsonw_lit(w, "null");
+	jsonw_lit(w, ",\"stdout\":");
+	put_capture(w, &o->out);
+	jsonw_lit(w, ",\"stderr\":");
+	put_capture(w, &o->err);
+	jsonw_lit(w, ",\"result\":");
 	if (o->result_status == RESULT_OK && o->result_json != NULL)
-		jsonw_raw(&w, o->result_json, o->result_len);
+		jsonw_raw(w, o->result_json, o->result_len);
 	else
-		jsonw_lit(&w, "null");
-	jsonw_lit(&w, ",\"resultError\":");
+		jsonw_lit(w, "null");
+	jsonw_lit(w, ",\"resultError\":");
 	result_error =
 	    result_error_string(o->result_status, max_result_bytes, errbuf, sizeof(errbuf));
 	if (result_error != NULL)
-		jsonw_cstr(&w, result_error);
+		jsonw_cstr(w, result_error);
 	else
-		jsonw_lit(&w, "null");
-	jsonw_lit(&w, ",\"durationMs\":");
-	jsonw_int(&w, o->duration_ms < 0 ? 0 : o->duration_ms);
-	jsonw_lit(&w, ",\"truncated\":");
-	jsonw_lit(&w, capture_truncated(&o->out) || capture_truncated(&o->err) ? "true" : "false");
+		jsonw_lit(w, "null");
+	jsonw_lit(w, ",\"durationMs\":");
+	jsonw_int(w, o->duration_ms < 0 ? 0 : o->duration_ms);
+	jsonw_lit(w, ",\"truncated\":");
+	jsonw_lit(w, capture_truncated(&o->out) || capture_truncated(&o->err) ? "true" : "false");
 	if (details) {
 		const char *sig = o->term_signal ? signal_name(o->term_signal) : NULL;
 		const char *lim = run_limit_string(o->limit_exceeded);
 
-		jsonw_lit(&w, ",\"details\":{\"requestId\":");
-		jsonw_cstr(&w, request_id ? request_id : "");
-		jsonw_lit(&w, ",\"signal\":");
+		jsonw_lit(w, ",\"details\":{\"requestId\":");
+		jsonw_cstr(w, request_id ? request_id : "");
+		jsonw_lit(w, ",\"signal\":");
 		if (sig != NULL)
-			jsonw_cstr(&w, sig);
+			jsonw_cstr(w, sig);
 		else if (o->term_signal)
-			jsonw_int(&w, o->term_signal); /* a real-time signal has no name */
+			jsonw_int(w, o->term_signal); /* a real-time signal has no name */
 		else
-			jsonw_lit(&w, "null");
-		jsonw_lit(&w, ",\"limitExceeded\":");
+			jsonw_lit(w, "null");
+		jsonw_lit(w, ",\"limitExceeded\":");
 		if (lim != NULL)
-			jsonw_cstr(&w, lim);
+			jsonw_cstr(w, lim);
 		else
-			jsonw_lit(&w, "null");
-		jsonw_lit(&w, ",\"cpuMs\":");
-		jsonw_int(&w, o->cpu_ms);
-		jsonw_lit(&w, ",\"maxRssBytes\":");
-		jsonw_int(&w, o->max_rss_bytes);
-		jsonw_lit(&w, ",\"stdoutBytes\":");
-		jsonw_int(&w, (long long)o->out.total_bytes);
-		jsonw_lit(&w, ",\"stderrBytes\":");
-		jsonw_int(&w, (long long)o->err.total_bytes);
-		jsonw_lit(&w, "}");
+			jsonw_lit(w, "null");
+		jsonw_lit(w, ",\"cpuMs\":");
+		jsonw_int(w, o->cpu_ms);
+		jsonw_lit(w, ",\"maxRssBytes\":");
+		jsonw_int(w, o->max_rss_bytes);
+		jsonw_lit(w, ",\"stdoutBytes\":");
+		jsonw_int(w, (long long)o->out.total_bytes);
+		jsonw_lit(w, ",\"stderrBytes\":");
+		jsonw_int(w, (long long)o->err.total_bytes);
+		jsonw_lit(w, "}");
 	}
-	if (artifacts != NULL) {
-		char *a = json_dumps(artifacts, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		jsonw_lit(&w, ",\"artifacts\":");
-		if (a == NULL)
-			w.failed = true;
-		else
-			jsonw_raw(&w, a, strlen(a));
-		free(a);
+	if (artifacts) {
+		jsonw_lit(w, ",\"artifacts\":");
+		artifacts_write(w, o->artifacts, o->artifacts_len);
 	}
-	jsonw_lit(&w, "}");
+	jsonw_lit(w, "}");
+}
+
+char *
+reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
+              const char *request_id, bool artifacts, size_t *len)
+{
+	struct jsonw w;
+
+	jsonw_init(&w);
+	reply_outcome_write(&w, o, max_result_bytes, details, request_id, artifacts);
 	return jsonw_take(&w, len);
 }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "isolation.h"
+#include "jsonw.h"
 #include <jansson.h>
 
 #include "limits.h"
@@ -16,11 +17,15 @@
 
 /*
  * The 200 body of POST /execute: exactly the eight keys in contract order, plus "details"
- * when asked and "artifacts" (the array artifacts_render() made) when not NULL. Returns a
- * newly allocated NUL-terminated string (caller frees) or NULL.
+ * when asked and "artifacts" (o->artifacts, written by artifacts_write()) when artifacts, into
+ * w (any kind of writer: a reply is counted, then streamed after its length).
  */
+void reply_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t max_result_bytes,
+                         bool details, const char *request_id, bool artifacts);
+
+/* The same as a newly allocated NUL-terminated string (caller frees), or NULL. */
 char *reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
-                    const char *request_id, const json_t *artifacts, size_t *len);
+                    const char *request_id, bool artifacts, size_t *len);
 
 /*
  * {"error": error, "message": message}; error NULL: {"message": message} alone (the shape of

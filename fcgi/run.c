@@ -949,7 +949,7 @@ run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_f
 		}
 	}
 	if (rep.artifacts_len > 0) {
-		/* untrusted, like all of the report: artifacts_render() checks every record. The
+		/* untrusted, like all of the report: artifacts_next() checks every record. The
 		 * outcome takes the report's buffer: the artifacts' bytes stay where they were read
 		 */
 		out->artifacts_mem = rb->buf;

@@ -160,6 +160,44 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	return WORKER_RAN;
 }
 
+/* A run's answer on /execute, written twice by http_send_written() (counted, then streamed). */
+struct execute_reply {
+	const struct run_outcome *o;
+	size_t max_result_bytes;
+	bool details;
+	const char *request_id;
+	bool artifacts;
+};
+
+static void
+write_execute_reply(struct jsonw *jw, const void *ctx)
+{
+	const struct execute_reply *e = ctx;
+
+	reply_outcome_write(jw, e->o, e->max_result_bytes, e->details, e->request_id, e->artifacts);
+}
+
+/* A run's answer to tools/call, the same way; its text is made once, before. */
+struct mcp_reply {
+	const json_t *id;
+	const struct run_outcome *o;
+	char *text;
+	size_t text_len;
+	size_t max_result_bytes;
+	bool details;
+	const char *request_id;
+	bool files;
+};
+
+static void
+write_mcp_reply(struct jsonw *jw, const void *ctx)
+{
+	const struct mcp_reply *m = ctx;
+
+	mcp_call_answer_write(jw, m->id, m->o, m->text, m->text_len, m->max_result_bytes,
+	                      m->details, m->request_id, m->files);
+}
+
 /* POST /execute: a request (request.h) admitted, run and answered (reply.h). */
 static void
 worker_execute(void *port, FCGX_Request *req)
@@ -170,9 +208,7 @@ worker_execute(void *port, FCGX_Request *req)
 	struct request r;
 	struct run_outcome o;
 	char message[256];
-	char *body = NULL, *reply;
-	json_t *arts;
-	size_t len;
+	char *body = NULL;
 	long n;
 
 	/* the same bound and message as nginx's client_max_body_size (check-config.sh) */
@@ -206,22 +242,15 @@ worker_execute(void *port, FCGX_Request *req)
 	}
 	switch (worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
 	                   METRICS_PORT_EXECUTE, &o)) {
-	case WORKER_RAN:
-		arts = r.artifacts ? artifacts_render(o.artifacts, o.artifacts_len) : NULL;
-		reply = r.artifacts && arts == NULL
-		            ? NULL
-		            : reply_outcome(&o, l->max_result_bytes, r.details, w->request_id, arts,
-		                            &len);
-		json_decref(arts);
-		if (reply == NULL) {
+	case WORKER_RAN: {
+		const struct execute_reply er = {&o, l->max_result_bytes, r.details, w->request_id,
+		                                 r.artifacts};
+		if (http_send_written(req, write_execute_reply, &er) < 0)
 			http_send_message(req, 500, NULL, "sandbox_error",
 			                  "the worker is out of memory");
-		} else {
-			http_send(req, 200, NULL, reply, len);
-			free(reply);
-		}
 		run_outcome_free(&o);
 		break;
+	}
 	case WORKER_BUSY:
 		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
@@ -269,9 +298,8 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	json_t *args = json_object_get(m->params, "arguments");
 	struct request r;
 	struct run_outcome o;
-	char message[256], *text, *reply, *answer;
-	size_t len, reply_len;
-	json_t *arts;
+	char message[256], *text, *answer;
+	size_t len;
 	bool asked;
 
 	if (name == NULL || strcmp(name, TOOL_NAME) != 0) {
@@ -305,20 +333,16 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	asked = r.artifacts;
 	switch (worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
 	                   &o)) {
-	case WORKER_RAN:
-		arts = artifacts_render(o.artifacts, o.artifacts_len);
-		reply = arts == NULL
-		            ? NULL
-		            : reply_outcome(&o, l->max_result_bytes, r.details, w->request_id,
-		                            asked ? arts : NULL, &reply_len);
-		answer = reply ? mcp_call_answer(m->id, &o, reply, reply_len, l->max_result_bytes,
-		                                 arts, &len)
-		               : NULL;
-		json_decref(arts);
-		free(reply);
-		worker_mcp_send(req, 200, NULL, answer, len);
+	case WORKER_RAN: {
+		struct mcp_reply mr = {m->id,         &o,   NULL, 0, l->max_result_bytes, r.details,
+		                       w->request_id, asked};
+		mr.text = mcp_call_text(&o, l->max_result_bytes, &mr.text_len);
+		if (mr.text == NULL || http_send_written(req, write_mcp_reply, &mr) < 0)
+			worker_mcp_send(req, 500, NULL, NULL, 0);
+		free(mr.text);
 		run_outcome_free(&o);
 		break;
+	}
 	case WORKER_BUSY:
 		answer = mcp_error(m->id, MCP_BUSY, "all execution slots are in use; retry shortly",
 		                   &len);

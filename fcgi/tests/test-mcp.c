@@ -20,6 +20,28 @@ kind_of(const char *body)
 	return k;
 }
 
+/* a sink that keeps what it is given */
+struct sink {
+	char *buf;
+	size_t len;
+	int calls;
+};
+
+static int
+sink_put(void *ctx, const char *p, size_t n)
+{
+	struct sink *k = ctx;
+	char *nb = realloc(k->buf, k->len + n);
+
+	if (nb == NULL)
+		return -1;
+	memcpy(nb + k->len, p, n);
+	k->buf = nb;
+	k->len += n;
+	k->calls++;
+	return 0;
+}
+
 int
 main(void)
 {
@@ -223,20 +245,38 @@ main(void)
 	o.result_status = RESULT_OK;
 	o.result_json = strdup("{\"n\":123456789012345678901234567890}");
 	o.result_len = strlen(o.result_json);
-	{
-		const char *reply = "{\"status\":\"failed\",\"big\":1e999}";
-		s = mcp_call_answer(id, &o, reply, strlen(reply), 100, NULL, &len);
-	}
+	s = mcp_call_answer(id, &o, 100, false, NULL, false, &len);
 	is_str(s,
 	       "{\"jsonrpc\":\"2.0\",\"id\":\"x\\\"y\",\"result\":{\"content\":[{\"type\":\"text\","
 	       "\"text\":\"status: failed, exit code 3 (12 ms)\\nstdout:\\n42\\nstderr:\\nwarn\\n"
 	       "result.json: {\\\"n\\\":123456789012345678901234567890}\\n\"}],"
-	       "\"structuredContent\":{\"status\":\"failed\",\"big\":1e999},\"isError\":true}}",
-	       "a call's answer: the text, the /execute answer spliced as written, isError");
+	       "\"structuredContent\":{\"status\":\"failed\",\"exitCode\":3,\"stdout\":\"42\","
+	       "\"stderr\":\"warn\\n\",\"result\":{\"n\":123456789012345678901234567890},"
+	       "\"resultError\":null,\"durationMs\":12,\"truncated\":false},\"isError\":true}}",
+	       "a call's answer: the text, the /execute answer (result.json spliced as written), "
+	       "isError");
+	{
+		/* counted, then streamed in windows: the same text, of the counted length */
+		struct jsonw w;
+		size_t tlen;
+		char *text = mcp_call_text(&o, 100, &tlen);
+		struct sink k = {NULL, 0, 0};
+		long long counted;
+		jsonw_init_count(&w);
+		mcp_call_answer_write(&w, id, &o, text, tlen, 100, false, NULL, false);
+		counted = jsonw_end(&w);
+		jsonw_init_sink(&w, sink_put, &k);
+		mcp_call_answer_write(&w, id, &o, text, tlen, 100, false, NULL, false);
+		ok(jsonw_end(&w) == counted && counted == (long long)len && k.len == len &&
+		       memcmp(k.buf, s, len) == 0,
+		   "counted (%lld) and streamed, it is the same answer (%zu)", counted, len);
+		free(k.buf);
+		free(text);
+	}
 	free(s);
 	o.status = RUN_TIMED_OUT;
 	o.has_exit_code = false;
-	s = mcp_call_answer(id, &o, "{}", 2, 100, NULL, &len);
+	s = mcp_call_answer(id, &o, 100, false, NULL, false, &len);
 	ok(s != NULL &&
 	       strstr(s, "status: timed_out (stopped at the wall-clock limit after 12 ms)"),
 	   "a timeout says so");

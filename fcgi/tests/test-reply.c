@@ -24,7 +24,7 @@ main(void)
 	o.result_json = strdup("{\"a\":1}");
 	o.result_len = 7;
 	o.duration_ms = 12;
-	s = reply_outcome(&o, 65536, false, "rid", NULL, &len);
+	s = reply_outcome(&o, 65536, false, "rid", false, &len);
 	is_str(s,
 	       "{\"status\":\"failed\",\"exitCode\":3,\"stdout\":\"ab\xef\xbf\xbd\\n\",\"stderr\":"
 	       "\"e\","
@@ -40,7 +40,7 @@ main(void)
 	o.result_status = RESULT_TOO_LARGE;
 	o.cpu_ms = 5;
 	o.max_rss_bytes = 1024;
-	s = reply_outcome(&o, 100, true, "rid-1", NULL, &len);
+	s = reply_outcome(&o, 100, true, "rid-1", false, &len);
 	is_str(s,
 	       "{\"status\":\"timed_out\",\"exitCode\":null,\"stdout\":\"ab\xef\xbf\xbd\\n\","
 	       "\"stderr\":\"e\",\"result\":null,\"resultError\":\"result.json is larger than 100 "
