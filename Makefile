@@ -59,6 +59,7 @@ UNIT_DEPS_util    = util
 UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
 
 .PHONY: all help deps build run test unit unit-bins parallel-build bats asan asan-build bats-run asan-run check lint \
+        lane-warm lane-asan-a lane-asan-b-cold \
         format clean bench
 
 all: build
@@ -155,7 +156,8 @@ asan-build:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined build-asan/codebox-pool
 	$(MAKE) $(NGX_MOD)
 
-# the passes alone, on what is built (test-lanes.sh runs two at once; they must not build)
+# the passes alone, on what is built (test-lanes.sh runs the lanes below at once; they must
+# not build)
 bats-run:
 	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=1 bats --print-output-on-failure tests/
 	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 bats --print-output-on-failure $(COLD_SUITES)
@@ -163,6 +165,25 @@ bats-run:
 asan-run:
 	CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1 \
 	    bats --print-output-on-failure tests/
+
+# make test's three lanes, the same passes cut for time: the warm pass; the sanitizer pass in
+# two halves, the second followed by the cold pass. Each pass is tagged (CODEBOX_TEST_PASS:
+# 99-leftovers.bats answers for its own pass's pools), and the offline manifest checks
+# (60-deploy.bats, no pool involved) run in the third lane (CODEBOX_MANIFESTS).
+ASAN_A = $(wildcard tests/[0-4]*.bats) tests/99-leftovers.bats
+ASAN_B = $(wildcard tests/[5-8]*.bats) tests/99-leftovers.bats
+ASAN_ENV = CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1
+lane-warm:
+	CODEBOX_TEST_PASS=warm CODEBOX_MANIFESTS=elsewhere CODEBOX_POOL=$(CURDIR)/$(POOL) \
+	    CODEBOX_WARM=1 bats --print-output-on-failure tests/
+lane-asan-a:
+	CODEBOX_TEST_PASS=asan-a CODEBOX_MANIFESTS=elsewhere $(ASAN_ENV) \
+	    bats --print-output-on-failure $(ASAN_A)
+lane-asan-b-cold:
+	CODEBOX_TEST_PASS=asan-b CODEBOX_MANIFESTS=here $(ASAN_ENV) \
+	    bats --print-output-on-failure $(ASAN_B)
+	CODEBOX_TEST_PASS=cold CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 \
+	    bats --print-output-on-failure $(COLD_SUITES)
 
 check: build
 	scripts/check-config.sh nginx/nginx.conf && echo "check-config: nginx/nginx.conf is consistent"
@@ -178,14 +199,12 @@ lint:
 format:
 	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
-# Everything is built first; then the warm and cold passes and the sanitizer pass run side by
-# side (two lanes: the suites spend much of their time waiting on runs and timeouts, and every
-# stack has its own ports, uids, cgroups and directories), each lane's output in one piece.
-# The offline checks of the manifests (60-deploy.bats: no pool involved) run in the sanitizer
-# lane, since the plain lane also has the cold pass (CODEBOX_MANIFESTS).
+# Everything is built first; then the warm, sanitizer and cold passes run side by side in three
+# lanes (the suites spend much of their time waiting on runs and timeouts, and every stack has
+# its own ports, uids, cgroups and directories), each lane's output in one piece.
 test: deps parallel-build lint unit check asan-build
-	scripts/test-lanes.sh "CODEBOX_MANIFESTS=elsewhere $(MAKE) --no-print-directory bats-run" \
-	    "CODEBOX_MANIFESTS=here $(MAKE) --no-print-directory asan-run"
+	scripts/test-lanes.sh "$(MAKE) --no-print-directory lane-warm" \
+	    "$(MAKE) --no-print-directory lane-asan-a" "$(MAKE) --no-print-directory lane-asan-b-cold"
 
 # everything `make test` runs, plain and sanitized, compiled JOBS at a time (one per core),
 # so that the steps after it find it built
