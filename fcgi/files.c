@@ -743,7 +743,8 @@ artifacts_omit_string(enum artifact_omit o)
 }
 
 bool
-artifacts_next(const char *blob, size_t len, size_t *off, size_t *count, struct artifact_view *a)
+artifacts_next(const char *blob, size_t len, const char *const *types, size_t *off, size_t *count,
+               struct artifact_view *a)
 {
 	struct artifact_rec rec;
 
@@ -763,10 +764,23 @@ artifacts_next(const char *blob, size_t len, size_t *off, size_t *count, struct 
 	a->data_len = rec.data_len;
 	a->bytes = rec.bytes;
 	a->omitted = (enum artifact_omit)rec.omitted;
-	a->type = files_sniff(a->data, a->data_len, a->data_len < a->bytes);
+	a->type = types != NULL ? types[*count]
+	                        : files_sniff(a->data, a->data_len, a->data_len < a->bytes);
 	*off += sizeof(rec) + rec.path_len + rec.data_len;
 	(*count)++;
 	return true;
+}
+
+const char **
+artifacts_types(const char *blob, size_t len)
+{
+	struct artifact_view a;
+	size_t off = 0, count = 0;
+	const char **types = blob ? calloc(ARTIFACTS_MAX_LISTED, sizeof(*types)) : NULL;
+
+	while (types != NULL && artifacts_next(blob, len, NULL, &off, &count, &a))
+		types[count - 1] = a.type;
+	return types;
 }
 
 void
@@ -780,13 +794,13 @@ artifacts_put_path(struct jsonw *w, const struct artifact_view *a)
 }
 
 void
-artifacts_write(struct jsonw *w, const char *blob, size_t len)
+artifacts_write(struct jsonw *w, const char *blob, size_t len, const char *const *types)
 {
 	struct artifact_view a;
 	size_t off = 0, count = 0;
 
 	jsonw_lit(w, "[");
-	while (artifacts_next(blob, len, &off, &count, &a)) {
+	while (artifacts_next(blob, len, types, &off, &count, &a)) {
 		const char *why = artifacts_omit_string(a.omitted);
 
 		jsonw_lit(w, count > 1 ? ",{\"path\":" : "{\"path\":");

@@ -148,10 +148,19 @@ struct artifact_view {
 /*
  * The next record of blob at *off, *count of them read so far (both start at 0). The blob is
  * untrusted (it came from the run's init): reading stops at the first malformed record, and
- * after ARTIFACTS_MAX_LISTED. Returns false at the end.
+ * after ARTIFACTS_MAX_LISTED. Its type is types[*count] (artifacts_types()'s), or sniffed now
+ * when types is NULL. Returns false at the end.
  */
-bool artifacts_next(const char *blob, size_t len, size_t *off, size_t *count,
-                    struct artifact_view *a);
+bool artifacts_next(const char *blob, size_t len, const char *const *types, size_t *off,
+                    size_t *count, struct artifact_view *a);
+
+/*
+ * Each record's type (files_sniff(), which parses JSON whole), found once: a reply is written
+ * twice (counted, then streamed) and must say the same both times. Returns a malloc'd array
+ * of ARTIFACTS_MAX_LISTED, one type per record artifacts_next() reads in order, or NULL (no
+ * blob, or out of memory).
+ */
+const char **artifacts_types(const char *blob, size_t len);
 
 /* The record's path as a JSON string: a name that is not UTF-8 as Python shows it decoded
  * with "replace". */
@@ -162,7 +171,7 @@ void artifacts_put_path(struct jsonw *w, const struct artifact_view *a);
  * the blob is well-formed: each file's path, mimeType, bytes, contentBase64 (encoded straight
  * from the blob into the text: the content's only copy) and omitted.
  */
-void artifacts_write(struct jsonw *w, const char *blob, size_t len);
+void artifacts_write(struct jsonw *w, const char *blob, size_t len, const char *const *types);
 
 /* The MIME type of content by its magic: PNG, JPEG, GIF, PDF, SVG, JSON, CSV, plain text
  * (valid UTF-8 with no NUL), else application/octet-stream. cut: data is only the file's head

@@ -203,7 +203,7 @@ jsonw_base64(struct jsonw *w, const char *data, size_t n)
 		w->out += (n + 2) / 3 * 4;
 		n = 0;
 	}
-	for (size_t i = 0; i < n; i += 3) {
+	for (size_t i = 0; i < n && !w->failed; i += 3) {
 		unsigned v = (unsigned)in[i] << 16;
 		if (i + 1 < n)
 			v |= (unsigned)in[i + 1] << 8;

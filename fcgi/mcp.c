@@ -407,7 +407,8 @@ mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
 	rerr = result_error_string(o->result_status, max_result_bytes, errbuf, sizeof(errbuf));
 	if (rerr != NULL)
 		fprintf(f, "result.json was not accepted: %s\n", rerr);
-	while (artifacts_next(o->artifacts, o->artifacts_len, &off, &count, &a)) {
+	while (
+	    artifacts_next(o->artifacts, o->artifacts_len, o->artifact_types, &off, &count, &a)) {
 		const char *omitted = artifacts_omit_string(a.omitted);
 		char name[3 * FILES_MAX_PATH + 1];
 		size_t name_len = utf8_sanitize((const unsigned char *)a.path, a.path_len, name);
@@ -436,7 +437,8 @@ mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcom
 	jsonw_lit(w, "}");
 	/* pictures the run made (a figure it showed or left open, a file it saved) are images
 	 * the model sees: encoded straight from the run's report into the answer */
-	while (artifacts_next(o->artifacts, o->artifacts_len, &off, &count, &a)) {
+	while (
+	    artifacts_next(o->artifacts, o->artifacts_len, o->artifact_types, &off, &count, &a)) {
 		if (!artifacts_is_image(a.type) || a.omitted != ARTIFACT_SENT)
 			continue;
 		jsonw_lit(w, ",{\"type\":\"image\",\"data\":");

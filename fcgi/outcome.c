@@ -82,6 +82,7 @@ run_outcome_free(struct run_outcome *out)
 	capture_free(&out->err);
 	free(out->result_json);
 	free(out->artifacts_mem);
+	free(out->artifact_types);
 	memset(out, 0, sizeof(*out));
 }
 

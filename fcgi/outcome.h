@@ -80,7 +80,8 @@ struct run_outcome {
 	 * It may point into artifacts_mem (init's report, taken whole: its bytes are not copied) */
 	const char *artifacts;
 	size_t artifacts_len;
-	void *artifacts_mem; /* owns artifacts' bytes */
+	void *artifacts_mem;         /* owns artifacts' bytes */
+	const char **artifact_types; /* each record's type, found once (artifacts_types()) */
 	long long duration_ms;
 	long long cpu_ms;
 	long long max_rss_bytes;

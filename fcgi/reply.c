@@ -139,7 +139,7 @@ reply_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t max_res
 	}
 	if (artifacts) {
 		jsonw_lit(w, ",\"artifacts\":");
-		artifacts_write(w, o->artifacts, o->artifacts_len);
+		artifacts_write(w, o->artifacts, o->artifacts_len, o->artifact_types);
 	}
 	jsonw_lit(w, "}");
 }

@@ -151,8 +151,9 @@ struct report_buf {
 
 static bool report_header(const struct report_buf *rb, struct sandbox_report *rep);
 
-/* Room for the next read: the announced size once the fixed part is in, else a first block.
- * A report that announces more than max, or lies, fills what max allows and no more. */
+/* Room for the next read: a first block, then, once the fixed part is in, the size it
+ * announces and one byte more (a longer report is then seen as not one), at most max. Grown
+ * once: what comes past it is read and discarded. */
 static void
 report_grow(struct report_buf *rb)
 {
@@ -165,11 +166,11 @@ report_grow(struct report_buf *rb)
 	if (rb->len < sizeof(rep))
 		want = REPORT_FIRST_BYTES;
 	else if (report_header(rb, &rep))
-		want = sizeof(rep) + (size_t)rep.result_len + (size_t)rep.artifacts_len;
+		want = sizeof(rep) + (size_t)rep.result_len + (size_t)rep.artifacts_len + 1;
 	else
 		return; /* not a report: the rest is read and discarded */
 	if (want <= rb->cap)
-		want = rb->cap * 2; /* more than it announced: keep reading, bounded by max */
+		return; /* all it announced is in: the rest only shows it too long */
 	if (want > rb->max)
 		want = rb->max;
 	nb = realloc(rb->buf, want);

@@ -157,6 +157,8 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	metrics_record_run(port, o);
 	history_end(&wc->history, o, o->exit_code, o->has_exit_code);
 	run_log_outcome(metrics_port_name(port), o, o->has_exit_code, o->exit_code);
+	/* the files' types, found once: the answer is written twice (http_send_written()) */
+	o->artifact_types = artifacts_types(o->artifacts, o->artifacts_len);
 	return WORKER_RAN;
 }
 

@@ -102,7 +102,7 @@ post_lua() {
 idle() {
 	[[ -n ${metrics:-} ]] || return 0
 	for _ in $(seq 300); do
-		[[ $(curl -s "$metrics/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == 0 ]] && return 0
+		[[ $(curl -s --max-time 2 "$metrics/metrics" | awk '/^codebox_executions_in_flight / { print $2 }') == 0 ]] && return 0
 		sleep 0.1
 	done
 	echo "bench-cost: runs still in flight after 30 s" >&2
@@ -114,13 +114,14 @@ wrk_cost() {
 	local b0 b1 cl n non
 	idle
 	b0=$(busy)
-	# the subshell's `times` is wrk's CPU: the client's share, subtracted
+	# the subshell's `times` (its second line: its children's) is wrk's CPU: the client's
+	# share, subtracted. Not in a pipeline: a pipeline's side is a child with no children
 	(
 		wrk -t 2 -c 20 -d "${seconds}s" --timeout 30s -s post.lua "$1" >wrk.txt
-		times | tail -1 >wrk.times
+		times >wrk.times
 	)
 	b1=$(busy)
-	cl=$(awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); print (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * 1000 }' wrk.times)
+	cl=$(tail -1 wrk.times | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); print (u[1] * 60 + u[2] + s[1] * 60 + s[2]) * 1000 }')
 	n=$(awk '/requests in/ { print $1 }' wrk.txt)
 	non=$(awk '/Non-2xx/ { print $5 }' wrk.txt)
 	awk -v n="${n:-0}" -v j=$((b1 - b0)) -v hz="$hz" -v cl="$cl" -v non="${non:-0}" \
@@ -224,7 +225,7 @@ if [[ -f $peer ]]; then
 	"$PY" "$peer" "$port" >"$work/peer.out" 2>&1 &
 	peer_pid=$!
 	for _ in $(seq 100); do
-		curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+		curl -s --max-time 2 -o /dev/null "http://127.0.0.1:$port/" && break
 		sleep 0.1
 	done
 	for prog in "${programs[@]}"; do

@@ -29,9 +29,11 @@ cmds=("$@")
 for ((i = 0; i < ${#cmds[@]}; i++)); do
 	echo "test-lanes: lane $((i + 1)): ${cmds[i]}$( ((i > 0)) && echo " (its output follows lane $i's)")"
 done
-start=$SECONDS
 for ((i = 1; i < ${#cmds[@]}; i++)); do
 	logs+=("$(mktemp /tmp/codebox-lane.XXXXXX)")
+done
+start=$SECONDS
+for ((i = 1; i < ${#cmds[@]}; i++)); do
 	setsid bash -c "${cmds[i]}" >"${logs[i - 1]}" 2>&1 </dev/null &
 	pids+=($!)
 done

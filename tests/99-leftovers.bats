@@ -9,7 +9,7 @@ load helpers/stack
 # this_pass PID: whether PID carries this pass's tag (every pid does, untagged)
 this_pass() {
 	[[ -z ${CODEBOX_TEST_PASS:-} ]] ||
-		tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qx "CODEBOX_TEST_PASS=$CODEBOX_TEST_PASS"
+		tr '\0' '\n' 2>/dev/null <"/proc/$1/environ" | grep -qx "CODEBOX_TEST_PASS=$CODEBOX_TEST_PASS"
 }
 
 @test "leftovers: no suite left a pool or its nginx running" {

@@ -8,19 +8,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* the "artifacts" array artifacts_write() writes, parsed back */
+/* the "artifacts" array artifacts_write() writes, parsed back; with the types found once
+ * (as the worker does) and sniffed on the way, which must agree */
 static json_t *
 render(const char *blob, size_t len)
 {
 	struct jsonw w;
-	char *text;
+	char *text, *again;
+	const char **types = artifacts_types(blob, len);
 	json_t *list;
 
 	jsonw_init(&w);
-	artifacts_write(&w, blob, len);
+	artifacts_write(&w, blob, len, types);
 	text = jsonw_take(&w, NULL);
-	list = text ? json_loads(text, 0, NULL) : NULL;
+	jsonw_init(&w);
+	artifacts_write(&w, blob, len, NULL);
+	again = jsonw_take(&w, NULL);
+	list = text && again && strcmp(text, again) == 0 ? json_loads(text, 0, NULL) : NULL;
+	free(types);
 	free(text);
+	free(again);
 	return list;
 }
 
