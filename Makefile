@@ -111,7 +111,7 @@ $(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
 $(BUILD)/interp.o: fcgi/interp.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) $(PYCFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%.o: fcgi/tests/%.c $(wildcard fcgi/*.h) fcgi/tests/tap.h | $(BUILD)/.dir
+$(BUILD)/tests/%.o: fcgi/tests/%.c $(wildcard fcgi/*.h) $(wildcard fcgi/tests/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) -Ifcgi -c -o $@ $<
 
 $(BUILD)/.dir:

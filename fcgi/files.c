@@ -28,33 +28,6 @@ files_max_bytes(const struct limits *l)
 
 /* ---- base64 ---- */
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *
-files_base64_encode(const char *data, size_t n, size_t *out_len)
-{
-	const unsigned char *in = (const unsigned char *)data;
-	size_t len = (n + 2) / 3 * 4, o = 0;
-	char *out = malloc(len + 1);
-
-	if (out == NULL)
-		return NULL;
-	for (size_t i = 0; i < n; i += 3) {
-		unsigned v = (unsigned)in[i] << 16;
-		if (i + 1 < n)
-			v |= (unsigned)in[i + 1] << 8;
-		if (i + 2 < n)
-			v |= in[i + 2];
-		out[o++] = b64[(v >> 18) & 63];
-		out[o++] = b64[(v >> 12) & 63];
-		out[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-		out[o++] = i + 2 < n ? b64[v & 63] : '=';
-	}
-	out[o] = '\0';
-	*out_len = o;
-	return out;
-}
-
 static int
 b64_value(char c)
 {

@@ -181,9 +181,9 @@ const char *files_sniff(const char *data, size_t n, bool cut);
 /* Whether a type of files_sniff()'s is a picture a model is shown (MCP's image content). */
 bool artifacts_is_image(const char *mime);
 
-/* Base64 (RFC 4648, padded). encode: a malloc'd NUL-terminated string; decode: strict (no
- * whitespace, padding required), into a malloc'd buffer; NULL when invalid or out of memory. */
-char *files_base64_encode(const char *data, size_t n, size_t *out_len);
+/* Base64 (RFC 4648, padded), decoded strictly (no whitespace, padding required) into a
+ * malloc'd buffer; NULL when invalid or out of memory. Encoding is jsonw_base64()'s, straight
+ * into an answer. */
 char *files_base64_decode(const char *s, size_t n, size_t *out_len);
 
 /* Why an artifact's content is not sent, for the answer. */

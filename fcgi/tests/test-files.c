@@ -8,6 +8,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* base64 as the answers carry it (jsonw_base64()), without the string's quotes */
+static char *
+encode(const char *data, size_t n, size_t *out_len)
+{
+	struct jsonw w;
+	size_t len;
+	char *s;
+
+	jsonw_init(&w);
+	jsonw_base64(&w, data, n);
+	s = jsonw_take(&w, &len);
+	if (s == NULL || len < 2)
+		return s;
+	memmove(s, s + 1, len - 2);
+	s[len - 2] = '\0';
+	*out_len = len - 2;
+	return s;
+}
+
 /* the "artifacts" array artifacts_write() writes, parsed back; with the types found once
  * (as the worker does) and sniffed on the way, which must agree */
 static json_t *
@@ -92,7 +111,7 @@ main(void)
 	int dirfd;
 
 	/* base64 */
-	enc = files_base64_encode("hi!?", 4, &n);
+	enc = encode("hi!?", 4, &n);
 	is_str(enc, "aGkhPw==", "base64 of four bytes is padded");
 	free(enc);
 	dec = files_base64_decode("aGkhPw==", 8, &n);
@@ -107,7 +126,7 @@ main(void)
 	free(dec);
 	for (int k = 0; k < 64; k++)
 		big[k] = (char)(k * 37);
-	enc = files_base64_encode(big, 61, &n);
+	enc = encode(big, 61, &n);
 	dec = enc ? files_base64_decode(enc, n, &len) : NULL;
 	ok(dec != NULL && len == 61 && memcmp(dec, big, 61) == 0, "binary bytes round-trip");
 	free(enc);

@@ -1,35 +1,10 @@
 /* Unit tests for jsonw.c: escaping and failure latching. */
 #include "jsonw.h"
+#include "sink.h"
 #include "tap.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* a sink that keeps what it is given; fails after fail_after calls when that is set */
-struct sink {
-	char *buf;
-	size_t len;
-	int calls;
-	int fail_after;
-};
-
-static int
-sink_put(void *ctx, const char *p, size_t n)
-{
-	struct sink *k = ctx;
-	char *nb;
-
-	if (k->fail_after > 0 && k->calls >= k->fail_after)
-		return -1;
-	nb = realloc(k->buf, k->len + n);
-	if (nb == NULL)
-		return -1;
-	memcpy(nb + k->len, p, n);
-	k->buf = nb;
-	k->len += n;
-	k->calls++;
-	return 0;
-}
 
 /* a text with strings to escape, a long raw piece and a long base64 */
 static void

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 
 #include "mcp.h"
+#include "sink.h"
 #include "tap.h"
 
 static const char tool[] =
@@ -18,28 +19,6 @@ kind_of(const char *body)
 	k = m.kind;
 	mcp_message_free(&m);
 	return k;
-}
-
-/* a sink that keeps what it is given */
-struct sink {
-	char *buf;
-	size_t len;
-	int calls;
-};
-
-static int
-sink_put(void *ctx, const char *p, size_t n)
-{
-	struct sink *k = ctx;
-	char *nb = realloc(k->buf, k->len + n);
-
-	if (nb == NULL)
-		return -1;
-	memcpy(nb + k->len, p, n);
-	k->buf = nb;
-	k->len += n;
-	k->calls++;
-	return 0;
 }
 
 int
@@ -260,7 +239,7 @@ main(void)
 		struct jsonw w;
 		size_t tlen;
 		char *text = mcp_call_text(&o, 100, &tlen);
-		struct sink k = {NULL, 0, 0};
+		struct sink k = {NULL, 0, 0, 0};
 		long long counted;
 		jsonw_init_count(&w);
 		mcp_call_answer_write(&w, id, &o, text, tlen, 100, false, NULL, false);
