@@ -488,6 +488,15 @@ remove_group(const char *dir)
 }
 
 void
+cgroup_run_arm_oom(struct cgroup_run *run)
+{
+	run->oom_fd = -1;
+	/* v1 (a pids hierarchy of its own): the kernel's killer is off in the group */
+	if (run->active && strcmp(run->pids, run->memory) != 0)
+		run->oom_fd = oom_eventfd(run->memory);
+}
+
+void
 cgroup_run_remove(struct cgroup_run *run)
 {
 	/* an inactive (or zeroed) struct owns no descriptor */

@@ -102,4 +102,8 @@ void cgroup_sweep(const struct cgroup_ctx *ctx, const char *prefix);
 /* Removes the run's group; every process in it must be dead. */
 void cgroup_run_remove(struct cgroup_run *run);
 
+/* v1: arms run->oom_fd again for a group made earlier (a session's, by another worker); v2
+ * needs none (memory.oom.group). Leaves -1 when there is none; the caller closes it. */
+void cgroup_run_arm_oom(struct cgroup_run *run);
+
 #endif

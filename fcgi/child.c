@@ -99,6 +99,8 @@ child_prepare(const struct run_config *cfg, const char *workdir, unsigned long l
 	    .ids_before_mounts = cfg->userns,
 	    .agent = agent,
 	    .workspace_fd = agent ? cfg->workspace_fd : -1,
+	    .session_fd = !agent && cfg->session ? cfg->session_fd : -1,
+	    .cell_fd = -1,
 	};
 }
 

@@ -313,6 +313,12 @@ next_file(const char *blob, size_t len, size_t *off, const char **path, size_t *
 int
 files_write(int dirfd, const char *blob, size_t len)
 {
+	return files_write_over(dirfd, blob, len, false);
+}
+
+int
+files_write_over(int dirfd, const char *blob, size_t len, bool replace)
+{
 	const char *path, *data;
 	size_t off = 0, plen, dlen;
 
@@ -337,6 +343,10 @@ files_write(int dirfd, const char *blob, size_t len)
 			name = slash + 1;
 		}
 		fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		/* a session's: what an earlier cell left there (a symlink too, never followed) */
+		if (fd < 0 && errno == EEXIST && replace && unlinkat(d, name, 0) == 0)
+			fd = openat(d, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			            0600);
 		if (fd < 0)
 			goto fail;
 		rc = dlen > 0 ? util_write_all(fd, data, dlen) : 0;
@@ -445,7 +455,17 @@ struct found {
 struct walk {
 	struct found *v;
 	size_t n, cap, visited;
+	const struct timespec *since; /* NULL, or only files changed at or after it */
 };
+
+static bool
+changed_since(const struct stat *st, const struct timespec *t)
+{
+	const struct timespec *m = &st->st_mtim, *c = &st->st_ctim;
+
+	return m->tv_sec > t->tv_sec || (m->tv_sec == t->tv_sec && m->tv_nsec >= t->tv_nsec) ||
+	       c->tv_sec > t->tv_sec || (c->tv_sec == t->tv_sec && c->tv_nsec >= t->tv_nsec);
+}
 
 static int
 walk_dir(int dfd, const char *prefix, int depth, struct walk *w)
@@ -482,6 +502,8 @@ walk_dir(int dfd, const char *prefix, int depth, struct walk *w)
 		} else if (S_ISREG(st.st_mode)) {
 			if (depth == 0 && (strcmp(e->d_name, "main.py") == 0 ||
 			                   strcmp(e->d_name, "result.json") == 0))
+				continue;
+			if (w->since != NULL && !changed_since(&st, w->since))
 				continue;
 			if (w->n == w->cap) {
 				size_t cap = w->cap ? w->cap * 2 : 64;
@@ -611,7 +633,15 @@ int
 artifacts_collect(int dirfd, const char *manifest, size_t manifest_len, enum artifacts_want wanted,
                   char **blob, size_t *len)
 {
-	struct walk w = {NULL, 0, 0, 0};
+	return artifacts_collect_since(dirfd, manifest, manifest_len, wanted, NULL, blob, len);
+}
+
+int
+artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
+                        enum artifacts_want wanted, const struct timespec *since, char **blob,
+                        size_t *len)
+{
+	struct walk w = {NULL, 0, 0, 0, since};
 	struct blob b = {NULL, 0, 0};
 	size_t sent = 0, total = 0;
 	int dfd, rc = -1;

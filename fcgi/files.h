@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "jsonw.h"
 #include "limits.h"
@@ -104,6 +105,10 @@ int files_parse(json_t *v, unsigned long long max_bytes, char **blob, size_t *bl
  */
 int files_write(int dirfd, const char *blob, size_t len);
 
+/* The same; with replace, a file that exists at a path (an earlier cell's of a session: a
+ * symlink too) is unlinked and written anew. Never through a symlink. */
+int files_write_over(int dirfd, const char *blob, size_t len, bool replace);
+
 /* A manifest record's data: an input file's size and a 64-bit digest of its content. */
 struct file_digest {
 	uint64_t bytes;
@@ -133,6 +138,12 @@ int files_manifest(const char *inputs, size_t len, char **manifest, size_t *mani
  */
 int artifacts_collect(int dirfd, const char *manifest, size_t manifest_len,
                       enum artifacts_want wanted, char **blob, size_t *len);
+
+/* The same, of the files changed (written, or their status) at or after since: a session's
+ * cell reports what it made, not what earlier cells left. */
+int artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
+                            enum artifacts_want wanted, const struct timespec *since, char **blob,
+                            size_t *len);
 
 /* One record of a blob of artifacts_collect()'s, pointing into the blob. */
 struct artifact_view {

@@ -24,8 +24,12 @@ http_status_text(int status)
 	switch (status) {
 	case 200:
 		return "OK";
+	case 201:
+		return "Created";
 	case 202:
 		return "Accepted";
+	case 204:
+		return "No Content";
 	case 400:
 		return "Bad Request";
 	case 403:
@@ -34,6 +38,8 @@ http_status_text(int status)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 409:
+		return "Conflict";
 	case 413:
 		return "Payload Too Large";
 	case 429:

@@ -51,6 +51,7 @@ static PyObject *warm_enter_fn;
 static PyObject *warm_leave_fn;
 static PyObject *warm_collect_fn;
 static PyObject *warm_command_fn;
+static PyObject *warm_session_fn;
 /* what the entry and command() import, imported once by the zygote (into sys.modules only:
  * __main__ holds nothing a cold run's would not) */
 static const char *const entry_modules[] = {"io", "os", "random", "signal", "site", "sys"};
@@ -141,6 +142,91 @@ static const char warm_enter_source[] =
     "        values[names.index(k)] = 0\n"
     "    values[names.index('safe_path')] = False\n"
     "    return values\n"
+    "\n"
+    "\n"
+    "def session(fd, workdir):\n"
+    "    # a session's program: cells one after another in one __main__, as a notebook's\n"
+    "    # kernel runs them. Init sends a cell (main.py is its code) with stdin, stdout and\n"
+    "    # stderr; the answer is the exit code and, when the cell ends with an expression\n"
+    "    # whose value is not None, its repr, cut at the bound init gave\n"
+    "    import ast, io, os, socket, struct, sys, traceback\n"
+    "    sock = socket.socket(fileno=fd)\n"
+    "    main = sys.modules['__main__'].__dict__\n"
+    "    main['__file__'] = os.path.join(workdir, 'main.py')\n"
+    "    null = os.open(os.devnull, os.O_RDWR)\n"
+    "    for n in (0, 1, 2):\n"
+    "        os.dup2(null, n)\n"
+    "    while True:\n"
+    "        try:\n"
+    "            msg, fds, _, _ = socket.recv_fds(sock, 64, 3)\n"
+    "        except InterruptedError:\n"
+    "            continue\n"
+    "        except KeyboardInterrupt:\n"
+    "            continue\n"
+    "        if len(msg) != 8 or len(fds) != 3:\n"
+    "            for f in fds:\n"
+    "                os.close(f)\n"
+    "            if not msg:\n"
+    "                os._exit(0)\n"
+    "            continue\n"
+    "        limit = struct.unpack('<II', msg)[1]\n"
+    "        for n, f in enumerate(fds):\n"
+    "            os.dup2(f, n)\n"
+    "            os.close(f)\n"
+    "        sys.stdin = io.TextIOWrapper(io.open(0, 'rb', closefd=False), 'utf-8', 'strict')\n"
+    "        code, value = 0, None\n"
+    "        try:\n"
+    "            try:\n"
+    "                with open('main.py', 'rb') as f:\n"
+    "                    src = f.read()\n"
+    "                tree = compile(src, 'main.py', 'exec', ast.PyCF_ONLY_AST)\n"
+    "                last = None\n"
+    "                if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
+    "                    last = ast.Expression(tree.body.pop().value)\n"
+    "                exec(compile(tree, 'main.py', 'exec'), main)\n"
+    "                if last is not None:\n"
+    "                    v = eval(compile(last, 'main.py', 'eval'), main)\n"
+    "                    if v is not None:\n"
+    "                        value = repr(v)\n"
+    "            except SystemExit as e:\n"
+    "                c = e.code\n"
+    "                if c is None:\n"
+    "                    code = 0\n"
+    "                elif isinstance(c, int):\n"
+    "                    code = c & 0xff\n"
+    "                else:\n"
+    "                    print(c, file=sys.stderr)\n"
+    "                    code = 1\n"
+    "            except BaseException as e:\n"
+    "                # the traceback from the cell's frames on, as the interpreter prints it\n"
+    "                tb = e.__traceback__\n"
+    "                while tb is not None and tb.tb_frame.f_code.co_filename != 'main.py':\n"
+    "                    tb = tb.tb_next\n"
+    "                try:\n"
+    "                    sys.excepthook(type(e), e.with_traceback(tb), tb)\n"
+    "                except BaseException:\n"
+    "                    pass\n"
+    "                code = 1\n"
+    "        except BaseException:\n"
+    "            code = 1\n"
+    "        for f in (sys.stdout, sys.stderr):\n"
+    "            try:\n"
+    "                f.flush()\n"
+    "            except BaseException:\n"
+    "                pass\n"
+    "        for n in (0, 1, 2):\n"
+    "            os.dup2(null, n)\n"
+    "        b = b''\n"
+    "        if value is not None:\n"
+    "            b = value.encode('utf-8', 'backslashreplace')\n"
+    "            if len(b) > limit:\n"
+    "                b = b[:limit].decode('utf-8', 'ignore').encode('utf-8')\n"
+    "        while True:\n"
+    "            try:\n"
+    "                sock.send(struct.pack('<iII', code, value is not None, len(b)) + b)\n"
+    "                break\n"
+    "            except (InterruptedError, KeyboardInterrupt):\n"
+    "                continue\n"
     "\n"
     "def leave():\n"
     "    # what the interpreter's finalisation does that a program can see: wait for\n"
@@ -312,9 +398,10 @@ interp_init(const struct warm_settings *s, const char *python, char *why, size_t
 	warm_leave_fn = r ? PyDict_GetItemString(ns, "leave") : NULL;
 	warm_collect_fn = r ? PyDict_GetItemString(ns, "collect") : NULL;
 	warm_command_fn = r ? PyDict_GetItemString(ns, "command") : NULL;
+	warm_session_fn = r ? PyDict_GetItemString(ns, "session") : NULL;
 	Py_XDECREF(r);
 	if (warm_enter_fn == NULL || warm_leave_fn == NULL || warm_collect_fn == NULL ||
-	    warm_command_fn == NULL) {
+	    warm_command_fn == NULL || warm_session_fn == NULL) {
 		PyErr_Print();
 		snprintf(why, why_len, "defining the entry function failed");
 		return -1;
@@ -323,6 +410,7 @@ interp_init(const struct warm_settings *s, const char *python, char *why, size_t
 	Py_INCREF(warm_leave_fn);
 	Py_INCREF(warm_collect_fn);
 	Py_INCREF(warm_command_fn);
+	Py_INCREF(warm_session_fn);
 	/* matplotlib's hook (figures.h), before any module is imported; a run's copy has it */
 	{
 		PyObject *fns = PyDict_New(), *install;
@@ -781,4 +869,22 @@ interp_enter(const struct sandbox_spec *s)
 	if (code < 0)
 		return;
 	interp_exit(code);
+}
+
+void
+interp_enter_session(const struct sandbox_spec *s)
+{
+	PyObject *r;
+
+	if (!warm_prepared && interp_prepare(s) < 0)
+		return;
+	(void)prctl(PR_SET_NAME, "python3");
+	/* from here on the session serves: no fallback */
+	close(s->error_fd);
+	warm_in_run = 1;
+	r = PyObject_CallFunction(warm_session_fn, "is", s->cell_fd, s->workdir);
+	if (r == NULL)
+		PyErr_Print();
+	Py_XDECREF(r);
+	_exit(r == NULL ? 1 : 0);
 }

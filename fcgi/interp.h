@@ -54,4 +54,10 @@ int interp_prepare(const struct sandbox_spec *s);
  */
 void interp_enter(const struct sandbox_spec *s);
 
+/*
+ * A session's program (sessionproto.h): runs cells on s->cell_fd in one __main__ until init
+ * closes it; never returns once it began. Returns only when the interpreter cannot prepare.
+ */
+void interp_enter_session(const struct sandbox_spec *s);
+
 #endif

@@ -22,6 +22,7 @@
 #include "probe.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "session.h"
 #include "util.h"
 #include "workspace.h"
 #include "warm.h"
@@ -609,6 +610,8 @@ runs_setup(const char *runs_dir, struct pool_config *pc, char *real, size_t real
 	if (pc->worker.runs_dir_fd < 0)
 		die("open(%s) failed: %s", real, strerror(errno));
 	etc_prepare(pc->worker.runs_dir_fd, real, etc, etc_len);
+	snprintf(pc->worker.sessions_dir, sizeof(pc->worker.sessions_dir), "%s/sessions", real);
+	pc->worker.sessions_fd = session_dir_setup(pc->worker.runs_dir_fd, real, NULL);
 	if (pc->drop_privileges)
 		uid_range_claim(pc->run_uid_base, pc->run_uid_base + (uid_t)pc->workers);
 }

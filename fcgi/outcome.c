@@ -83,6 +83,7 @@ run_outcome_free(struct run_outcome *out)
 	free(out->result_json);
 	free(out->artifacts_mem);
 	free(out->artifact_types);
+	free(out->value_mem);
 	memset(out, 0, sizeof(*out));
 }
 

@@ -93,6 +93,13 @@ struct run_outcome {
 	enum run_fault fault; /* when run_execute() returned -1 */
 	int fault_step;       /* enum sandbox_step */
 	int fault_detail;
+	/* a session's execution (session.h): the final expression's repr (untrusted bytes, in
+	 * value_mem), and whether the session ended with it */
+	bool has_value;
+	const char *value;
+	size_t value_len;
+	char *value_mem;
+	bool session_over;
 };
 
 void run_outcome_free(struct run_outcome *out);

@@ -29,6 +29,7 @@
 
 #include "log.h"
 #include "proc.h"
+#include "session.h"
 #include "slots.h"
 #include "util.h"
 #include "warm.h"
@@ -261,6 +262,9 @@ pool_run(struct pool_config *pc)
 			            &waitmask);
 		}
 	}
+	/* every request is answered: the sessions end now (their inits are the templates'
+	 * children, or orphans of theirs adopted here) */
+	session_close_all(pc->worker.sessions_fd);
 	/* runs orphaned by killed workers were reparented here: leave nothing behind */
 	bool unused = false;
 	int st;

@@ -75,9 +75,9 @@ put_capture(struct jsonw *w, const struct capture *c)
 	free(s);
 }
 
-void
-reply_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t max_result_bytes,
-                    bool details, const char *request_id, bool artifacts)
+static void
+outcome_fields(struct jsonw *w, const struct run_outcome *o, size_t max_result_bytes, bool details,
+               const char *request_id, bool artifacts)
 {
 	char errbuf[128];
 	const char *result_error;
@@ -141,7 +141,41 @@ reply_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t max_res
 		jsonw_lit(w, ",\"artifacts\":");
 		artifacts_write(w, o->artifacts, o->artifacts_len, o->artifact_types);
 	}
+}
+
+void
+reply_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t max_result_bytes,
+                    bool details, const char *request_id, bool artifacts)
+{
+	outcome_fields(w, o, max_result_bytes, details, request_id, artifacts);
 	jsonw_lit(w, "}");
+}
+
+void
+reply_session_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t max_result_bytes,
+                            bool details, const char *request_id, bool artifacts,
+                            const char *session_id)
+{
+	outcome_fields(w, o, max_result_bytes, details, request_id, artifacts);
+	jsonw_lit(w, ",\"value\":");
+	if (o->has_value && o->value != NULL) {
+		/* the program's bytes: made valid UTF-8 (at most 3 bytes out for one in) */
+		char *v = malloc(o->value_len * 3 + 1);
+		if (v == NULL) {
+			w->failed = true;
+			return;
+		}
+		size_t n = utf8_sanitize((const unsigned char *)o->value, o->value_len, v);
+		jsonw_str(w, v, n);
+		free(v);
+	} else {
+		jsonw_lit(w, "null");
+	}
+	jsonw_lit(w, ",\"session\":{\"id\":");
+	jsonw_cstr(w, session_id);
+	jsonw_lit(w, ",\"open\":");
+	jsonw_lit(w, o->session_over ? "false" : "true");
+	jsonw_lit(w, "}}");
 }
 
 char *

@@ -23,6 +23,14 @@
 void reply_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t max_result_bytes,
                          bool details, const char *request_id, bool artifacts);
 
+/*
+ * A session's execution (session.h): the same keys, then "value" (the final expression's
+ * repr, or null) and "session" ({"id", "open": false once it ended with this execution}).
+ */
+void reply_session_outcome_write(struct jsonw *w, const struct run_outcome *o,
+                                 size_t max_result_bytes, bool details, const char *request_id,
+                                 bool artifacts, const char *session_id);
+
 /* The same as a newly allocated NUL-terminated string (caller frees), or NULL. */
 char *reply_outcome(const struct run_outcome *o, size_t max_result_bytes, bool details,
                     const char *request_id, bool artifacts, size_t *len);

@@ -36,6 +36,7 @@
 #include "proc.h"
 #include "sandbox.h"
 #include "seccomp.h"
+#include "sessionproto.h"
 #include "userns.h"
 #include "util.h"
 #include "warm.h"
@@ -51,7 +52,9 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -166,7 +169,8 @@ report_grow(struct report_buf *rb)
 	if (rb->len < sizeof(rep))
 		want = REPORT_FIRST_BYTES;
 	else if (report_header(rb, &rep))
-		want = sizeof(rep) + (size_t)rep.result_len + (size_t)rep.artifacts_len + 1;
+		want = sizeof(rep) + (size_t)rep.result_len + (size_t)rep.artifacts_len +
+		       (size_t)rep.value_len + 1;
 	else
 		return; /* not a report: the rest is read and discarded */
 	if (want <= rb->cap)
@@ -219,7 +223,7 @@ report_complete(const struct report_buf *rb)
 	struct sandbox_report rep;
 
 	return report_header(rb, &rep) &&
-	       rb->len >= sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len;
+	       rb->len >= sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len + rep.value_len;
 }
 
 /* The user namespace's maps: the run's one inner uid and gid onto its host ones (a root
@@ -451,7 +455,12 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 	}
 	box->active = true;
 	if (cfg->cgroup != NULL) {
-		snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index, box->wd.name);
+		/* a session's outlives its worker: named apart from what a worker sweeps */
+		if (cfg->session)
+			snprintf(cg_name, sizeof(cg_name), "s-%s", box->wd.name);
+		else
+			snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index,
+			         box->wd.name);
 		if (cgroup_run_create(cfg->cgroup, &box->cg, cg_name, caps->memory_bytes,
 		                      caps->max_processes, caps->cpu_millicores, &f) < 0) {
 			set_fault_from(fault, RUN_FAULT_CGROUP, why, why_len,
@@ -622,7 +631,14 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	        cfg->cgroup == NULL && box->as_base_bytes ? spec->caps.memory_bytes : 0,
 	    /* a backstop only: CPU time can exceed wall time only with threads */
 	    .cpu_limit_seconds = spec->wall_ms / 1000 + 2,
+	    .session_idle_seconds = spec->session_idle_seconds,
+	    .session_life_seconds = spec->session_life_seconds,
 	};
+	if (spec->session) {
+		req.flags |= SANDBOX_SESSION;
+		/* the program lives as long as the session: its backstop is the lifetime's */
+		req.cpu_limit_seconds = (int64_t)spec->session_life_seconds + 2;
+	}
 	const struct {
 		const void *p;
 		size_t n;
@@ -704,6 +720,7 @@ struct run_watch {
 	bool reported;  /* namespace mode: init's whole report is in, and it is exiting */
 	int client_fd;  /* the request's connection, watched for a hang-up; -1: not watched */
 	bool ahead;     /* the box was built ahead of the request */
+	bool session;   /* a session's execution: its init serves on once it has reported */
 	long long t0, deadline, drain_deadline, stop_deadline;
 };
 
@@ -805,6 +822,15 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 
 		if (w->main_reaped && box->out_r < 0 && box->err_r < 0 && box->rep_r < 0)
 			return 0;
+		if (w->session && !w->main_reaped && report_complete(&w->rb)) {
+			/* the program flushed the cell's output before init reported: what is in
+			 * the pipes is all of it (a process the cell left running may keep them
+			 * open, so their end is not waited for) */
+			drain(&box->out_r, &out->out);
+			drain(&box->err_r, &out->err);
+			w->reported = true;
+			return 0;
+		}
 		if (box->ns_mode && !w->main_reaped && box->out_r < 0 && box->err_r < 0 &&
 		    box->fail_r < 0 && box->rep_r >= 0 && report_complete(&w->rb)) {
 			/* init reports after it reaped every other process of the run: all that is
@@ -931,9 +957,13 @@ run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_f
 	struct sandbox_report rep;
 
 	if (!report_header(rb, &rep) ||
-	    rb->len != sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len ||
-	    rep.result_len > max_result_bytes || rep.artifacts_len > ARTIFACTS_BLOB_MAX)
+	    rb->len != sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len + rep.value_len ||
+	    rep.result_len > max_result_bytes || rep.artifacts_len > ARTIFACTS_BLOB_MAX ||
+	    rep.value_len > SESSION_VALUE_MAX)
 		return false;
+	out->session_over = rep.session_over != 0;
+	out->has_value = rep.has_value != 0;
+	out->value_len = rep.value_len;
 	f->wait_status = rep.program_status;
 	f->have_status = rep.program_reaped != 0;
 	f->stopped = rep.stopped != 0;
@@ -958,6 +988,16 @@ run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_f
 		out->artifacts_len = rep.artifacts_len;
 		rb->buf = NULL;
 		rb->cap = 0;
+	}
+	if (out->has_value) {
+		/* after the artifacts, in the same buffer: whoever took it owns the value too */
+		const char *base = out->artifacts_mem != NULL ? out->artifacts_mem : rb->buf;
+		out->value = base + sizeof(rep) + rep.result_len + rep.artifacts_len;
+		if (out->artifacts_mem == NULL) {
+			out->value_mem = rb->buf;
+			rb->buf = NULL;
+			rb->cap = 0;
+		}
 	}
 	out->cpu_ms = rusage_cpu_ms(&rep.children);
 	out->minor_faults = rep.children.ru_minflt;
@@ -1160,4 +1200,299 @@ run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code
 	               o->fallback != RUN_FALLBACK_NONE ? " fallback=" : "",
 	               o->fallback != RUN_FALLBACK_NONE ? run_fallback_string(o->fallback) : "");
 	free(fields);
+}
+
+/* ---- sessions (session.h, sessionproto.h) ---- */
+
+/* Sends a session's init one message (and fds), and reads its answer (and init's pidfd, for
+ * an execution) within SESSION_ANSWER_MS. Returns 0, or -1 when it does not serve. */
+static int
+session_ask(int conn, enum session_op op, const int *fds, int n, struct session_answer *a,
+            int *pidfd)
+{
+	struct session_msg m = {SESSION_MSG_MAGIC, (uint32_t)op};
+	int got;
+
+	if (util_send_fds(conn, &m, sizeof(m), fds, n, 0) < 0 ||
+	    util_wait_readable(conn, RUN_SESSION_ANSWER_MS) != 1)
+		return -1;
+	got = util_recv_fds(conn, a, sizeof(*a), pidfd, pidfd ? 1 : 0, 0);
+	if (got < 0 || a->magic != SESSION_MSG_MAGIC || !a->ok || (pidfd && got != 1)) {
+		if (pidfd && got == 1)
+			close_fd(pidfd);
+		return -1;
+	}
+	return 0;
+}
+
+int
+run_session_ask(const char *path, enum session_op op, struct session_answer *a)
+{
+	int conn = run_session_connect(path), rc;
+
+	if (conn < 0)
+		return -1;
+	rc = session_ask(conn, op, NULL, 0, a, NULL);
+	close(conn);
+	return rc;
+}
+
+int
+run_session_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	/* init takes one connection at a time; its backlog holds the others, and a worker's
+	 * answer deadline bounds the wait */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int
+run_session_create(const struct run_config *cfg, const struct run_spec *spec, int listen_fd,
+                   const char *sock_path, int sb_parent_fd, const char *sb_parent,
+                   struct run_session_box *sb, char *why, size_t why_len)
+{
+	struct run_config scfg = *cfg;
+	struct run_box box;
+	struct run_outcome fault = {0};
+	bool warm_failed = false;
+	struct session_answer a;
+	int rc = -1;
+
+	memset(sb, 0, sizeof(*sb));
+	scfg.session = true;
+	scfg.session_fd = listen_fd;
+	scfg.work_parent_fd = sb_parent_fd;
+	scfg.work_parent = sb_parent;
+	if (!cfg->warm || cfg->clone_flags == 0) {
+		snprintf(why, why_len, "sessions need warm interpreters, which this host has not");
+		errno = ENOTSUP;
+		return -1;
+	}
+	if (box_build_once(&scfg, &spec->caps, &box, true, &warm_failed, &fault, why, why_len) < 0)
+		return -1;
+	if (!box.warm) {
+		snprintf(why, why_len, "no warm template could start the session");
+		goto out;
+	}
+	if (send_request(&box, spec, &scfg) < 0) {
+		snprintf(why, why_len, "handing the session its bounds failed");
+		goto out;
+	}
+	/* ready once its init answers on the socket: by then its program waits for cells */
+	{
+		long long deadline = util_now_ms() + RUN_SESSION_READY_MS;
+		int conn = run_session_connect(sock_path);
+		struct session_msg m = {SESSION_MSG_MAGIC, SESSION_OP_PING};
+
+		if (conn >= 0 && util_send_fds(conn, &m, sizeof(m), NULL, 0, 0) == 0) {
+			for (;;) {
+				struct pollfd p[2] = {{.fd = conn, .events = POLLIN},
+				                      {.fd = box.pidfd, .events = POLLIN}};
+				long long left = deadline - util_now_ms();
+				if (left <= 0 || poll(p, 2, (int)left) <= 0)
+					break;
+				if (p[0].revents) {
+					rc = util_recv_fds(conn, &a, sizeof(a), NULL, 0, 0) == 0 &&
+					             a.magic == SESSION_MSG_MAGIC && a.ok
+					         ? 0
+					         : -1;
+					break;
+				}
+				if (p[1].revents)
+					break; /* init died before it served */
+			}
+		}
+		if (conn >= 0)
+			close(conn);
+	}
+	if (rc < 0) {
+		struct sandbox_failure f;
+		if (read(box.fail_r, &f, sizeof(f)) == (ssize_t)sizeof(f))
+			snprintf(why, why_len, "the session's sandbox failed while %s: %s",
+			         sandbox_step_string((enum sandbox_step)f.step), strerror(f.err));
+		else
+			snprintf(why, why_len, "the session did not start within %d ms",
+			         RUN_SESSION_READY_MS);
+		goto out;
+	}
+	/* it is the session's now: nothing of it is the worker's but its record */
+	sb->cg = box.cg;
+	if (sb->cg.active && sb->cg.oom_fd >= 0)
+		close(sb->cg.oom_fd);
+	sb->cg.oom_fd = -1;
+	box.cg.active = false;
+	snprintf(sb->dir, sizeof(sb->dir), "%s", box.wd.name);
+	sb->heavy = box.tier == RUN_TIER_HEAVY;
+	if (box.wd.fd >= 0)
+		close(box.wd.fd);
+	box_close_fds(&box);
+	return 0;
+out:
+	box_discard(&scfg, &box);
+	return -1;
+}
+
+void
+run_session_remove(int sb_parent_fd, struct run_session_box *sb)
+{
+	if (sb->cg.active) {
+		sb->cg.oom_fd = -1;
+		cgroup_run_remove(&sb->cg);
+	}
+	if (sb->dir[0] != '\0') {
+		if (workdir_remove_tree(sb_parent_fd, sb->dir) < 0 && errno != ENOENT)
+			log_msg(LOG_WARN, "removing a session's directory %s failed: %s", sb->dir,
+			        strerror(errno));
+		sb->dir[0] = '\0';
+	}
+}
+
+int
+run_session_execute(const struct run_config *cfg, const struct run_spec *spec, int conn,
+                    const struct run_session_box *sb, struct run_outcome *out, char *why,
+                    size_t why_len)
+{
+	int p[4][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
+	struct session_answer a;
+	struct run_box box;
+	struct run_watch w;
+	struct outcome_facts f = {0};
+	int rc, pidfd = -1;
+	bool oom_before = false, pids_before = false;
+
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < 4; i++)
+		if (pipe2(p[i], O_CLOEXEC) < 0) {
+			set_fault(out, RUN_FAULT_OTHER, why, why_len, "could not create the pipes");
+			rc = -1;
+			goto close_pipes;
+		}
+	{
+		int child[SESSION_FDS] = {[SESSION_FD_STDOUT] = p[0][1],
+		                          [SESSION_FD_STDERR] = p[1][1],
+		                          [SESSION_FD_CONTROL] = p[2][0],
+		                          [SESSION_FD_REPORT] = p[3][1]};
+		if (session_ask(conn, SESSION_OP_EXECUTE, child, SESSION_FDS, &a, &pidfd) < 0) {
+			rc = RUN_SESSION_GONE;
+			goto close_pipes;
+		}
+	}
+	for (int i = 0; i < 4; i++)
+		close_fd(&p[i][i == 2 ? 0 : 1]);
+	memset(&box, 0, sizeof(box));
+	box.active = box.ns_mode = box.foreign = box.warm = true;
+	box.pid = 1; /* init's pid in its namespace: only the pidfd names it here */
+	box.pidfd = pidfd;
+	box.out_r = p[0][0];
+	box.err_r = p[1][0];
+	box.ctl_w = p[2][1];
+	box.rep_r = p[3][0];
+	box.fail_r = -1;
+	box.wd.fd = -1;
+	box.cg = sb->cg;
+	/* v1: the worker stops the execution at its first OOM, as a run's; v2: memory.oom.group
+	 * kills the session, and its init with it */
+	cgroup_run_arm_oom(&box.cg);
+	box.caps = spec->caps;
+	box.tier = sb->heavy ? RUN_TIER_HEAVY : RUN_TIER_LIGHT;
+	p[0][0] = p[1][0] = p[2][1] = p[3][0] = -1;
+	(void)fcntl(box.out_r, F_SETFL, O_NONBLOCK);
+	(void)fcntl(box.err_r, F_SETFL, O_NONBLOCK);
+	(void)fcntl(box.rep_r, F_SETFL, O_NONBLOCK);
+	if (box.cg.active)
+		cgroup_run_events(&box.cg, &oom_before, &pids_before);
+
+	memset(&w, 0, sizeof(w));
+	w.box = &box;
+	w.session = true;
+	w.client_fd = spec->watch_client ? spec->client_fd : -1;
+	w.t0 = util_now_ms();
+	w.rb.max = sizeof(struct sandbox_report) + spec->max_result_bytes +
+	           (spec->artifacts != ARTIFACTS_NONE ? ARTIFACTS_BLOB_MAX : 0) +
+	           SESSION_VALUE_MAX + 1;
+	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
+	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
+		set_fault(out, RUN_FAULT_OTHER, why, why_len,
+		          "out of memory for the output buffers");
+		rc = -1;
+		goto close_box;
+	}
+	if (send_request(&box, spec, cfg) < 0) {
+		rc = RUN_SESSION_GONE;
+		goto close_box;
+	}
+	w.deadline = util_now_ms() + spec->wall_ms;
+	rc = run_watch(&w, out, why, why_len);
+	if (rc == 0 && out->abandoned) {
+		/* the client left: the cell is interrupted, the session lives on if it ends */
+		if (write(box.ctl_w, "S", 1) < 0) {
+			/* init is gone already */
+		}
+		goto close_box;
+	}
+	if (box.cg.active) {
+		cgroup_run_events(&box.cg, &f.oom, &f.pids_max);
+		/* the counts are the session's: only what this execution added is its own */
+		f.oom = f.oom && !oom_before;
+		f.pids_max = f.pids_max && !pids_before;
+	}
+	if (rc == 0) {
+		f.have_status = true;
+		f.wait_status = w.main_status;
+		f.stopped = w.timed_out;
+		f.oom_stopped = box.oom_stopped;
+		if (!w.reported || !run_read_report(&w.rb, spec->max_result_bytes, &f, out)) {
+			/* init died without a word: the session is over. The OOM killer's doing is
+			 * the program's; any other kill came from outside */
+			f.have_status = false;
+			out->result_status = RESULT_NONE;
+			out->session_over = true;
+			if (!w.timed_out && !f.oom && !box.oom_stopped) {
+				out->fault = RUN_FAULT_LOST;
+				snprintf(why, why_len, "%s",
+				         "the session's init ended before it reported");
+				rc = -1;
+			}
+		}
+		if (rc == 0) {
+			outcome_classify(&f, out);
+			out->duration_ms = util_now_ms() - w.t0;
+			out->tier = box.tier;
+			if (box.cg.active) {
+				/* the session's peak so far: its memory is held across executions
+				 */
+				unsigned long long peak = cgroup_run_peak_bytes(&box.cg);
+				if (peak > 0)
+					out->max_rss_bytes = (long long)peak;
+			}
+		}
+	}
+close_box:
+	free(w.rb.buf);
+	box.pid = -1;
+	close_fd(&box.cg.oom_fd);
+	box.cg.active = false; /* the session's, not this execution's */
+	box_close_fds(&box);
+close_pipes:
+	for (int i = 0; i < 4; i++) {
+		close_fd(&p[i][0]);
+		close_fd(&p[i][1]);
+	}
+	return rc;
 }

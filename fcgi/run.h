@@ -40,6 +40,10 @@ struct run_config {
 	 * instead of python3 main.py; needs a mount namespace */
 	int workspace_fd;
 	int worker_index;
+	/* a session's box (session.h): its init serves executions on the listening socket
+	 * session_fd. Set only on the copy of the config that creates one */
+	bool session;
+	int session_fd;
 	bool warm; /* namespace mode: a warm template (warm.c) clones the run's init */
 };
 
@@ -77,6 +81,11 @@ struct run_spec {
 	 * run is killed at once (run_outcome.abandoned) */
 	bool watch_client;
 	int client_fd;
+	/* a session's creation: no code runs; the program becomes the session's cell loop,
+	 * and its init ends it past these bounds */
+	bool session;
+	unsigned session_idle_seconds;
+	unsigned session_life_seconds;
 };
 
 /*
@@ -184,6 +193,55 @@ bool run_blame(struct isolation *iso, const struct run_outcome *f, const char *w
  * that run_execute() can find and kill them. Call once per worker. Returns 0 or -1.
  */
 int run_init_reaper(void);
+
+/* ---- sessions (session.h): a box whose init serves executions one after another ---- */
+
+/* run_session_execute(): the session's init did not take the execution (it is gone) */
+#define RUN_SESSION_GONE (-2)
+/* how long a session's init has to answer a worker's message */
+#define RUN_SESSION_ANSWER_MS 2000
+/* how long a new session has to serve */
+#define RUN_SESSION_READY_MS 10000
+
+/* What of a session's box outlives the worker that built it: the rest is its init's. */
+struct run_session_box {
+	struct cgroup_run cg; /* oom_fd -1: nobody arms it between executions */
+	char dir[40];         /* its directory, in the sessions directory */
+	bool heavy;           /* cloned from the heavy tier's template */
+};
+
+enum session_op;
+struct session_answer;
+
+/*
+ * Creates a session: a warm box (always; there is no cold session) whose init serves the
+ * listening socket listen_fd (bound at sock_path), its directory under sb_parent_fd (path
+ * sb_parent), spec's caps, bounds and limits; waits until it serves. Returns 0 with what
+ * outlives the worker in sb, or -1 with why (errno ENOTSUP: this host has no warm runs).
+ */
+int run_session_create(const struct run_config *cfg, const struct run_spec *spec, int listen_fd,
+                       const char *sock_path, int sb_parent_fd, const char *sb_parent,
+                       struct run_session_box *sb, char *why, size_t why_len);
+
+/*
+ * Runs spec's code in the session whose socket conn is connected to, as run_execute() runs a
+ * run: the same outcome, plus the value and whether the session ended. The deadline and a
+ * client's hang-up interrupt the cell (KeyboardInterrupt); the session survives if it ends
+ * within SESSION_INTERRUPT_MS. Returns 0, -1 (the fault in out and why), or
+ * RUN_SESSION_GONE when the session did not take it.
+ */
+int run_session_execute(const struct run_config *cfg, const struct run_spec *spec, int conn,
+                        const struct run_session_box *sb, struct run_outcome *out, char *why,
+                        size_t why_len);
+
+/* A connection to the session's socket at path, or -1 (errno). */
+int run_session_connect(const char *path);
+
+/* One message to the session at path and its answer; 0, or -1 when it does not serve. */
+int run_session_ask(const char *path, enum session_op op, struct session_answer *a);
+
+/* Removes an ended session's cgroup and directory. */
+void run_session_remove(int sb_parent_fd, struct run_session_box *sb);
 
 /* The outcome's log line, fields and text; api names the surface (execute, agent, mcp) and
  * exit_code is what the client was told (when has_exit_code). */

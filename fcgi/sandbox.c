@@ -81,6 +81,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -88,6 +89,7 @@
 #include <unistd.h>
 
 #include "landlock.h"
+#include "sessionproto.h"
 #include "util.h"
 
 const char *
@@ -220,6 +222,8 @@ struct sandbox_handoff {
 	uint64_t max_result_bytes;
 	uint64_t artifacts;
 	uint64_t manifest_len;
+	int64_t session_idle_ms; /* a session's bounds, from its creation request */
+	int64_t session_life_ms;
 };
 
 /* What the request brings into the sandbox: the code (a C string too: an agent's command),
@@ -268,6 +272,10 @@ sandbox_read_request(int fd, struct sandbox_spec *s, struct sandbox_input *in)
 	s->as_exec_bytes = req.as_exec_bytes;
 	s->cpu_limit_seconds = (long)req.cpu_limit_seconds;
 	s->max_result_bytes = req.max_result_bytes;
+	if (req.flags & SANDBOX_SESSION) {
+		s->session_idle_ms = (long long)req.session_idle_seconds * 1000;
+		s->session_life_ms = (long long)req.session_life_seconds * 1000;
+	}
 	s->artifacts = (req.flags & SANDBOX_WANT_ARTIFACTS) ? ARTIFACTS_ALL
 	               : (req.flags & SANDBOX_WANT_IMAGES)  ? ARTIFACTS_IMAGES
 	                                                    : ARTIFACTS_NONE;
@@ -465,9 +473,10 @@ confine_close_fds(const struct sandbox_confine *c)
 	const struct sandbox_spec *s = c->s;
 	/* the error pipe reports later failures; the Landlock ruleset is applied below; the
 	 * program ahead still reads the request and hands init the result's size limit */
-	int keep[] = {s->error_fd, s->landlock_fd, c->ahead ? s->ctl_fd : -1, c->handoff_fd};
+	int keep[] = {s->error_fd, s->landlock_fd, c->ahead ? s->ctl_fd : -1, c->handoff_fd,
+	              s->cell_fd};
 
-	return util_close_fds_except(keep, 4);
+	return util_close_fds_except(keep, 5);
 }
 
 /* the working directory is inherited: the caller entered it (and wrote main.py there) */
@@ -626,14 +635,20 @@ sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 	s->command = sandbox_take_request(s, &take);
 	close(s->ctl_fd); /* init's again: the worker's 'S' */
 	sandbox_confine(s, SANDBOX_CONFINE_REQUESTED, handoff_fd);
-	handoff =
-	    (struct sandbox_handoff){s->max_result_bytes, (uint64_t)s->artifacts, s->manifest_len};
+	handoff = (struct sandbox_handoff){s->max_result_bytes, (uint64_t)s->artifacts,
+	                                   s->manifest_len, s->session_idle_ms, s->session_life_ms};
 	if (util_write_all(handoff_fd, &handoff, sizeof(handoff)) < 0 ||
 	    util_write_all(handoff_fd, s->manifest, s->manifest_len) < 0)
 		sandbox_fail(s, SANDBOX_FORK, 1);
 	close(handoff_fd);
 	free(s->manifest);
 	s->manifest = NULL;
+	if (s->cell_fd >= 0) {
+		/* a session: the cell loop, or nothing (there is no cold program to exec) */
+		if (prepared && s->enter_session != NULL)
+			s->enter_session(s);
+		sandbox_fail(s, SANDBOX_EXEC, 0);
+	}
 	if (prepared)
 		s->enter(s);
 	if (s->agent)
@@ -762,8 +777,9 @@ sandbox_init_begin(const struct sandbox_spec *s, sigset_t *waitmask)
 		 */
 		int keep[] = {s->stdin_fd,    s->stdout_fd,    s->stderr_fd,
 		              s->error_fd,    s->ctl_fd,       s->report_fd,
-		              s->landlock_fd, s->workspace_fd, s->mounts ? s->mounts->etc_fd : -1};
-		if (util_close_fds_except(keep, 9) < 0)
+		              s->landlock_fd, s->workspace_fd, s->mounts ? s->mounts->etc_fd : -1,
+		              s->session_fd};
+		if (util_close_fds_except(keep, 10) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
 	sandbox_retitle();
@@ -861,23 +877,36 @@ sandbox_init_fork(struct sandbox_spec *s)
  * the result's size limit, rep says how (or, when the worker gave the sandbox up, init ends).
  */
 static pid_t
-sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep)
+sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep, int *cell_fd)
 {
-	int hp[2], st;
-	struct sandbox_handoff handoff = {0, 0, 0};
+	int hp[2], cp[2] = {-1, -1}, st;
+	struct sandbox_handoff handoff = {0, 0, 0, 0, 0};
 	ssize_t r;
 	pid_t prog;
 
 	if (pipe2(hp, O_CLOEXEC) < 0)
+		sandbox_fail(s, SANDBOX_FORK, 0);
+	/* a session: init and its program talk over a socket of their own, cell by cell */
+	if (s->session_fd >= 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, cp) < 0)
 		sandbox_fail(s, SANDBOX_FORK, 0);
 	prog = fork();
 	if (prog < 0)
 		sandbox_fail(s, SANDBOX_FORK, 0);
 	if (prog == 0) {
 		close(hp[0]);
+		if (s->session_fd >= 0) {
+			/* the program never holds the session's socket */
+			close(s->session_fd);
+			close(cp[0]);
+			s->cell_fd = cp[1];
+		}
 		sandbox_program_ahead(s, hp[1]);
 	}
 	close(hp[1]);
+	if (s->session_fd >= 0) {
+		close(cp[1]);
+		*cell_fd = cp[0];
+	}
 	close(s->stdout_fd);
 	close(s->stderr_fd);
 	close(s->error_fd);
@@ -910,6 +939,8 @@ sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep)
 		rep->program_status = st;
 	}
 	s->max_result_bytes = (size_t)handoff.max_result_bytes;
+	s->session_idle_ms = handoff.session_idle_ms;
+	s->session_life_ms = handoff.session_life_ms;
 	s->artifacts = handoff.artifacts == ARTIFACTS_ALL      ? ARTIFACTS_ALL
 	               : handoff.artifacts == ARTIFACTS_IMAGES ? ARTIFACTS_IMAGES
 	                                                       : ARTIFACTS_NONE;
@@ -997,6 +1028,337 @@ sandbox_init_report(const struct sandbox_spec *s, struct sandbox_report *rep)
 	_exit(0);
 }
 
+/* ---- a session's init (sessionproto.h) ---- */
+
+/* The program's CPU time so far (its own and its reaped children's), in ms, and its minor
+ * faults, from /proc/<prog>/stat (0 without a /proc). */
+static void
+session_prog_use(pid_t prog, long long *cpu_ms, long *minflt)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long f[18] = {0};
+	long tick = sysconf(_SC_CLK_TCK);
+	ssize_t n;
+	int fd;
+
+	*cpu_ms = 0;
+	*minflt = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)prog);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* the fields after the name, which may hold anything but ends at the last ')' */
+	p = strrchr(buf, ')');
+	if (p == NULL || tick <= 0)
+		return;
+	p++;
+	/* f[3] is the state's field (3); minflt is field 10, utime..cstime 14..17 */
+	for (int i = 3; i <= 17 && p != NULL && *p; i++) {
+		while (*p == ' ')
+			p++;
+		f[i] = strtoull(p, &p, 10);
+		if (i == 3) { /* the state is a letter */
+			p = strchr(p, ' ');
+		}
+	}
+	*minflt = (long)f[10];
+	*cpu_ms = (long long)((f[14] + f[15] + f[16] + f[17]) * 1000 / (unsigned long long)tick);
+}
+
+/* The request's buffers, whatever sandbox_read_request() left. */
+static void
+session_input_free(struct sandbox_input *in)
+{
+	free(in->code);
+	free(in->input);
+	free(in->files);
+	memset(in, 0, sizeof(*in));
+}
+
+/* Writes the cell's inputs (main.py, the files, a memfd of stdin); returns the stdin fd, or
+ * -1 with errno. What an earlier cell left at those paths is replaced, never followed. */
+static int
+session_cell_inputs(struct sandbox_spec *s, struct sandbox_input *in)
+{
+	int fd, stdin_fd, rc;
+
+	stdin_fd = sandbox_make_stdin(in->input, in->input_len);
+	if (stdin_fd < 0)
+		return -1;
+	(void)unlink("main.py");
+	(void)unlink("result.json");
+	fd = open("main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	rc = fd < 0 ? -1 : util_write_all(fd, in->code, in->code_len);
+	if (fd >= 0)
+		close(fd);
+	if (rc == 0 && in->files_len > 0)
+		rc = files_write_over(AT_FDCWD, in->files, in->files_len, true);
+	if (rc == 0 && s->artifacts && in->files_len > 0)
+		rc = files_manifest(in->files, in->files_len, &s->manifest, &s->manifest_len);
+	if (rc < 0) {
+		int e = errno;
+		close(stdin_fd);
+		errno = e;
+		return -1;
+	}
+	return stdin_fd;
+}
+
+/*
+ * One cell: the request from the control pipe into the working directory, the cell to the
+ * program, then its end, the worker's stop (SIGINT into the program: a KeyboardInterrupt; the
+ * session is killed if the cell does not end within SESSION_INTERRUPT_MS) or the program's
+ * death, and the report. Returns whether the session lives on.
+ */
+static bool
+sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int *fds,
+                     const sigset_t *waitmask)
+{
+	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
+	struct sandbox_input in = {0};
+	struct session_cell cell = {SESSION_MSG_MAGIC, SESSION_VALUE_MAX};
+	struct session_cell_done done = {0};
+	size_t cap = sizeof(done) + SESSION_VALUE_MAX + 1, json_len = 0, artifacts_len = 0;
+	char *msg, *json = NULL, *artifacts = NULL;
+	const char *value = NULL;
+	long long cpu0, cpu1, interrupt_at = 0;
+	long flt0, flt1;
+	struct timespec since;
+	bool over = false, ended = false;
+	int stdin_fd, dirfd;
+
+	free(s->manifest);
+	s->manifest = NULL;
+	s->manifest_len = 0;
+	if (sandbox_read_request(fds[SESSION_FD_CONTROL], s, &in) < 0) {
+		session_input_free(&in);
+		return true; /* the worker gave it up before it began: nothing ran */
+	}
+	(void)clock_gettime(CLOCK_REALTIME, &since);
+	stdin_fd = session_cell_inputs(s, &in);
+	session_input_free(&in);
+	msg = malloc(cap);
+	if (stdin_fd < 0 || msg == NULL) {
+		/* nothing ran: the cell fails as a program would, with its reason */
+		dprintf(fds[SESSION_FD_STDERR],
+		        "codebox: the cell's files could not be written: %s\n", strerror(errno));
+		if (stdin_fd >= 0)
+			close(stdin_fd);
+		rep.program_reaped = 1;
+		rep.program_status = 1 << 8;
+		rep.result_status = RESULT_NONE;
+		(void)util_write_all(fds[SESSION_FD_REPORT], &rep, sizeof(rep));
+		free(msg);
+		return true;
+	}
+	session_prog_use(prog, &cpu0, &flt0);
+	{
+		int cfds[3] = {stdin_fd, fds[SESSION_FD_STDOUT], fds[SESSION_FD_STDERR]};
+		if (util_send_fds(cell_fd, &cell, sizeof(cell), cfds, 3, 0) < 0)
+			over = ended = true; /* the program is gone */
+	}
+	close(stdin_fd);
+	while (!ended) {
+		struct pollfd pfd[2] = {
+		    {.fd = cell_fd, .events = POLLIN},
+		    {.fd = interrupt_at ? -1 : fds[SESSION_FD_CONTROL], .events = POLLIN}};
+		struct timespec tick = {0, 100 * 1000 * 1000};
+		pid_t p;
+		int st;
+
+		(void)ppoll(pfd, 2, &tick, waitmask);
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+			if (p == prog) {
+				rep.program_reaped = 1;
+				rep.program_status = st;
+				over = ended = true;
+			}
+		if (!ended && (pfd[0].revents & POLLIN)) {
+			ssize_t n = recv(cell_fd, msg, cap, MSG_DONTWAIT);
+			if (n >= (ssize_t)sizeof(done)) {
+				memcpy(&done, msg, sizeof(done));
+				if (done.has_value && done.value_len <= (size_t)n - sizeof(done) &&
+				    done.value_len <= SESSION_VALUE_MAX) {
+					value = msg + sizeof(done);
+					rep.value_len = done.value_len;
+					rep.has_value = 1;
+				}
+				ended = true;
+			} else if (n == 0) {
+				over = ended = true; /* it closed its end: it cannot serve on */
+			}
+		} else if (!ended && (pfd[0].revents & (POLLHUP | POLLERR))) {
+			over = ended = true;
+		}
+		if (!ended && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			/* 'S' (the deadline) or EOF (the worker is gone): interrupt the cell */
+			rep.stopped = 1;
+			(void)kill(prog, SIGINT);
+			interrupt_at = util_now_ms();
+		}
+		if (!ended && interrupt_at && util_now_ms() - interrupt_at >= SESSION_INTERRUPT_MS)
+			over = ended = true;
+	}
+	session_prog_use(prog, &cpu1, &flt1);
+	if (over) {
+		sandbox_init_kill_all(prog, &rep);
+		rep.session_over = 1;
+		rep.has_value = 0;
+		rep.value_len = 0;
+	} else {
+		rep.program_reaped = 1;
+		rep.program_status = (done.exit_code & 0xff) << 8;
+		rep.children.ru_utime.tv_sec = (time_t)((cpu1 - cpu0) / 1000);
+		rep.children.ru_utime.tv_usec = (suseconds_t)((cpu1 - cpu0) % 1000 * 1000);
+		rep.children.ru_minflt = flt1 - flt0;
+	}
+	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd >= 0) {
+		struct statvfs sv;
+		if (s->mounts != NULL && fstatvfs(dirfd, &sv) == 0 && sv.f_bavail == 0)
+			rep.disk_full = 1;
+		rep.result_status =
+		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
+		(void)artifacts_collect_since(dirfd, s->manifest, s->manifest_len, s->artifacts,
+		                              &since, &artifacts, &artifacts_len);
+		close(dirfd);
+	} else {
+		rep.result_status = RESULT_OPEN_FAILED;
+	}
+	rep.result_len = (uint32_t)json_len;
+	rep.artifacts_len = (uint32_t)artifacts_len;
+	if (util_write_all(fds[SESSION_FD_REPORT], &rep, sizeof(rep)) == 0 &&
+	    util_write_all(fds[SESSION_FD_REPORT], json, json_len) == 0 &&
+	    util_write_all(fds[SESSION_FD_REPORT], artifacts, artifacts_len) == 0)
+		(void)util_write_all(fds[SESSION_FD_REPORT], value, rep.value_len);
+	free(json);
+	free(artifacts);
+	free(msg);
+	return !over;
+}
+
+/* Answers one connection to the session's socket. Returns whether the session lives on. */
+static bool
+sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
+                      const sigset_t *waitmask, long long start, long long *last,
+                      uint64_t *executions)
+{
+	struct session_msg m;
+	int fds[SESSION_FDS] = {-1, -1, -1, -1}, n, self;
+	struct timeval tv = {2, 0};
+	long long now = util_now_ms();
+	struct session_answer a = {.magic = SESSION_MSG_MAGIC,
+	                           .ok = 1,
+	                           .executions = *executions,
+	                           .idle_ms = now - *last,
+	                           .age_ms = now - start,
+	                           .idle_limit_ms = s->session_idle_ms,
+	                           .life_limit_ms = s->session_life_ms};
+	bool live = true;
+
+	/* a worker sends at once and reads at once: none may hold the session */
+	(void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	n = util_recv_fds(conn, &m, sizeof(m), fds, SESSION_FDS, 0);
+	if (n < 0 || m.magic != SESSION_MSG_MAGIC) {
+		n = n < 0 ? 0 : n;
+		a.ok = 0;
+		(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
+	} else if (m.op == SESSION_OP_EXECUTE && n == SESSION_FDS) {
+		/* the worker watches the session through it, and kills it through it */
+		self = (int)syscall(SYS_pidfd_open, getpid(), 0);
+		if (self >= 0 && util_send_fds(conn, &a, sizeof(a), &self, 1, 0) == 0) {
+			live = sandbox_session_cell(s, prog, cell_fd, fds, waitmask);
+			(*executions)++;
+		}
+		if (self >= 0)
+			close(self);
+		*last = util_now_ms();
+	} else {
+		live = !(m.op == SESSION_OP_CLOSE && n == 0);
+		a.ok = (m.op == SESSION_OP_PING || m.op == SESSION_OP_CLOSE) && n == 0;
+		if (!live) {
+			/* closed: nothing of it is left but init when the worker hears so */
+			struct sandbox_report end = {0};
+			sandbox_init_kill_all(prog, &end);
+		}
+		(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
+	}
+	for (int i = 0; i < n && i < SESSION_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return live;
+}
+
+/*
+ * A session's init, once its program waits for cells: serves the session's socket, one
+ * connection at a time, until it is closed, its program dies, or it has been idle or alive
+ * for longer than its bounds; then kills everything of it and ends (the worker that finds it
+ * gone removes its directory and cgroup). The creating worker's pipes are not needed: it
+ * learns the session is ready from a PING answered here.
+ */
+static noreturn void
+sandbox_init_session(struct sandbox_spec *s, pid_t prog, int cell_fd, const sigset_t *waitmask)
+{
+	long long start = util_now_ms(), last = start;
+	uint64_t executions = 0;
+	struct sandbox_report end = {0};
+
+	signal(SIGPIPE, SIG_IGN); /* a worker gone mid-report must not end the session */
+	close(s->ctl_fd);
+	close(s->report_fd);
+	s->ctl_fd = s->report_fd = -1;
+	(void)fcntl(s->session_fd, F_SETFL, O_NONBLOCK);
+	for (;;) {
+		long long now = util_now_ms(), until = last + s->session_idle_ms, wait;
+		struct pollfd pfd[2] = {{.fd = s->session_fd, .events = POLLIN},
+		                        {.fd = cell_fd, .events = POLLIN}};
+		struct timespec ts;
+		bool gone = false;
+		pid_t p;
+		int st, conn;
+
+		if (start + s->session_life_ms < until)
+			until = start + s->session_life_ms;
+		if (now >= until)
+			break;
+		wait = until - now < 1000 ? until - now : 1000;
+		ts = (struct timespec){wait / 1000, (wait % 1000) * 1000 * 1000};
+		(void)ppoll(pfd, 2, &ts, waitmask);
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+			if (p == prog)
+				gone = true;
+		if (pfd[1].revents) {
+			/* the program speaks only when asked: what it sends between cells is
+			 * dropped, and its end closed means it cannot serve on */
+			char junk[256];
+			if (recv(cell_fd, junk, sizeof(junk), MSG_DONTWAIT) == 0 ||
+			    (pfd[1].revents & (POLLHUP | POLLERR)))
+				gone = true;
+		}
+		if (gone)
+			break;
+		if (!(pfd[0].revents & POLLIN))
+			continue;
+		conn = accept4(s->session_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (conn < 0)
+			continue;
+		bool live = sandbox_session_serve(s, conn, prog, cell_fd, waitmask, start, &last,
+		                                  &executions);
+		close(conn);
+		if (!live)
+			break;
+	}
+	close(s->session_fd);
+	sandbox_init_kill_all(prog, &end);
+	_exit(0);
+}
+
 noreturn void
 sandbox_init(const struct sandbox_spec *spec)
 {
@@ -1004,11 +1366,15 @@ sandbox_init(const struct sandbox_spec *spec)
 	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
 	sigset_t waitmask;
 	pid_t prog;
+	int cell_fd = -1;
 
 	sandbox_init_begin(s, &waitmask);
 	sandbox_init_confine(s);
 	/* warm: the program is forked before the request and reads it itself */
-	prog = s->prepare != NULL ? sandbox_init_fork_ahead(s, &rep) : sandbox_init_fork(s);
+	prog =
+	    s->prepare != NULL ? sandbox_init_fork_ahead(s, &rep, &cell_fd) : sandbox_init_fork(s);
+	if (cell_fd >= 0 && !rep.program_reaped)
+		sandbox_init_session(s, prog, cell_fd, &waitmask);
 	sandbox_init_wait(s, prog, &waitmask, &rep);
 	sandbox_init_kill_all(prog, &rep);
 	sandbox_init_report(s, &rep);

@@ -85,12 +85,17 @@ struct sandbox_request {
 	/* warm: RLIMIT_AS for a program that execs instead (a template's pages are then gone) */
 	uint64_t as_exec_bytes;
 	int64_t cpu_limit_seconds;
+	/* a session's creation (SANDBOX_SESSION): its bounds, enforced by its init */
+	uint32_t session_idle_seconds;
+	uint32_t session_life_seconds;
 };
 
 /* init collects the run's files (files.h) and reports them after result.json: every one, or
  * only the pictures (enum artifacts_want) */
 #define SANDBOX_WANT_ARTIFACTS 1u
 #define SANDBOX_WANT_IMAGES 2u
+/* the request creates a session (sessions.h): no code runs; the program becomes a cell loop */
+#define SANDBOX_SESSION 4u
 
 /* Upper bounds a child accepts for code and stdin (limits.c allows at most 16 MiB each). */
 #define SANDBOX_MAX_INPUT_BYTES (64U << 20)
@@ -106,7 +111,11 @@ struct sandbox_report {
 	int32_t result_status; /* enum result_status */
 	uint32_t result_len;
 	uint32_t artifacts_len; /* a blob of artifacts_collect()'s, after the result */
-	struct rusage children; /* everything init reaped */
+	struct rusage children; /* everything init reaped (a session's cell: the program's use) */
+	uint32_t value_len;     /* a session's cell: its final expression's repr, after the
+	                         * artifacts */
+	int32_t has_value;
+	int32_t session_over; /* a session's cell: the session ended with it */
 };
 
 struct sandbox_spec {
@@ -157,6 +166,13 @@ struct sandbox_spec {
 	char *manifest;
 	size_t manifest_len;
 
+	/* a session (session.h): the listening socket its init serves executions on, or -1;
+	 * the program's end of the cell socket, and the bounds from the creation request */
+	int session_fd;
+	int cell_fd;
+	long long session_idle_ms;
+	long long session_life_ms;
+
 	/*
 	 * Warm mode (interp.c): called by the program in place of execve(), once every step above
 	 * is in force. It returns only when it could not take over before any of the run's
@@ -170,6 +186,11 @@ struct sandbox_spec {
 	 * -1 when enter cannot take over (the program then execs as cold).
 	 */
 	int (*prepare)(const struct sandbox_spec *s);
+	/*
+	 * A session's program, once every step is in force: the cell loop on s->cell_fd
+	 * (interp.c). Returns only when it could not begin.
+	 */
+	void (*enter_session)(const struct sandbox_spec *s);
 };
 
 /*

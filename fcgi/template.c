@@ -74,6 +74,10 @@ template_clone(const struct template_base *base, struct warm_box_request *req, c
 	/* init forks the program, which prepares the interpreter, before the request */
 	child.sb.prepare = interp_prepare;
 	child.sb.orphan_init = true;
+	if (req->session) {
+		child.sb.session_fd = fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd];
+		child.sb.enter_session = interp_enter_session;
+	}
 	pid = child_clone(&run, run.clone_flags, pidfd);
 	if (pid == 0)
 		sandbox_init(&child.sb);
@@ -89,7 +93,8 @@ static bool
 template_request_ok(const struct warm_box_request *req, int n)
 {
 	return req->magic == WARM_BOX_MAGIC && req->landlock_fd <= 1 && req->workspace <= 1 &&
-	       n == WARM_BOX_FD_LANDLOCK + req->landlock_fd + req->workspace &&
+	       req->session <= 1 && req->workspace + req->session <= 1 &&
+	       n == WARM_BOX_FD_LANDLOCK + req->landlock_fd + req->workspace + req->session &&
 	       req->workdir[0] == '/' && memchr(req->workdir, '\0', sizeof(req->workdir)) &&
 	       (req->clone_flags & CLONE_NEWPID) && req->run_uid != 0;
 }

@@ -660,6 +660,7 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 	    .seccomp = run->seccomp != NULL,
 	    .landlock_fd = run->landlock_fd >= 0,
 	    .workspace = run->workspace_fd >= 0,
+	    .session = run->session && run->workspace_fd < 0,
 	    .disk_bytes = disk_bytes,
 	};
 	memcpy(b.workdir, workdir, strlen(workdir) + 1);
@@ -677,6 +678,8 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 		all[n++] = run->landlock_fd;
 	if (run->workspace_fd >= 0)
 		all[n++] = run->workspace_fd;
+	else if (run->session)
+		all[n++] = run->session_fd;
 	/* the socket is shared by every worker: never block in sendmsg(), one deadline for all */
 	while ((sent = util_send_fds(sock, &b, sizeof(b), all, n, MSG_DONTWAIT)) < 0 &&
 	       (errno == EAGAIN || errno == EINTR) && util_now_ms() < deadline) {

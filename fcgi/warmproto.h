@@ -76,6 +76,7 @@ struct warm_box_request {
 	uint8_t seccomp;     /* the filter is applied (the run's configuration has one) */
 	uint8_t landlock_fd; /* fd 6 is the worker's Landlock ruleset */
 	uint8_t workspace;   /* the last fd is port 8888's workspace: an agent's command */
+	uint8_t session;     /* the last fd is a session's listening socket (session.h) */
 	uint64_t disk_bytes;
 	char workdir[4096]; /* the run's directory, on the host: wiped once it is mounted */
 };

@@ -26,6 +26,8 @@
 #include "metrics.h"
 #include "reply.h"
 #include "request.h"
+#include "session.h"
+#include "sessionproto.h"
 #include "tool.h"
 #include "slots.h"
 #include "warm.h"
@@ -88,6 +90,13 @@ enum worker_ran {
 	WORKER_LOST,      /* the run's init was killed from outside: 503 */
 	WORKER_FAILED,    /* the sandbox could not run it: 500 */
 	WORKER_ABANDONED, /* the client left: no answer */
+	WORKER_GONE,      /* the session ended before it took the execution: 404 */
+};
+
+/* A session's execution: where its init listens, and what of its box the worker needs. */
+struct worker_session {
+	int conn; /* connected to its init's socket */
+	const struct run_session_box *sb;
 };
 
 /*
@@ -97,7 +106,8 @@ enum worker_ran {
  */
 static enum worker_ran
 worker_run(const struct worker_request *w, FCGX_Request *req, const struct request *r,
-           enum artifacts_want want, enum metrics_port port, struct run_outcome *o)
+           enum artifacts_want want, enum metrics_port port, const struct worker_session *ses,
+           struct run_outcome *o)
 {
 	const struct worker_config *wc = w->wc;
 	const struct run_config *run = w->run;
@@ -134,7 +144,8 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	spec.artifacts = want;
 	history_begin(&wc->history, metrics_port_name(port), r->code, r->code_len, w->request_id);
 	metrics_run_begin(run->worker_index);
-	rc = run_execute(run, &spec, &w->streams->execute, o, why, sizeof(why));
+	rc = ses != NULL ? run_session_execute(run, &spec, ses->conn, ses->sb, o, why, sizeof(why))
+	                 : run_execute(run, &spec, &w->streams->execute, o, why, sizeof(why));
 	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
 	 * so a client that sends its next request the moment it has this reply finds it free */
 	slots_release(wc->slots, wc->index);
@@ -145,6 +156,12 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 		        o->duration_ms);
 		run_outcome_free(o);
 		return WORKER_ABANDONED;
+	}
+	if (rc == RUN_SESSION_GONE) {
+		history_end(&wc->history, NULL, 0, false);
+		log_msg(LOG_INFO, "the session ended before it took the execution");
+		run_outcome_free(o);
+		return WORKER_GONE;
 	}
 	if (rc < 0) {
 		enum run_fault fault = o->fault;
@@ -243,7 +260,7 @@ worker_execute(void *port, FCGX_Request *req)
 		return;
 	}
 	switch (worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
-	                   METRICS_PORT_EXECUTE, &o)) {
+	                   METRICS_PORT_EXECUTE, NULL, &o)) {
 	case WORKER_RAN: {
 		const struct execute_reply er = {&o, l->max_result_bytes, r.details, w->request_id,
 		                                 r.artifacts};
@@ -262,6 +279,7 @@ worker_execute(void *port, FCGX_Request *req)
 		                  "the sandbox cannot admit runs right now; retry shortly");
 		break;
 	case WORKER_LOST:
+	case WORKER_GONE:
 		/* not the program's doing: a new sandbox would run it */
 		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the run's sandbox was killed from outside; retry");
@@ -334,7 +352,7 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	 * collected unless it did, and the answer lists files only when it did */
 	asked = r.artifacts;
 	switch (worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
-	                   &o)) {
+	                   NULL, &o)) {
 	case WORKER_RAN: {
 		struct mcp_reply mr = {m->id,         &o,   NULL, 0, l->max_result_bytes, r.details,
 		                       w->request_id, asked};
@@ -356,6 +374,7 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		worker_mcp_send(req, 503, NULL, answer, len);
 		break;
 	case WORKER_LOST:
+	case WORKER_GONE:
 		answer = mcp_error(m->id, MCP_BUSY,
 		                   "the run's sandbox was killed from outside; retry", &len);
 		worker_mcp_send(req, 503, NULL, answer, len);
@@ -627,6 +646,399 @@ worker_agent(void *port, FCGX_Request *req)
 	             w->wc->runs_dir_fd, req, w->endpoint, &w->l);
 }
 
+/* ---- sessions (session.h): POST /sessions, GET and DELETE /sessions/{id},
+ * POST /sessions/{id}/execute ---- */
+
+static void
+worker_session_unknown(FCGX_Request *req)
+{
+	http_send_message(req, 404, NULL, "not_found",
+	                  "no such session: it was never made, it ended (closed, idle or too "
+	                  "old, or its program was killed), or it is another token's");
+}
+
+/* A session's answer, written twice (http_send_written()). */
+struct session_reply {
+	const struct run_outcome *o;
+	size_t max_result_bytes;
+	bool details;
+	const char *request_id;
+	bool artifacts;
+	const char *id;
+};
+
+static void
+write_session_reply(struct jsonw *jw, const void *ctx)
+{
+	const struct session_reply *e = ctx;
+
+	reply_session_outcome_write(jw, e->o, e->max_result_bytes, e->details, e->request_id,
+	                            e->artifacts, e->id);
+}
+
+/* The session's state and bounds, as GET answers and POST /sessions' 201 says. */
+static void
+worker_session_state(FCGX_Request *req, int status, const struct session_rec *rec,
+                     const struct session_answer *a, bool busy, const struct limits *l)
+{
+	struct jsonw jw;
+	size_t len;
+	char *doc;
+
+	jsonw_init(&jw);
+	jsonw_lit(&jw, "{\"id\":");
+	jsonw_cstr(&jw, rec->id);
+	jsonw_lit(&jw, ",\"state\":");
+	jsonw_cstr(&jw, busy ? "busy" : "idle");
+	jsonw_lit(&jw, ",\"executions\":");
+	jsonw_int(&jw, a ? (long long)a->executions : 0);
+	jsonw_lit(&jw, ",\"ageSeconds\":");
+	jsonw_int(&jw, a ? a->age_ms / 1000 : 0);
+	jsonw_lit(&jw, ",\"idleSeconds\":");
+	jsonw_int(&jw, a ? a->idle_ms / 1000 : 0);
+	jsonw_lit(&jw, ",\"idleTimeoutSeconds\":");
+	jsonw_int(&jw, rec->idle_seconds);
+	jsonw_lit(&jw, ",\"maxLifetimeSeconds\":");
+	jsonw_int(&jw, rec->life_seconds);
+	jsonw_lit(&jw, ",\"timeoutSeconds\":");
+	jsonw_int(&jw, l->execution_timeout_seconds);
+	jsonw_lit(&jw, ",\"memoryBytes\":");
+	jsonw_int(&jw, (long long)rec->memory_bytes);
+	jsonw_lit(&jw, ",\"diskBytes\":");
+	jsonw_int(&jw, (long long)rec->disk_bytes);
+	jsonw_lit(&jw, "}");
+	doc = jsonw_take(&jw, &len);
+	if (doc == NULL) {
+		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
+		return;
+	}
+	http_send(req, status, NULL, doc, len);
+	free(doc);
+}
+
+/* A bound from POST /sessions' body: absent (the pod's), or an integer from 1 to max. */
+static int
+session_body_bound(json_t *root, const char *key, long max, unsigned *out, char *why,
+                   size_t why_len)
+{
+	json_t *v = json_object_get(root, key);
+
+	*out = (unsigned)max;
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+		snprintf(why, why_len, "%s must be an integer from 1 to %ld", key, max);
+		return -1;
+	}
+	*out = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+static void
+worker_session_create(const struct worker_request *w, FCGX_Request *req,
+                      const struct session_limits *sl, const char *auth)
+{
+	const struct worker_config *wc = w->wc;
+	char *body = NULL, why[512];
+	long n = http_read_body(req, 4096, &body);
+	json_t *root = NULL;
+	json_error_t err;
+	unsigned idle, life;
+	struct session_rec rec;
+	struct run_spec spec;
+	int listen_fd, rc;
+	char path[128];
+
+	if (n < 0) {
+		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
+		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large"
+		                                           : "invalid_request",
+		                  "the body of POST /sessions is at most 4096 bytes of JSON");
+		return;
+	}
+	root = n > 0 ? json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &err) : json_object();
+	free(body);
+	if (root == NULL || !json_is_object(root)) {
+		json_decref(root);
+		http_send_message(req, 400, NULL, "invalid_request",
+		                  "the body must be a JSON object (or empty)");
+		return;
+	}
+	{
+		const char *key;
+		json_t *v;
+		json_object_foreach(root, key, v)
+		{
+			(void)v;
+			if (strcmp(key, "idleTimeoutSeconds") != 0 &&
+			    strcmp(key, "maxLifetimeSeconds") != 0) {
+				json_decref(root);
+				http_send_message(req, 400, NULL, "invalid_request",
+				                  "unknown field; allowed: idleTimeoutSeconds, "
+				                  "maxLifetimeSeconds");
+				return;
+			}
+		}
+	}
+	if (session_body_bound(root, "idleTimeoutSeconds", sl->idle_seconds, &idle, why,
+	                       sizeof(why)) < 0 ||
+	    session_body_bound(root, "maxLifetimeSeconds", sl->max_life_seconds, &life, why,
+	                       sizeof(why)) < 0) {
+		json_decref(root);
+		http_send_message(req, 400, NULL, "invalid_request", why);
+		return;
+	}
+	json_decref(root);
+	if (wc->sessions_fd < 0 || sl->max_sessions == 0 || !w->run->warm ||
+	    w->run->clone_flags == 0) {
+		http_send_message(
+		    req, 503, NULL, "sandbox_unavailable",
+		    "sessions are off on this server (they need warm interpreters and "
+		    "CODEBOX_MAX_SESSIONS above 0)");
+		return;
+	}
+	/* building the box is a run's start: it takes an execution slot meanwhile */
+	switch (slots_acquire(wc->slots, wc->index, w->l.max_concurrent_executions)) {
+	case SLOTS_TAKEN:
+		break;
+	case SLOTS_FULL:
+		metrics_record_busy();
+		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
+		                  "all execution slots are in use; retry shortly");
+		return;
+	case SLOTS_STUCK:
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the sandbox cannot admit runs right now; retry shortly");
+		return;
+	}
+	rc = session_reserve(wc->sessions_fd, sl->max_sessions, auth, &rec, &listen_fd, why,
+	                     sizeof(why));
+	if (rc != 0) {
+		slots_release(wc->slots, wc->index);
+		if (rc > 0)
+			http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
+			                  "this server holds as many sessions as it may; close one "
+			                  "(DELETE /sessions/{id}) or retry later");
+		else
+			http_send_message(req, 500, NULL, "sandbox_error",
+			                  "the session could not be made; see the service log");
+		if (rc < 0)
+			log_msg(LOG_ERROR, "session: %s", why);
+		return;
+	}
+	spec = run_spec_from_limits(&w->l, "", 0, w->l.execution_timeout_seconds * 1000L, -1);
+	spec.session = true;
+	spec.session_idle_seconds = idle;
+	spec.session_life_seconds = life;
+	rec.idle_seconds = idle;
+	rec.life_seconds = life;
+	rec.memory_bytes = w->l.memory_bytes;
+	rec.disk_bytes = w->l.disk_bytes;
+	session_sock_path(wc->sessions_fd, rec.id, path, sizeof(path));
+	rc = run_session_create(w->run, &spec, listen_fd, path, wc->sessions_fd, wc->sessions_dir,
+	                        &rec.sb, why, sizeof(why));
+	close(listen_fd);
+	slots_release(wc->slots, wc->index);
+	if (rc == 0 && session_commit(wc->sessions_fd, &rec) < 0) {
+		struct session_answer a;
+		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+		snprintf(why, sizeof(why), "writing its record: %s", strerror(errno));
+		rc = -1;
+	}
+	if (rc < 0) {
+		session_remove(wc->sessions_fd, &rec);
+		log_msg(LOG_ERROR, "session: %s", why);
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the session could not be started; retry shortly");
+		return;
+	}
+	log_msg(LOG_INFO, "session %.8s... made (idle %u s, life %u s)", rec.id, idle, life);
+	worker_session_state(req, 201, &rec, NULL, false, &w->l);
+}
+
+static void
+worker_session_execute(const struct worker_request *w, FCGX_Request *req,
+                       const struct session_rec *rec)
+{
+	const struct worker_config *wc = w->wc;
+	const struct limits *l = &w->l;
+	struct request r;
+	struct run_outcome o;
+	char message[256], path[128];
+	char *body = NULL;
+	long n = http_read_body(req, wc->max_body_bytes, &body);
+	struct worker_session ses = {.conn = -1, .sb = &rec->sb};
+
+	if (n == HTTP_BODY_TOO_LARGE || n < 0) {
+		http_send_message(
+		    req, n < 0 && n != HTTP_BODY_TOO_LARGE ? 400 : 413, NULL,
+		    n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
+		    n == HTTP_BODY_TOO_LARGE ? "the request body is larger than this server accepts"
+		                             : "the request body could not be read");
+		return;
+	}
+	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
+		free(body);
+		http_send_message(req, 400, NULL, "invalid_request", message);
+		return;
+	}
+	free(body);
+	session_sock_path(wc->sessions_fd, rec->id, path, sizeof(path));
+	ses.conn = run_session_connect(path);
+	if (ses.conn < 0) {
+		request_free(&r);
+		worker_session_unknown(req);
+		return;
+	}
+	switch (worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
+	                   METRICS_PORT_EXECUTE, &ses, &o)) {
+	case WORKER_RAN: {
+		const struct session_reply sr = {
+		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
+		if (o.session_over)
+			log_msg(LOG_INFO, "session %.8s... ended with its execution (%s)", rec->id,
+			        run_status_string(o.status));
+		if (http_send_written(req, write_session_reply, &sr) < 0)
+			http_send_message(req, 500, NULL, "sandbox_error",
+			                  "the worker is out of memory");
+		run_outcome_free(&o);
+		break;
+	}
+	case WORKER_BUSY:
+		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
+		                  "all execution slots are in use; retry shortly");
+		break;
+	case WORKER_STUCK:
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the sandbox cannot admit runs right now; retry shortly");
+		break;
+	case WORKER_GONE:
+	case WORKER_LOST:
+		worker_session_unknown(req);
+		break;
+	case WORKER_FAILED:
+		http_send_message(req, 500, NULL, "sandbox_error",
+		                  "the sandbox could not run the program; see the service log");
+		break;
+	case WORKER_ABANDONED:
+		break;
+	}
+	close(ses.conn);
+	request_free(&r);
+}
+
+static void
+worker_sessions(void *port, FCGX_Request *req)
+{
+	const struct worker_request *w = port;
+	const struct worker_config *wc = w->wc;
+	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
+	const char *uri = FCGX_GetParam("SCRIPT_NAME", req->envp);
+	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
+	struct session_limits sl;
+	struct session_rec rec;
+	char id[SESSION_ID_LEN + 1], why[256];
+	const char *rest, *slash;
+	size_t idlen;
+	int lock_fd = -1;
+
+	method = method ? method : "";
+	if (session_limits_parse(&sl, worker_param, req, why, sizeof(why)) < 0) {
+		log_msg(LOG_ERROR, "misconfigured: %s", why);
+		http_send_message(req, 500, NULL, "misconfigured",
+		                  "the service is misconfigured; see the service log");
+		return;
+	}
+	if (uri == NULL || strncmp(uri, "/sessions", 9) != 0) {
+		http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+		return;
+	}
+	rest = uri + 9;
+	if (*rest == '\0' || strcmp(rest, "/") == 0) {
+		if (strcmp(method, "POST") != 0) {
+			http_send_message(req, 405, "Allow: POST", "method_not_allowed",
+			                  "use POST /sessions to make a session");
+			return;
+		}
+		worker_session_create(w, req, &sl, auth);
+		return;
+	}
+	rest++; /* past the '/' */
+	slash = strchr(rest, '/');
+	idlen = slash ? (size_t)(slash - rest) : strlen(rest);
+	if (!session_id_valid(rest, idlen) || (slash != NULL && strcmp(slash, "/execute") != 0)) {
+		if (slash == NULL || session_id_valid(rest, idlen))
+			worker_session_unknown(req);
+		else
+			http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+		return;
+	}
+	memcpy(id, rest, idlen);
+	id[idlen] = '\0';
+	if (slash != NULL) {
+		if (strcmp(method, "POST") != 0) {
+			http_send_message(req, 405, "Allow: POST", "method_not_allowed",
+			                  "use POST /sessions/{id}/execute");
+			return;
+		}
+		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+			worker_session_unknown(req);
+			return;
+		}
+		if (lock_fd < 0) {
+			http_send_message(req, 409, NULL, "session_busy",
+			                  "an execution is running in this session; wait for it");
+			return;
+		}
+		worker_session_execute(w, req, &rec);
+		close(lock_fd);
+		return;
+	}
+	if (strcmp(method, "GET") == 0) {
+		struct session_answer a;
+		char path[128];
+		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+			worker_session_unknown(req);
+			return;
+		}
+		if (lock_fd < 0) {
+			worker_session_state(req, 200, &rec, NULL, true, &w->l);
+			return;
+		}
+		session_sock_path(wc->sessions_fd, id, path, sizeof(path));
+		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
+			worker_session_unknown(req);
+		else
+			worker_session_state(req, 200, &rec, &a, false, &w->l);
+		close(lock_fd);
+		return;
+	}
+	if (strcmp(method, "DELETE") == 0) {
+		struct session_answer a;
+		char path[128];
+		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+			worker_session_unknown(req);
+			return;
+		}
+		if (lock_fd < 0) {
+			http_send_message(
+			    req, 409, NULL, "session_busy",
+			    "an execution is running in this session; wait for it, then "
+			    "close it");
+			return;
+		}
+		session_sock_path(wc->sessions_fd, id, path, sizeof(path));
+		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+		session_remove(wc->sessions_fd, &rec);
+		close(lock_fd);
+		log_msg(LOG_INFO, "session %.8s... closed", id);
+		http_send(req, 204, NULL, "", 0);
+		return;
+	}
+	http_send_message(req, 405, "Allow: GET, DELETE", "method_not_allowed",
+	                  "use GET or DELETE /sessions/{id}");
+}
+
 /*
  * What the worker serves, by nginx.conf's CODEBOX_ENDPOINT: port 8080's endpoints and MCP,
  * port 9090's /metrics, and port 8888's (agent.c's table). Only /execute and /mcp check their
@@ -637,6 +1049,7 @@ static const struct http_endpoint worker_endpoints[] = {
     /* no stream from the server (GET), no session to end (DELETE) */
     {"mcp", "POST", "use POST for /mcp: this server sends no stream and keeps no session",
      worker_mcp},
+    {"sessions", NULL, NULL, worker_sessions},
     {"capabilities", NULL, NULL, worker_capabilities},
     {"isolation", NULL, NULL, worker_isolation},
     {"tool", NULL, NULL, worker_tool},

@@ -31,6 +31,8 @@ struct worker_config {
 	const struct limits *ceilings; /* every request's limits are capped at these */
 	size_t max_body_bytes;         /* nginx's client_max_body_size */
 	bool warm_enabled; /* CODEBOX_WARM: runs are cloned from a warm template when one is up */
+	int sessions_fd;   /* the sessions directory (session.h), or -1: no sessions */
+	char sessions_dir[4200];
 };
 
 /*

@@ -209,7 +209,8 @@ unterminated() {
 KNOWN_PARAMS="CODEBOX_EXECUTION_TIMEOUT_SECONDS CODEBOX_MAX_CONCURRENT_EXECUTIONS CODEBOX_MAX_CODE_BYTES
 CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT_BYTES CODEBOX_MAX_STDIN_BYTES
 CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES CODEBOX_CPU_MILLICORES
-CODEBOX_POOL_MEMORY_BYTES CODEBOX_ENDPOINT CODEBOX_REQUEST_ID CODEBOX_AGENT_SLOTS CODEBOX_MCP_ORIGINS"
+CODEBOX_POOL_MEMORY_BYTES CODEBOX_ENDPOINT CODEBOX_REQUEST_ID CODEBOX_AGENT_SLOTS CODEBOX_MCP_ORIGINS
+CODEBOX_MAX_SESSIONS CODEBOX_SESSION_IDLE_SECONDS CODEBOX_SESSION_MAX_SECONDS CODEBOX_TOKEN_ID"
 
 # nearest NAME: the known parameter closest to NAME (edit distance)
 nearest() {
@@ -311,6 +312,13 @@ for name in CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT
 done
 memory_b=$(one_value CODEBOX_MEMORY_BYTES)
 disk_b=$(one_value CODEBOX_DISK_BYTES)
+# sessions: how many, and their idle and life bounds (the pool's ranges, session.h)
+max_sessions=$(one_value CODEBOX_MAX_SESSIONS)
+session_idle=$(one_value CODEBOX_SESSION_IDLE_SECONDS)
+session_life=$(one_value CODEBOX_SESSION_MAX_SECONDS)
+((max_sessions <= 1000)) || fail "$(where CODEBOX_MAX_SESSIONS)CODEBOX_MAX_SESSIONS ($max_sessions) must be at most 1000"
+((session_idle >= 1 && session_idle <= 86400)) || fail "$(where CODEBOX_SESSION_IDLE_SECONDS)CODEBOX_SESSION_IDLE_SECONDS ($session_idle) must be from 1 to 86400"
+((session_life >= 1 && session_life <= 604800)) || fail "$(where CODEBOX_SESSION_MAX_SECONDS)CODEBOX_SESSION_MAX_SECONDS ($session_life) must be from 1 to 604800"
 
 # 2. the timeout of the location that carries runs: the longest one declared (/readyz has
 # its own short one) before the agent server (port 8888 has its own command timeout,
@@ -425,7 +433,8 @@ if ((explicit_limit)); then
 	if ((pool_memory != 0 && pool_memory < runs_b)); then
 		runs_b=$pool_memory
 	fi
-	need_b=$((runs_b + max_conc * disk_b + POOL_OWN_BYTES))
+	# a session's tmpfs lives as long as the session (its memory is in the pool's budget)
+	need_b=$((runs_b + (max_conc + max_sessions) * disk_b + POOL_OWN_BYTES))
 	if ((need_b > memory_limit)); then
 		fail "CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)) runs of CODEBOX_MEMORY_BYTES ($memory_b$(at CODEBOX_MEMORY_BYTES)) (at most CODEBOX_POOL_MEMORY_BYTES when set) + CODEBOX_DISK_BYTES ($disk_b$(at CODEBOX_DISK_BYTES)) and the pool's own $((POOL_OWN_BYTES >> 20)) MiB need $((need_b >> 20)) MiB, more than the memory limit of $((memory_limit >> 20)) MiB"
 	fi

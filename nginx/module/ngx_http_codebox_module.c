@@ -39,6 +39,7 @@
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
+#include <ngx_sha1.h>
 
 /* A token file and the tokens last read from it, shared by every location that inherits it;
  * each nginx worker has its own copy (after fork) and refreshes it on its own. */
@@ -73,6 +74,7 @@ static char *ngx_http_codebox_merge_loc_conf(ngx_conf_t *cf, void *parent, void 
 static ngx_int_t ngx_http_codebox_init(ngx_conf_t *cf);
 static char *ngx_http_codebox_auth_tokens(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static ngx_int_t ngx_http_codebox_access_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_codebox_add_variables(ngx_conf_t *cf);
 
 static ngx_command_t ngx_http_codebox_commands[] = {
 
@@ -87,8 +89,8 @@ static ngx_command_t ngx_http_codebox_commands[] = {
     ngx_null_command};
 
 static ngx_http_module_t ngx_http_codebox_module_ctx = {
-    NULL,                  /* preconfiguration */
-    ngx_http_codebox_init, /* postconfiguration */
+    ngx_http_codebox_add_variables, /* preconfiguration */
+    ngx_http_codebox_init,          /* postconfiguration */
 
     NULL, /* create main configuration */
     NULL, /* init main configuration */
@@ -556,4 +558,61 @@ ngx_http_codebox_access_handler(ngx_http_request_t *r)
 	}
 	r->headers_out.www_authenticate = h;
 	return NGX_HTTP_UNAUTHORIZED;
+}
+
+/*
+ * $codebox_token_id: the SHA-1 (hex) of the bearer token a request carries where tokens are
+ * checked, else empty. The pool binds a session to it (session.h): it never sees a token.
+ */
+static ngx_int_t
+ngx_http_codebox_token_id_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+                                   uintptr_t data)
+{
+	ngx_http_codebox_loc_conf_t *clcf;
+	ngx_table_elt_t *auth;
+	ngx_sha1_t sha;
+	u_char digest[20], *p, *t;
+	size_t len;
+
+	(void)data;
+	v->not_found = 1;
+	clcf = ngx_http_get_module_loc_conf(r, ngx_http_codebox_module);
+	auth = r->headers_in.authorization;
+	if (clcf->tokens == NULL || auth == NULL || auth->value.len <= 7 ||
+	    ngx_strncasecmp(auth->value.data, (u_char *)"Bearer ", 7) != 0) {
+		return NGX_OK;
+	}
+	t = auth->value.data + 7;
+	len = auth->value.len - 7;
+	while (len > 0 && *t == ' ') {
+		t++;
+		len--;
+	}
+	ngx_sha1_init(&sha);
+	ngx_sha1_update(&sha, t, len);
+	ngx_sha1_final(digest, &sha);
+	p = ngx_pnalloc(r->pool, 40);
+	if (p == NULL) {
+		return NGX_ERROR;
+	}
+	ngx_hex_dump(p, digest, 20);
+	v->data = p;
+	v->len = 40;
+	v->valid = 1;
+	v->no_cacheable = 0;
+	v->not_found = 0;
+	return NGX_OK;
+}
+
+static ngx_int_t
+ngx_http_codebox_add_variables(ngx_conf_t *cf)
+{
+	static ngx_str_t name = ngx_string("codebox_token_id");
+	ngx_http_variable_t *var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
+
+	if (var == NULL) {
+		return NGX_ERROR;
+	}
+	var->get_handler = ngx_http_codebox_token_id_variable;
+	return NGX_OK;
 }

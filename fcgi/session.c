@@ -1,0 +1,401 @@
+/*
+ * session.c - the sessions' records in the pool's sessions directory (session.h).
+ */
+#include "session.h"
+
+#include "log.h"
+#include "sessionproto.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long a reservation may stay not ready before a sweep takes it for dead (its worker
+ * died while it built the box). */
+#define SESSION_RESERVE_MS (RUN_SESSION_READY_MS + 20000)
+
+static long
+parse_bound(const char *v, long max, bool *ok)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	*ok = errno == 0 && end != v && *end == '\0' && n >= 0 && n <= max;
+	return n;
+}
+
+int
+session_limits_parse(struct session_limits *sl, const char *(*get)(const char *, void *), void *ctx,
+                     char *why, size_t why_len)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		long def, min, max;
+	} bounds[] = {
+	    {"CODEBOX_MAX_SESSIONS", offsetof(struct session_limits, max_sessions),
+	     SESSION_DEFAULT_MAX, 0, 1000},
+	    {"CODEBOX_SESSION_IDLE_SECONDS", offsetof(struct session_limits, idle_seconds),
+	     SESSION_DEFAULT_IDLE_SECONDS, 1, 86400},
+	    {"CODEBOX_SESSION_MAX_SECONDS", offsetof(struct session_limits, max_life_seconds),
+	     SESSION_DEFAULT_LIFE_SECONDS, 1, 7 * 86400},
+	};
+
+	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
+		const char *v = get(bounds[i].name, ctx);
+		long *field = (long *)((char *)sl + bounds[i].off);
+		bool ok = true;
+
+		*field = v == NULL ? bounds[i].def : parse_bound(v, bounds[i].max, &ok);
+		if (!ok || *field < bounds[i].min) {
+			snprintf(why, why_len, "%s must be an integer from %ld to %ld",
+			         bounds[i].name, bounds[i].min, bounds[i].max);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+bool
+session_id_valid(const char *s, size_t n)
+{
+	if (n != SESSION_ID_LEN)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+void
+session_sock_path(int sdir, const char *id, char *path, size_t len)
+{
+	snprintf(path, len, "/proc/self/fd/%d/%s.sock", sdir, id);
+}
+
+static void
+rec_name(const char *id, const char *ext, char *name, size_t len)
+{
+	snprintf(name, len, "%s.%s", id, ext);
+}
+
+/* FNV-1a over the salt and the header, twice, each from its own basis: 128 bits. The header
+ * is an operator's token nginx already checked; this only binds a session to it. */
+static void
+token_hash(const uint8_t salt[16], const char *auth, uint64_t out[2])
+{
+	static const uint64_t basis[2] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+
+	out[0] = out[1] = 0;
+	if (auth == NULL || *auth == '\0')
+		return;
+	for (int k = 0; k < 2; k++) {
+		uint64_t h = basis[k];
+		for (int i = 0; i < 16; i++)
+			h = (h ^ salt[(i + k * 7) % 16]) * 0x100000001b3ULL;
+		for (const char *p = auth; *p; p++)
+			h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
+		out[k] = h | 1; /* never 0: 0 means no token */
+	}
+}
+
+static int64_t
+realtime_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int
+rec_read(int sdir, const char *id, struct session_rec *rec, int *fd_out)
+{
+	char name[64];
+	int fd;
+	ssize_t n;
+
+	rec_name(id, "rec", name, sizeof(name));
+	fd = openat(sdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	n = pread(fd, rec, sizeof(*rec), 0);
+	if (n != (ssize_t)sizeof(*rec) || rec->magic != SESSION_REC_MAGIC ||
+	    memchr(rec->id, '\0', sizeof(rec->id)) == NULL || strcmp(rec->id, id) != 0) {
+		close(fd);
+		errno = ENOENT;
+		return -1;
+	}
+	if (fd_out != NULL)
+		*fd_out = fd;
+	else
+		close(fd);
+	return 0;
+}
+
+static int
+rec_write(int sdir, const struct session_rec *rec)
+{
+	char name[64], tmp[80];
+	int fd, rc;
+
+	rec_name(rec->id, "rec", name, sizeof(name));
+	snprintf(tmp, sizeof(tmp), ".%s.tmp", rec->id);
+	fd = openat(sdir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	rc = util_write_all(fd, rec, sizeof(*rec));
+	if (close(fd) < 0 || rc < 0 || renameat(sdir, tmp, sdir, name) < 0) {
+		(void)unlinkat(sdir, tmp, 0);
+		return -1;
+	}
+	return 0;
+}
+
+void
+session_remove(int sdir, struct session_rec *rec)
+{
+	char name[64];
+
+	run_session_remove(sdir, &rec->sb);
+	rec_name(rec->id, "sock", name, sizeof(name));
+	(void)unlinkat(sdir, name, 0);
+	rec_name(rec->id, "rec", name, sizeof(name));
+	(void)unlinkat(sdir, name, 0);
+}
+
+/* Whether the session's init still listens (or, not ready, is young enough to be built). */
+static bool
+rec_alive(int sdir, const struct session_rec *rec)
+{
+	char path[128];
+	int fd;
+
+	if (!rec->ready)
+		return realtime_ms() - rec->created_ms < SESSION_RESERVE_MS;
+	session_sock_path(sdir, rec->id, path, sizeof(path));
+	fd = run_session_connect(path);
+	if (fd >= 0) {
+		close(fd);
+		return true;
+	}
+	/* only a socket nobody listens on (or none) is an ended session */
+	return !(errno == ECONNREFUSED || errno == ENOENT);
+}
+
+/* Calls fn on every record; fn's return: whether to go on. */
+static void
+rec_each(int sdir, bool (*fn)(int sdir, struct session_rec *rec, void *ctx), void *ctx)
+{
+	int dfd = openat(sdir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	struct dirent *e;
+
+	if (d == NULL) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		size_t n = strlen(e->d_name);
+		char id[SESSION_ID_LEN + 1];
+		struct session_rec rec;
+
+		if (n != SESSION_ID_LEN + 4 || strcmp(e->d_name + SESSION_ID_LEN, ".rec") != 0 ||
+		    !session_id_valid(e->d_name, SESSION_ID_LEN))
+			continue;
+		memcpy(id, e->d_name, SESSION_ID_LEN);
+		id[SESSION_ID_LEN] = '\0';
+		if (rec_read(sdir, id, &rec, NULL) < 0)
+			continue;
+		if (!fn(sdir, &rec, ctx))
+			break;
+	}
+	closedir(d);
+}
+
+static bool
+count_live(int sdir, struct session_rec *rec, void *ctx)
+{
+	long *n = ctx;
+
+	if (rec_alive(sdir, rec)) {
+		(*n)++;
+	} else {
+		log_msg(LOG_INFO, "session %.8s... ended; removing what it left", rec->id);
+		session_remove(sdir, rec);
+	}
+	return true;
+}
+
+/* The sessions directory's lock, for counting and reserving: bounded, never a wait without
+ * end. Returns its fd, or -1. */
+static int
+dir_lock(int sdir)
+{
+	int fd = openat(sdir, ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	long long deadline = util_now_ms() + 2000;
+
+	if (fd < 0)
+		return -1;
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		struct timespec ms = {0, 5 * 1000 * 1000};
+		if (errno != EWOULDBLOCK || util_now_ms() >= deadline) {
+			close(fd);
+			return -1;
+		}
+		nanosleep(&ms, NULL);
+	}
+	return fd;
+}
+
+int
+session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, int *listen_fd,
+                char *why, size_t why_len)
+{
+	uint8_t raw[16];
+	long live = 0;
+	int lock, fd = -1;
+	char path[128];
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	*listen_fd = -1;
+	lock = dir_lock(sdir);
+	if (lock < 0) {
+		snprintf(why, why_len, "the sessions' lock: %s", strerror(errno));
+		return -1;
+	}
+	rec_each(sdir, count_live, &live);
+	if (live >= max) {
+		close(lock);
+		return 1;
+	}
+	memset(rec, 0, sizeof(*rec));
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw) ||
+	    getrandom(rec->salt, sizeof(rec->salt), 0) != (ssize_t)sizeof(rec->salt)) {
+		snprintf(why, why_len, "getrandom(): %s", strerror(errno));
+		close(lock);
+		return -1;
+	}
+	rec->magic = SESSION_REC_MAGIC;
+	for (int i = 0; i < 16; i++)
+		snprintf(rec->id + 2 * i, 3, "%02x", raw[i]);
+	rec->created_ms = realtime_ms();
+	token_hash(rec->salt, auth, rec->token_hash);
+	session_sock_path(sdir, rec->id, path, sizeof(path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0 ||
+	    rec_write(sdir, rec) < 0) {
+		snprintf(why, why_len, "the session's socket or record: %s", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		session_remove(sdir, rec);
+		close(lock);
+		return -1;
+	}
+	close(lock);
+	*listen_fd = fd;
+	return 0;
+}
+
+int
+session_commit(int sdir, const struct session_rec *rec)
+{
+	struct session_rec r = *rec;
+
+	r.ready = 1;
+	return rec_write(sdir, &r);
+}
+
+int
+session_find(int sdir, const char *id, const char *auth, struct session_rec *rec, bool lock,
+             int *lock_fd)
+{
+	uint64_t h[2];
+	int fd;
+
+	if (lock_fd != NULL)
+		*lock_fd = -1;
+	if (!session_id_valid(id, strlen(id)) || rec_read(sdir, id, rec, &fd) < 0)
+		return -1;
+	token_hash(rec->salt, auth, h);
+	/* another token's session is as unknown as one that never was */
+	if (h[0] != rec->token_hash[0] || h[1] != rec->token_hash[1] || !rec->ready) {
+		close(fd);
+		return -1;
+	}
+	if (!rec_alive(sdir, rec)) {
+		/* ended: whoever finds it so removes it (under its lock: not twice) */
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			session_remove(sdir, rec);
+		close(fd);
+		return -1;
+	}
+	if (lock && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return 0; /* busy: *lock_fd stays -1 */
+	}
+	if (lock)
+		*lock_fd = fd;
+	else
+		close(fd);
+	return 0;
+}
+
+static bool
+close_one(int sdir, struct session_rec *rec, void *ctx)
+{
+	char path[128];
+	struct session_answer a;
+
+	(void)ctx;
+	if (rec->ready) {
+		session_sock_path(sdir, rec->id, path, sizeof(path));
+		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+	}
+	session_remove(sdir, rec);
+	return true;
+}
+
+void
+session_close_all(int sdir)
+{
+	if (sdir >= 0)
+		rec_each(sdir, close_one, NULL);
+}
+
+int
+session_dir_setup(int runs_dir_fd, const char *runs_dir, const struct run_config *run)
+{
+	int fd;
+
+	(void)run;
+	if (mkdirat(runs_dir_fd, "sessions", 0711) < 0 && errno != EEXIST) {
+		log_msg(LOG_ERROR, "mkdir(%s/sessions) failed: %s", runs_dir, strerror(errno));
+		return -1;
+	}
+	if (fchmodat(runs_dir_fd, "sessions", 0711, 0) < 0)
+		log_msg(LOG_WARN, "chmod(%s/sessions) failed: %s", runs_dir, strerror(errno));
+	fd = openat(runs_dir_fd, "sessions", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		log_msg(LOG_ERROR, "open(%s/sessions) failed: %s", runs_dir, strerror(errno));
+		return -1;
+	}
+	/* an earlier pool's: their inits are gone with it, or are told to end now */
+	session_close_all(fd);
+	return fd;
+}

@@ -1,0 +1,69 @@
+/*
+ * sessionproto.h - what a session's init, its program and the workers say to each other.
+ *
+ * A session (session.h) is a warm box whose init serves executions one after another on a
+ * listening SOCK_SEQPACKET socket the creating worker made (in the pool's sessions
+ * directory, which no run sees). Any worker connects to it and sends one fixed-size message,
+ * with, for an execution, the init's ends of four fresh pipes: stdout, stderr, control (the
+ * request, as for any run, then 'S' to stop) and report. Init answers with its own pidfd,
+ * through which the worker watches it and can kill the whole session.
+ *
+ * Init and the program talk over a socket pair made before the program's fork: init sends a
+ * cell (the value's bound, with stdin and the two output pipes as fds), and the program, once
+ * the cell's code has run, sends back its exit code and its final expression's repr. What the
+ * program sends is untrusted: init reads one bounded message, and the worker checks the report
+ * like any other.
+ */
+#ifndef CODEBOX_SESSIONPROTO_H
+#define CODEBOX_SESSIONPROTO_H
+
+#include <stdint.h>
+
+#define SESSION_MSG_MAGIC 0x63627331u
+
+enum session_op {
+	SESSION_OP_PING = 1, /* is it serving: the answer says its age and use */
+	SESSION_OP_EXECUTE,  /* one execution; fds: stdout, stderr, control, report */
+	SESSION_OP_CLOSE,    /* kill everything of it and end */
+};
+
+/* the execution's fds, in this order */
+enum { SESSION_FD_STDOUT, SESSION_FD_STDERR, SESSION_FD_CONTROL, SESSION_FD_REPORT, SESSION_FDS };
+
+struct session_msg {
+	uint32_t magic;
+	uint32_t op;
+};
+
+/* init's answer; with SESSION_OP_EXECUTE, its pidfd as the one fd */
+struct session_answer {
+	uint32_t magic;
+	int32_t ok;
+	uint64_t executions;   /* cells run so far */
+	int64_t idle_ms;       /* since the last execution ended (or the start) */
+	int64_t age_ms;        /* since the session began */
+	int64_t idle_limit_ms; /* its bounds */
+	int64_t life_limit_ms;
+};
+
+/* init to program: a cell is in main.py; fds: stdin, stdout, stderr */
+struct session_cell {
+	uint32_t magic;
+	uint32_t value_max; /* the repr's bound, in bytes */
+};
+
+/* program to init, followed by value_len bytes of the value's repr (UTF-8) */
+struct session_cell_done {
+	int32_t exit_code;
+	uint32_t has_value;
+	uint32_t value_len;
+};
+
+/* the largest value a cell reports (its repr is cut there, on a character's boundary) */
+#define SESSION_VALUE_MAX (64u * 1024)
+
+/* how long init waits for a cell to end after its interrupt (the deadline's SIGINT), before it
+ * kills the session */
+#define SESSION_INTERRUPT_MS 1500
+
+#endif
