@@ -141,7 +141,7 @@ unit: deps $(UNIT_BIN)
 # every suite warm (the default), then the four suites about what a run sees and cannot do
 # cold as well (CODEBOX_WARM=0)
 COLD_SUITES = tests/10-contract.bats tests/20-limits.bats tests/30-isolation.bats tests/40-attacks.bats \
-              tests/82-files.bats tests/83-figures.bats tests/99-leftovers.bats
+              tests/82-files.bats tests/83-figures.bats tests/86-sessions.bats tests/99-leftovers.bats
 
 bats: build
 	@$(MAKE) --no-print-directory bats-run

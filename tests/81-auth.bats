@@ -75,6 +75,27 @@ status() {
 	assert_output ""
 }
 
+@test "auth: a session is its token's: another token, or none, meets 404; the pool holds no token" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	assert_equal "$(status POST "$BASE/sessions" -H "Authorization: Bearer $TOKEN_A")" 201
+	local sid
+	sid=$(jq -r .id "$BATS_TEST_TMPDIR/body")
+	assert_equal "$(status POST "$BASE/sessions/$sid/execute" -H "Authorization: Bearer $TOKEN_A" -d '{"code":"mine = 1"}')" 200
+	assert_equal "$(status POST "$BASE/sessions/$sid/execute" -H "Authorization: Bearer $TOKEN_B" -d '{"code":"mine"}')" 404
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	assert_equal "$(field .error)" not_found
+	assert_equal "$(status GET "$BASE/sessions/$sid" -H "Authorization: Bearer $TOKEN_B")" 404
+	assert_equal "$(status DELETE "$BASE/sessions/$sid" -H "Authorization: Bearer $TOKEN_B")" 404
+	assert_equal "$(status GET "$BASE/sessions/$sid")" 401
+	assert_equal "$(status POST "$BASE/sessions/$sid/execute" -H "Authorization: Bearer $TOKEN_A" -d '{"code":"mine"}')" 200
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	assert_equal "$(field .value)" 1
+	# the records hold a salted hash of the token's hash, never the token
+	run grep -rlc -- "codebox-token-" "$STACK_DIR/runs" "$STACK_DIR/logs"
+	assert_output ""
+	assert_equal "$(status DELETE "$BASE/sessions/$sid" -H "Authorization: Bearer $TOKEN_A")" 204
+}
+
 @test "auth: the metrics port needs no token: Prometheus scrapes it, the network decides who reaches it" {
 	assert_equal "$(status GET "$METRICS/metrics")" 200
 	run -0 grep -q '^codebox_executions_total' "$BATS_TEST_TMPDIR/body"

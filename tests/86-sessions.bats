@@ -1,0 +1,301 @@
+#!/usr/bin/env bats
+# Sessions (API.md "Sessions"): an interpreter that keeps its variables, imports and files
+# between executions, isolated per session as a run is, bounded (count, idle time, lifetime,
+# per-execution timeout, memory), bound to its bearer token, closed by DELETE, by its bounds,
+# by a killed program, and by the pool's stop. Warm only: the cold pass checks the 503.
+
+load helpers/stack
+
+setup_file() {
+	stack_start
+}
+
+teardown_file() {
+	stack_stop
+}
+
+# sreq METHOD PATH [BODY]: a request to the sessions API; sets $code and $reply
+sreq() {
+	local args=(-s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}'
+		--max-time 60 -X "$1")
+	[[ -n ${3:-} ]] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
+	code=$(curl "${args[@]}" "$BASE$2")
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+}
+
+# session_new [BODY]: makes a session; its id in $sid
+session_new() {
+	sreq POST /sessions "${1:-}"
+	assert_equal "$code" 201
+	sid=$(field .id)
+}
+
+# run_in SID CODE [JQ-EXTRA]: one execution in session SID
+run_in() {
+	sreq POST "/sessions/$1/execute" "$(jq -cn --arg code "$2" "{code: \$code} + (${3:-{\}})")"
+}
+
+# session_procs: the processes of this stack's sessions (their cgroups)
+session_procs() {
+	grep -l ":/codebox-$(pool_pid)/s-run-" /proc/[0-9]*/cgroup 2>/dev/null |
+		sed -e 's|/proc/||' -e 's|/cgroup||' || true
+}
+
+no_session_procs() {
+	[[ -z $(session_procs) ]]
+}
+
+@test "sessions: cold runs have none: POST /sessions is a clear 503" {
+	[[ ${CODEBOX_WARM:-1} == 0 ]] || skip "warm stack"
+	sreq POST /sessions
+	assert_equal "$code" 503
+	assert_equal "$(field .error)" sandbox_unavailable
+	assert_regex "$(field .message)" "warm interpreters"
+}
+
+@test "sessions: state persists: variables, imports, files; a final expression comes back as value" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	session_new
+	assert_equal "${#sid}" 32
+	assert_equal "$(field .idleTimeoutSeconds)" 600
+	run_in "$sid" 'import numpy as np
+x = np.arange(5)
+open("data.csv", "w").write("a,b\n1,2\n")
+print("made")
+x.sum()'
+	assert_equal "$code" 200
+	assert_equal "$(field .status)" succeeded
+	assert_equal "$(field .stdout)" made
+	assert_equal "$(field .value)" 10
+	assert_equal "$(field .session.open)" true
+	run_in "$sid" 'x * 2'
+	assert_equal "$(field .value)" "array([0, 2, 4, 6, 8])"
+	run_in "$sid" 'y = open("data.csv").read().splitlines()[1]
+print(y)'
+	assert_equal "$(field .stdout)" "1,2"
+	assert_equal "$(field .value)" null
+	# the contract's keys in their order, then value and session
+	run -0 jq -c 'keys_unsorted' <<<"$reply"
+	assert_output '["status","exitCode","stdout","stderr","result","resultError","durationMs","truncated","value","session"]'
+	# an exception is the cell's failure, with the cell's traceback only; state survives it
+	run_in "$sid" 'z = 1
+1/0'
+	assert_equal "$(field .status)" failed
+	assert_equal "$(field .exitCode)" 1
+	assert_equal "$(field .stderr)" 'Traceback (most recent call last):
+  File "main.py", line 2, in <module>
+    1/0
+    ~^~
+ZeroDivisionError: division by zero'
+	run_in "$sid" 'sys_exit = __import__("sys").exit(3)'
+	assert_equal "$(field .exitCode)" 3
+	run_in "$sid" 'z, x.tolist()' '{stdin: "typed"}'
+	assert_equal "$(field .value)" "(1, [0, 1, 2, 3, 4])"
+	run_in "$sid" 'input()' '{stdin: "typed\n"}'
+	assert_equal "$(field .value)" "'typed'"
+	# result.json and files as on /execute: what this execution made, not what earlier ones did
+	run_in "$sid" 'import json
+json.dump({"n": int(x.sum())}, open("result.json", "w"))
+open("new.txt", "w").write("fresh")' '{artifacts: true}'
+	assert_equal "$(field .result.n)" 10
+	run -0 jq -c '[.artifacts[].path]' <<<"$reply"
+	assert_output '["new.txt"]'
+	run_in "$sid" 'open("in.txt").read()' '{files: [{path: "in.txt", content: "given"}]}'
+	assert_equal "$(field .value)" "'given'"
+	sreq GET "/sessions/$sid"
+	assert_equal "$code" 200
+	assert_equal "$(field .state)" idle
+	assert_equal "$(field .executions)" 9
+	sreq DELETE "/sessions/$sid"
+	assert_equal "$code" 204
+	sreq DELETE "/sessions/$sid"
+	assert_equal "$code" 404
+	run_in "$sid" '1'
+	assert_equal "$code" 404
+	assert_equal "$(field .error)" not_found
+}
+
+@test "sessions: two sessions never see each other, concurrently" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local a b i
+	session_new
+	a=$sid
+	session_new
+	b=$sid
+	for i in 1 2 3; do
+		run_in "$a" "secret = 's3cr3t-$i'; open('secret.txt', 'w').write(secret)" &
+		run_in "$b" "import os, glob; print('secret' in globals(), os.path.exists('secret.txt'), glob.glob('/tmp/*'), glob.glob('/sandbox/*'))" &
+		wait
+	done
+	run_in "$b" "import os; ('secret' in globals(), os.path.exists('secret.txt'), os.getcwd())"
+	local cwd_b
+	cwd_b=$(field .value)
+	assert_regex "$cwd_b" "^\(False, False, '/sandbox/run-[0-9a-f]+'\)$"
+	run_in "$a" "import os; os.getcwd()"
+	[[ $cwd_b != *"$(field .value)"* ]]
+	run_in "$a" "secret"
+	assert_equal "$(field .value)" "'s3cr3t-3'"
+	# each sees its own processes only: its init and its program
+	run_in "$b" "import os; sorted(int(p) for p in os.listdir('/proc') if p.isdigit())[:1]"
+	assert_equal "$(field .value)" "[1]"
+	sreq DELETE "/sessions/$a"
+	sreq DELETE "/sessions/$b"
+}
+
+@test "sessions: the deadline interrupts a cell (KeyboardInterrupt) and the session lives on" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	session_new
+	run_in "$sid" 'n = 41'
+	run_in "$sid" 'import time
+n += 1
+while True: time.sleep(0.05)' '{timeoutSeconds: 1}'
+	assert_equal "$(field .status)" timed_out
+	assert_equal "$(field .exitCode)" null
+	assert_regex "$(field .stderr)" "KeyboardInterrupt"
+	assert_equal "$(field .session.open)" true
+	run_in "$sid" 'n'
+	assert_equal "$(field .value)" 42
+	sreq DELETE "/sessions/$sid"
+}
+
+@test "sessions: a cell that ignores the interrupt, exits the interpreter or exceeds memory ends its session" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	session_new
+	run_in "$sid" 'import signal
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while True: pass' '{timeoutSeconds: 1}'
+	assert_equal "$(field .status)" timed_out
+	assert_equal "$(field .session.open)" false
+	run_in "$sid" '1'
+	assert_equal "$code" 404
+	session_new
+	run_in "$sid" 'import os; print("bye", flush=True); os._exit(7)'
+	assert_equal "$(field .status)" failed
+	assert_equal "$(field .exitCode)" 7
+	assert_equal "$(field .stdout)" bye
+	assert_equal "$(field .session.open)" false
+	sreq GET "/sessions/$sid"
+	assert_equal "$code" 404
+	session_new
+	run_in "$sid" 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'
+	assert_equal "$(field .exitCode)" -11
+	assert_equal "$(field .session.open)" false
+	session_new
+	run_in "$sid" 'a = bytearray(4 * 1024 * 1024 * 1024)' '{details: true}'
+	assert_equal "$(field .status)" failed
+	assert_equal "$(field .details.limitExceeded)" memory
+	assert_equal "$(field .session.open)" false
+	# nothing of them is left, and the service serves on
+	wait_for "the ended sessions' processes to go" 100 no_session_procs
+	execute 'print(1)'
+	assert_equal "$(field .stdout)" 1
+}
+
+@test "sessions: one execution at a time (409); a client that hangs up interrupts its cell, not the session" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	session_new
+	run_in "$sid" 'k = 1'
+	curl -s -o /dev/null --max-time 60 -X POST -d '{"code":"import time\ntime.sleep(3)\nk = 99"}' \
+		"$BASE/sessions/$sid/execute" &
+	wait_for "the execution to start" 50 bash -c "curl -s $BASE/sessions/$sid | grep -q '\"busy\"'"
+	run_in "$sid" 'k'
+	assert_equal "$code" 409
+	assert_equal "$(field .error)" session_busy
+	sreq DELETE "/sessions/$sid"
+	assert_equal "$code" 409
+	wait
+	run_in "$sid" 'k'
+	assert_equal "$(field .value)" 99
+	# a client that leaves mid-cell: the cell is interrupted before it sets k
+	run -28 curl -s --max-time 1 -X POST -d '{"code":"import time\ntime.sleep(5)\nk = 7"}' \
+		"$BASE/sessions/$sid/execute"
+	wait_for "the cell's interrupt" 50 bash -c "curl -s $BASE/sessions/$sid | grep -q '\"idle\"'"
+	run_in "$sid" 'k'
+	assert_equal "$(field .value)" 99
+	sreq DELETE "/sessions/$sid"
+}
+
+@test "sessions: bad requests are 400, 404 or 405 with the error shape" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	sreq POST /sessions '{"idleTimeoutSeconds": 0}'
+	assert_equal "$code" 400
+	assert_equal "$(field .message)" "idleTimeoutSeconds must be an integer from 1 to 600"
+	sreq POST /sessions '{"colour": 1}'
+	assert_equal "$code" 400
+	sreq POST /sessions '[1]'
+	assert_equal "$code" 400
+	sreq GET /sessions
+	assert_equal "$code" 405
+	sreq GET /sessions/0123456789abcdef0123456789abcdef
+	assert_equal "$code" 404
+	sreq GET /sessions/not-an-id
+	assert_equal "$code" 404
+	sreq PUT /sessions/0123456789abcdef0123456789abcdef
+	assert_equal "$code" 405
+	session_new
+	run_in "$sid" ''
+	assert_equal "$code" 400
+	sreq POST "/sessions/$sid/execute" '{"code": 1}'
+	assert_equal "$code" 400
+	assert_equal "$(field .error)" invalid_request
+	sreq POST "/sessions/$sid/nothing" '{}'
+	assert_equal "$code" 404
+	sreq DELETE "/sessions/$sid"
+}
+
+@test "sessions: an idle session ends after its idle timeout; 1000 executions leak nothing" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	session_new '{"idleTimeoutSeconds": 1}'
+	assert_equal "$(field .idleTimeoutSeconds)" 1
+	local idle=$sid
+	wait_for "the idle session to end" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' $BASE/sessions/$idle) == 404 ]]"
+	session_new
+	# 1000 executions over one keep-alive connection: fds, processes and memory stay flat
+	run_in "$sid" 'import os, resource
+def use():
+    return (len(os.listdir("/proc/self/fd")), sum(p.isdigit() for p in os.listdir("/proc")),
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+before = use()
+before'
+	local before i body
+	before=$(field .value)
+	body=$(jq -cn '{code: "n = globals().get(\"n\", 0) + 1"}')
+	for ((i = 0; i < 1000; i++)); do
+		printf '%s\n' "url = \"$BASE/sessions/$sid/execute\"" "data = $(jq -Rn --arg b "$body" '$b')" \
+			'header = "Content-Type: application/json"' 'output = /dev/null' 'write-out = "%{http_code}\n"'
+		[[ $i -lt 999 ]] && echo next
+	done >"$BATS_TEST_TMPDIR/many.cfg"
+	run -0 curl -s --max-time 300 -K "$BATS_TEST_TMPDIR/many.cfg"
+	assert_equal "$(grep -c '^200$' <<<"$output")" 1000
+	run_in "$sid" '(n, use()[:2], use()[2] - before[2] < 20000)'
+	# the same fds and processes as before; RSS grown by less than 20 MB
+	assert_equal "$(field .value)" "(1000, $(jq -rn --arg v "$before" '$v | ltrimstr("(") | split(", ")[:2] | join(", ") | "(" + . + ")"'), True)"
+	sreq DELETE "/sessions/$sid"
+}
+
+@test "sessions: as many as CODEBOX_MAX_SESSIONS, then 429 with Retry-After; the pool's stop ends them" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	stack_stop
+	stack_start --conf-dir "$(conf_variant 's/CODEBOX_MAX_SESSIONS  *8;/CODEBOX_MAX_SESSIONS  2;/')"
+	local a
+	session_new
+	a=$sid
+	session_new
+	sreq POST /sessions
+	assert_equal "$code" 429
+	assert_equal "$(field .error)" sandbox_busy
+	assert_equal "$(header Retry-After)" 1
+	sreq DELETE "/sessions/$a"
+	session_new
+	run_in "$sid" 'print("in flight")'
+	assert_equal "$(field .stdout)" "in flight"
+	local procs
+	procs=$(session_procs)
+	[[ -n $procs ]]
+	stack_stop
+	local p
+	for p in $procs; do
+		run ! kill -0 "$p"
+	done
+	stack_start
+}
