@@ -327,13 +327,15 @@ output_schema(void)
 {
 	return json_pack(
 	    "{s:s, s:{s:{s:s, s:[s,s,s]}, s:{s:[s,s]}, s:{s:s}, s:{s:s}, s:{}, s:{s:[s,s]}, "
-	    "s:{s:s, s:i}, s:{s:s}, s:{s:s}, s:{s:s, s:{s:s}}}, s:[s,s,s,s,s,s,s,s]}",
+	    "s:{s:s, s:i}, s:{s:s}, s:{s:s}, s:{s:s, s:{s:s}}, s:{s:[s,s]}, s:{s:s}}, "
+	    "s:[s,s,s,s,s,s,s,s]}",
 	    "type", "object", "properties", "status", "type", "string", "enum", "succeeded",
 	    "failed", "timed_out", "exitCode", "type", "integer", "null", "stdout", "type",
 	    "string", "stderr", "type", "string", "result", "resultError", "type", "string", "null",
 	    "durationMs", "type", "integer", "minimum", 0, "truncated", "type", "boolean",
 	    "details", "type", "object", "artifacts", "type", "array", "items", "type", "object",
-	    "required", "status", "exitCode", "stdout", "stderr", "result", "resultError",
+	    /* a session's execution: the final expression's repr, and the session */
+	    "value", "type", "string", "null", "session", "type", "object", "required", "status", "exitCode", "stdout", "stderr", "result", "resultError",
 	    "durationMs", "truncated");
 }
 
@@ -378,7 +380,8 @@ put_stream(FILE *f, const char *name, const struct capture *c)
 /* The text a model reads: what happened, then each stream, then the result, then a line per
  * file of the run's artifacts. */
 char *
-mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
+mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, const char *session_id,
+              size_t *len)
 {
 	char *text = NULL, errbuf[128];
 	const char *rerr;
@@ -416,6 +419,24 @@ mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
 		fprintf(f, "file: %.*s (%s, %lld bytes%s%s)\n", (int)name_len, name, a.type,
 		        (long long)a.bytes, omitted ? "; not sent: " : "", omitted ? omitted : "");
 	}
+	if (session_id != NULL) {
+		if (o->has_value && o->value != NULL) {
+			char *v = malloc(o->value_len * 3 + 1);
+			size_t vn = v ? utf8_sanitize((const unsigned char *)o->value, o->value_len, v)
+			              : 0;
+			bad |= v == NULL;
+			fprintf(f, "value: %.*s\n", (int)vn, v ? v : "");
+			free(v);
+		}
+		if (o->session_over)
+			fprintf(f, "session %s has ended: its state is gone; pass \"new\" to start "
+			           "another\n",
+			        session_id);
+		else
+			fprintf(f, "session: %s (its variables, imports and files are kept for the "
+			           "next call that passes it)\n",
+			        session_id);
+	}
 	if (fclose(f) != 0 || bad) {
 		free(text);
 		return NULL;
@@ -426,7 +447,7 @@ mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len)
 void
 mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcome *o,
                       const char *text, size_t text_len, size_t max_result_bytes, bool details,
-                      const char *request_id, bool files)
+                      const char *request_id, bool files, const char *session_id)
 {
 	struct artifact_view a;
 	size_t off = 0, count = 0;
@@ -448,7 +469,11 @@ mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcom
 		jsonw_lit(w, "}");
 	}
 	jsonw_lit(w, "],\"structuredContent\":");
-	reply_outcome_write(w, o, max_result_bytes, details, request_id, files);
+	if (session_id != NULL)
+		reply_session_outcome_write(w, o, max_result_bytes, details, request_id, files,
+		                            session_id);
+	else
+		reply_outcome_write(w, o, max_result_bytes, details, request_id, files);
 	jsonw_lit(w, ",\"isError\":");
 	jsonw_lit(w, o->status == RUN_SUCCEEDED ? "false" : "true");
 	jsonw_lit(w, "}}");
@@ -460,12 +485,13 @@ mcp_call_answer(const json_t *id, const struct run_outcome *o, size_t max_result
 {
 	struct jsonw w;
 	size_t tlen;
-	char *text = mcp_call_text(o, max_result_bytes, &tlen);
+	char *text = mcp_call_text(o, max_result_bytes, NULL, &tlen);
 
 	if (text == NULL)
 		return NULL;
 	jsonw_init(&w);
-	mcp_call_answer_write(&w, id, o, text, tlen, max_result_bytes, details, request_id, files);
+	mcp_call_answer_write(&w, id, o, text, tlen, max_result_bytes, details, request_id, files,
+	                      NULL);
 	free(text);
 	return jsonw_take(&w, len);
 }

@@ -101,20 +101,23 @@ json_t *mcp_initialize(const char *requested_version, const char *server_version
 json_t *mcp_tools(const char *tool, size_t len);
 
 /* The text block of tools/call's answer for a run, a text a model reads well: the status,
- * stdout, stderr, the result, a line per file of o->artifacts. Caller frees; NULL if out of
- * memory. */
-char *mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, size_t *len);
+ * stdout, stderr, the result, a line per file of o->artifacts, and for a session's execution
+ * (session_id not NULL) the value and what became of the session. Caller frees; NULL if out
+ * of memory. */
+char *mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, const char *session_id,
+                    size_t *len);
 
 /*
  * tools/call's answer for a run, into w (any kind of writer: counted, then streamed): the text
  * block (mcp_call_text()'s), an image block for each picture among o->artifacts whose content
  * was sent (encoded straight from the run's report), the /execute answer as
- * structuredContent (reply_outcome_write(); its "artifacts" when files), and isError when the
- * program did not succeed.
+ * structuredContent (reply_outcome_write(); its "artifacts" when files; a session's execution,
+ * session_id not NULL: reply_session_outcome_write()), and isError when the program did not
+ * succeed.
  */
 void mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcome *o,
                            const char *text, size_t text_len, size_t max_result_bytes, bool details,
-                           const char *request_id, bool files);
+                           const char *request_id, bool files, const char *session_id);
 
 /* The same as a string (caller frees), or NULL. */
 char *mcp_call_answer(const json_t *id, const struct run_outcome *o, size_t max_result_bytes,

@@ -59,6 +59,6 @@ char *reply_capabilities(const struct probe_info *info, const struct limits *l,
  */
 char *reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
                       unsigned long long workspace_bytes, unsigned long long workspace_inodes,
-                      size_t *len);
+                      json_t *sessions, size_t *len);
 
 #endif

@@ -80,6 +80,7 @@ struct worker_request {
 	const char *endpoint;   /* CODEBOX_ENDPOINT */
 	const char *request_id; /* CODEBOX_REQUEST_ID */
 	struct limits l;        /* the request's, capped at the pool's ceilings (all but readyz) */
+	struct session_limits sl; /* the sessions' bounds (all but readyz) */
 };
 
 /* What came of admitting and running one request (worker_run()). */
@@ -206,6 +207,7 @@ struct mcp_reply {
 	bool details;
 	const char *request_id;
 	bool files;
+	const char *session_id; /* a session's execution, or NULL */
 };
 
 static void
@@ -214,7 +216,7 @@ write_mcp_reply(struct jsonw *jw, const void *ctx)
 	const struct mcp_reply *m = ctx;
 
 	mcp_call_answer_write(jw, m->id, m->o, m->text, m->text_len, m->max_result_bytes,
-	                      m->details, m->request_id, m->files);
+	                      m->details, m->request_id, m->files, m->session_id);
 }
 
 /* POST /execute: a request (request.h) admitted, run and answered (reply.h). */
@@ -309,18 +311,548 @@ worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *b
 	free(body);
 }
 
-/* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way */
+/* ---- sessions (session.h): POST /sessions, GET and DELETE /sessions/{id},
+ * POST /sessions/{id}/execute ---- */
+
+static void
+worker_session_unknown(FCGX_Request *req)
+{
+	http_send_message(req, 404, NULL, "not_found",
+	                  "no such session: it was never made, it ended (closed, idle or too "
+	                  "old, or its program was killed), or it is another token's");
+}
+
+/* A session's answer, written twice (http_send_written()). */
+struct session_reply {
+	const struct run_outcome *o;
+	size_t max_result_bytes;
+	bool details;
+	const char *request_id;
+	bool artifacts;
+	const char *id;
+};
+
+static void
+write_session_reply(struct jsonw *jw, const void *ctx)
+{
+	const struct session_reply *e = ctx;
+
+	reply_session_outcome_write(jw, e->o, e->max_result_bytes, e->details, e->request_id,
+	                            e->artifacts, e->id);
+}
+
+/* The session's state and bounds, as GET answers and POST /sessions' 201 says. */
+static void
+worker_session_state(FCGX_Request *req, int status, const struct session_rec *rec,
+                     const struct session_answer *a, bool busy, const struct limits *l)
+{
+	struct jsonw jw;
+	size_t len;
+	char *doc;
+
+	jsonw_init(&jw);
+	jsonw_lit(&jw, "{\"id\":");
+	jsonw_cstr(&jw, rec->id);
+	jsonw_lit(&jw, ",\"state\":");
+	jsonw_cstr(&jw, busy ? "busy" : "idle");
+	jsonw_lit(&jw, ",\"executions\":");
+	jsonw_int(&jw, a ? (long long)a->executions : 0);
+	jsonw_lit(&jw, ",\"ageSeconds\":");
+	jsonw_int(&jw, a ? a->age_ms / 1000 : 0);
+	jsonw_lit(&jw, ",\"idleSeconds\":");
+	jsonw_int(&jw, a ? a->idle_ms / 1000 : 0);
+	jsonw_lit(&jw, ",\"idleTimeoutSeconds\":");
+	jsonw_int(&jw, rec->idle_seconds);
+	jsonw_lit(&jw, ",\"maxLifetimeSeconds\":");
+	jsonw_int(&jw, rec->life_seconds);
+	jsonw_lit(&jw, ",\"timeoutSeconds\":");
+	jsonw_int(&jw, l->execution_timeout_seconds);
+	jsonw_lit(&jw, ",\"memoryBytes\":");
+	jsonw_int(&jw, (long long)rec->memory_bytes);
+	jsonw_lit(&jw, ",\"diskBytes\":");
+	jsonw_int(&jw, (long long)rec->disk_bytes);
+	jsonw_lit(&jw, "}");
+	doc = jsonw_take(&jw, &len);
+	if (doc == NULL) {
+		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
+		return;
+	}
+	http_send(req, status, NULL, doc, len);
+	free(doc);
+}
+
+/* A bound from POST /sessions' body: absent (the pod's), or an integer from 1 to max. */
+static int
+session_body_bound(json_t *root, const char *key, long max, unsigned *out, char *why,
+                   size_t why_len)
+{
+	json_t *v = json_object_get(root, key);
+
+	*out = (unsigned)max;
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
+		snprintf(why, why_len, "%s must be an integer from 1 to %ld", key, max);
+		return -1;
+	}
+	*out = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+/* What came of starting a session (worker_session_start()). */
+enum worker_started {
+	WORKER_STARTED,
+	WORKER_START_OFF,    /* sessions are off here: 503 */
+	WORKER_START_BUSY,   /* no execution slot: 429 */
+	WORKER_START_STUCK,  /* the slots' lock: 503 */
+	WORKER_START_FULL,   /* the pod holds CODEBOX_MAX_SESSIONS: 429 */
+	WORKER_START_FAILED, /* 503, logged */
+};
+
+/* Starts a session with the bounds idle and life, bound to auth (the token's id, or NULL),
+ * into rec. Building its box is a run's start: it holds an execution slot meanwhile. */
+static enum worker_started
+worker_session_start(const struct worker_request *w, unsigned idle, unsigned life,
+                     const char *auth, struct session_rec *rec)
+{
+	const struct worker_config *wc = w->wc;
+	char why[512], path[128];
+	struct run_spec spec;
+	int listen_fd, rc;
+
+	if (wc->sessions_fd < 0 || w->sl.max_sessions == 0 || !w->run->warm ||
+	    w->run->clone_flags == 0)
+		return WORKER_START_OFF;
+	switch (slots_acquire(wc->slots, wc->index, w->l.max_concurrent_executions)) {
+	case SLOTS_TAKEN:
+		break;
+	case SLOTS_FULL:
+		metrics_record_busy();
+		return WORKER_START_BUSY;
+	case SLOTS_STUCK:
+		return WORKER_START_STUCK;
+	}
+	rc = session_reserve(wc->sessions_fd, w->sl.max_sessions, auth, rec, &listen_fd, why,
+	                     sizeof(why));
+	if (rc != 0) {
+		slots_release(wc->slots, wc->index);
+		if (rc < 0)
+			log_msg(LOG_ERROR, "session: %s", why);
+		return rc > 0 ? WORKER_START_FULL : WORKER_START_FAILED;
+	}
+	spec = run_spec_from_limits(&w->l, "", 0, w->l.execution_timeout_seconds * 1000L, -1);
+	spec.session = true;
+	spec.session_idle_seconds = idle;
+	spec.session_life_seconds = life;
+	rec->idle_seconds = idle;
+	rec->life_seconds = life;
+	rec->memory_bytes = w->l.memory_bytes;
+	rec->disk_bytes = w->l.disk_bytes;
+	session_sock_path(wc->sessions_fd, rec->id, path, sizeof(path));
+	rc = run_session_create(w->run, &spec, listen_fd, path, wc->sessions_fd, wc->sessions_dir,
+	                        &rec->sb, why, sizeof(why));
+	close(listen_fd);
+	slots_release(wc->slots, wc->index);
+	if (rc == 0 && session_commit(wc->sessions_fd, rec) < 0) {
+		struct session_answer a;
+		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+		snprintf(why, sizeof(why), "writing its record: %s", strerror(errno));
+		rc = -1;
+	}
+	if (rc < 0) {
+		session_remove(wc->sessions_fd, rec);
+		log_msg(LOG_ERROR, "session: %s", why);
+		return WORKER_START_FAILED;
+	}
+	log_msg(LOG_INFO, "session %.8s... made (idle %u s, life %u s)", rec->id, idle, life);
+	return WORKER_STARTED;
+}
+
+/* The sentence for a session that could not start; its HTTP status in *status. */
+static const char *
+worker_start_message(enum worker_started st, int *status, const char **error)
+{
+	*error = "sandbox_unavailable";
+	*status = 503;
+	switch (st) {
+	case WORKER_STARTED:
+		return "";
+	case WORKER_START_OFF:
+		return "sessions are off on this server (they need warm interpreters and "
+		       "CODEBOX_MAX_SESSIONS above 0)";
+	case WORKER_START_BUSY:
+		*status = 429;
+		*error = "sandbox_busy";
+		return "all execution slots are in use; retry shortly";
+	case WORKER_START_STUCK:
+		return "the sandbox cannot admit runs right now; retry shortly";
+	case WORKER_START_FULL:
+		*status = 429;
+		*error = "sandbox_busy";
+		return "this server holds as many sessions as it may; close one (DELETE "
+		       "/sessions/{id}) or retry later";
+	case WORKER_START_FAILED:
+		break;
+	}
+	return "the session could not be started; retry shortly";
+}
+
+static void
+worker_session_create(const struct worker_request *w, FCGX_Request *req, const char *auth)
+{
+	char *body = NULL, why[512];
+	long n = http_read_body(req, 4096, &body);
+	json_t *root = NULL;
+	json_error_t err;
+	unsigned idle, life;
+	struct session_rec rec;
+	enum worker_started st;
+	const char *message, *error;
+	int status;
+
+	if (n < 0) {
+		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
+		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
+		                  "the body of POST /sessions is at most 4096 bytes of JSON");
+		return;
+	}
+	root = n > 0 ? json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &err) : json_object();
+	free(body);
+	if (root == NULL || !json_is_object(root)) {
+		json_decref(root);
+		http_send_message(req, 400, NULL, "invalid_request",
+		                  "the body must be a JSON object (or empty)");
+		return;
+	}
+	{
+		const char *key;
+		json_t *v;
+		json_object_foreach(root, key, v)
+		{
+			(void)v;
+			if (strcmp(key, "idleTimeoutSeconds") != 0 &&
+			    strcmp(key, "maxLifetimeSeconds") != 0) {
+				json_decref(root);
+				http_send_message(req, 400, NULL, "invalid_request",
+				                  "unknown field; allowed: idleTimeoutSeconds, "
+				                  "maxLifetimeSeconds");
+				return;
+			}
+		}
+	}
+	if (session_body_bound(root, "idleTimeoutSeconds", w->sl.idle_seconds, &idle, why,
+	                       sizeof(why)) < 0 ||
+	    session_body_bound(root, "maxLifetimeSeconds", w->sl.max_life_seconds, &life, why,
+	                       sizeof(why)) < 0) {
+		json_decref(root);
+		http_send_message(req, 400, NULL, "invalid_request", why);
+		return;
+	}
+	json_decref(root);
+	st = worker_session_start(w, idle, life, auth, &rec);
+	if (st != WORKER_STARTED) {
+		message = worker_start_message(st, &status, &error);
+		http_send_message(req, status, status == 429 ? "Retry-After: 1" : NULL, error,
+		                  message);
+		return;
+	}
+	worker_session_state(req, 201, &rec, NULL, false, &w->l);
+}
+
+static void
+worker_session_execute(const struct worker_request *w, FCGX_Request *req,
+                       const struct session_rec *rec)
+{
+	const struct worker_config *wc = w->wc;
+	const struct limits *l = &w->l;
+	struct request r;
+	struct run_outcome o;
+	char message[256], path[128];
+	char *body = NULL;
+	long n = http_read_body(req, wc->max_body_bytes, &body);
+	struct worker_session ses = {.conn = -1, .sb = &rec->sb};
+
+	if (n == HTTP_BODY_TOO_LARGE || n < 0) {
+		http_send_message(
+		    req, n < 0 && n != HTTP_BODY_TOO_LARGE ? 400 : 413, NULL,
+		    n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
+		    n == HTTP_BODY_TOO_LARGE ? "the request body is larger than this server accepts"
+		                             : "the request body could not be read");
+		return;
+	}
+	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
+		free(body);
+		http_send_message(req, 400, NULL, "invalid_request", message);
+		return;
+	}
+	free(body);
+	session_sock_path(wc->sessions_fd, rec->id, path, sizeof(path));
+	ses.conn = run_session_connect(path);
+	if (ses.conn < 0) {
+		request_free(&r);
+		worker_session_unknown(req);
+		return;
+	}
+	switch (worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
+	                   METRICS_PORT_EXECUTE, &ses, &o)) {
+	case WORKER_RAN: {
+		const struct session_reply sr = {
+		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
+		if (o.session_over)
+			log_msg(LOG_INFO, "session %.8s... ended with its execution (%s)", rec->id,
+			        run_status_string(o.status));
+		if (http_send_written(req, write_session_reply, &sr) < 0)
+			http_send_message(req, 500, NULL, "sandbox_error",
+			                  "the worker is out of memory");
+		run_outcome_free(&o);
+		break;
+	}
+	case WORKER_BUSY:
+		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
+		                  "all execution slots are in use; retry shortly");
+		break;
+	case WORKER_STUCK:
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the sandbox cannot admit runs right now; retry shortly");
+		break;
+	case WORKER_GONE:
+	case WORKER_LOST:
+		worker_session_unknown(req);
+		break;
+	case WORKER_FAILED:
+		http_send_message(req, 500, NULL, "sandbox_error",
+		                  "the sandbox could not run the program; see the service log");
+		break;
+	case WORKER_ABANDONED:
+		break;
+	}
+	close(ses.conn);
+	request_free(&r);
+}
+
+static void
+worker_sessions(void *port, FCGX_Request *req)
+{
+	const struct worker_request *w = port;
+	const struct worker_config *wc = w->wc;
+	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
+	const char *uri = FCGX_GetParam("SCRIPT_NAME", req->envp);
+	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
+	struct session_rec rec;
+	char id[SESSION_ID_LEN + 1];
+	const char *rest, *slash;
+	size_t idlen;
+	int lock_fd = -1;
+
+	method = method ? method : "";
+	if (uri == NULL || strncmp(uri, "/sessions", 9) != 0) {
+		http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+		return;
+	}
+	rest = uri + 9;
+	if (*rest == '\0' || strcmp(rest, "/") == 0) {
+		if (strcmp(method, "POST") != 0) {
+			http_send_message(req, 405, "Allow: POST", "method_not_allowed",
+			                  "use POST /sessions to make a session");
+			return;
+		}
+		worker_session_create(w, req, auth);
+		return;
+	}
+	rest++; /* past the '/' */
+	slash = strchr(rest, '/');
+	idlen = slash ? (size_t)(slash - rest) : strlen(rest);
+	if (!session_id_valid(rest, idlen) || (slash != NULL && strcmp(slash, "/execute") != 0)) {
+		if (slash == NULL || session_id_valid(rest, idlen))
+			worker_session_unknown(req);
+		else
+			http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+		return;
+	}
+	memcpy(id, rest, idlen);
+	id[idlen] = '\0';
+	if (slash != NULL) {
+		if (strcmp(method, "POST") != 0) {
+			http_send_message(req, 405, "Allow: POST", "method_not_allowed",
+			                  "use POST /sessions/{id}/execute");
+			return;
+		}
+		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+			worker_session_unknown(req);
+			return;
+		}
+		if (lock_fd < 0) {
+			http_send_message(req, 409, NULL, "session_busy",
+			                  "an execution is running in this session; wait for it");
+			return;
+		}
+		worker_session_execute(w, req, &rec);
+		close(lock_fd);
+		return;
+	}
+	if (strcmp(method, "GET") == 0) {
+		struct session_answer a;
+		char path[128];
+		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+			worker_session_unknown(req);
+			return;
+		}
+		if (lock_fd < 0) {
+			worker_session_state(req, 200, &rec, NULL, true, &w->l);
+			return;
+		}
+		session_sock_path(wc->sessions_fd, id, path, sizeof(path));
+		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
+			worker_session_unknown(req);
+		else
+			worker_session_state(req, 200, &rec, &a, false, &w->l);
+		close(lock_fd);
+		return;
+	}
+	if (strcmp(method, "DELETE") == 0) {
+		struct session_answer a;
+		char path[128];
+		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+			worker_session_unknown(req);
+			return;
+		}
+		if (lock_fd < 0) {
+			http_send_message(
+			    req, 409, NULL, "session_busy",
+			    "an execution is running in this session; wait for it, then "
+			    "close it");
+			return;
+		}
+		session_sock_path(wc->sessions_fd, id, path, sizeof(path));
+		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+		session_remove(wc->sessions_fd, &rec);
+		close(lock_fd);
+		log_msg(LOG_INFO, "session %.8s... closed", id);
+		http_send(req, 204, NULL, "", 0);
+		return;
+	}
+	http_send_message(req, 405, "Allow: GET, DELETE", "method_not_allowed",
+	                  "use GET or DELETE /sessions/{id}");
+}
+
+/* Whether this pool serves sessions (for this request's bounds). */
+static bool
+worker_sessions_on(const struct worker_request *w)
+{
+	return w->wc->sessions_fd >= 0 && w->sl.max_sessions > 0 && w->run->warm &&
+	       w->run->clone_flags != 0;
+}
+
+/* tools/list's tools: GET /tool's, and where sessions are on, the "session" argument that
+ * keeps an interpreter's state between calls, told to the model in the description too. */
+static json_t *
+worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_len)
+{
+	json_t *res = mcp_tools(tool, tool_len), *t, *props;
+	const char *desc;
+	char *what = NULL, *more = NULL;
+
+	if (res == NULL || !worker_sessions_on(w))
+		return res;
+	t = json_array_get(json_object_get(res, "tools"), 0);
+	props = json_object_get(json_object_get(t, "inputSchema"), "properties");
+	desc = json_string_value(json_object_get(t, "description"));
+	if (asprintf(&what,
+	             "Optional: keep state between calls, as a notebook does. \"new\" starts a "
+	             "session; the answer names it (\"session: <id>\"), and later calls that "
+	             "pass that id run in the same Python interpreter, with the variables, "
+	             "imports and files of the calls before; the value of a final expression "
+	             "comes back as \"value\". Without it every call starts fresh. A session "
+	             "ends after %ld s without a call, after %ld s in all, or when its program "
+	             "is killed (a timeout it does not stop at, memory); then start a new one.",
+	             w->sl.idle_seconds, w->sl.max_life_seconds) < 0)
+		what = NULL;
+	if (desc != NULL &&
+	    asprintf(&more,
+	             "%s With \"session\" (\"new\", then the id it answers), calls share one "
+	             "interpreter's state; at most %ld sessions are open at once on this server.",
+	             desc, w->sl.max_sessions) < 0)
+		more = NULL;
+	if (what == NULL || more == NULL || !json_is_object(props) ||
+	    json_object_set_new(props, "session", json_pack("{s:s, s:s}", "type", "string",
+	                                                    "description", what)) < 0 ||
+	    json_object_set_new(t, "description", json_string(more)) < 0) {
+		json_decref(res);
+		res = NULL;
+	}
+	free(what);
+	free(more);
+	return res;
+}
+
+/* A tool error the model reads (isError), for tools/call. */
+static void
+worker_mcp_tool_error(FCGX_Request *req, const json_t *id, const char *message)
+{
+	size_t len;
+	char *answer = mcp_call_error(id, message, &len);
+
+	worker_mcp_send(req, 200, NULL, answer, len);
+}
+
+/*
+ * tools/call's "session" argument: "new" starts a session (the pod's bounds), an id takes
+ * that session (the caller's token's); either way *rec and *lock_fd (its record's lock, held
+ * for the execution) are set. Returns 0, or -1 having answered a tool error the model can
+ * act on.
+ */
+static int
+worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json_t *id,
+                   const char *want, struct session_rec *rec, int *lock_fd)
+{
+	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
+	const char *message, *error;
+	int status;
+
+	*lock_fd = -1;
+	if (strcmp(want, "new") == 0) {
+		enum worker_started st =
+		    worker_session_start(w, (unsigned)w->sl.idle_seconds,
+		                         (unsigned)w->sl.max_life_seconds, auth, rec);
+		if (st != WORKER_STARTED) {
+			message = worker_start_message(st, &status, &error);
+			worker_mcp_tool_error(req, id, message);
+			return -1;
+		}
+	}
+	if (session_find(w->wc->sessions_fd, strcmp(want, "new") == 0 ? rec->id : want, auth, rec,
+	                 true, lock_fd) < 0) {
+		worker_mcp_tool_error(req, id,
+		                      "no such session: it ended (idle, too old, closed, or its "
+		                      "program was killed) or never was; its state is gone. Pass "
+		                      "\"session\": \"new\" to start another");
+		return -1;
+	}
+	if (*lock_fd < 0) {
+		worker_mcp_tool_error(req, id,
+		                      "this session is running another call; wait for it to answer, "
+		                      "then call again");
+		return -1;
+	}
+	return 0;
+}
+
+/* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way;
+ * "session" (sessions on) runs it in a session instead of a fresh interpreter */
 static void
 worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m)
 {
 	const struct limits *l = &w->l;
 	const char *name = json_string_value(json_object_get(m->params, "name"));
-	json_t *args = json_object_get(m->params, "arguments");
+	json_t *args = json_object_get(m->params, "arguments"), *sarg;
 	struct request r;
 	struct run_outcome o;
-	char message[256], *text, *answer;
+	char message[256], *text, *answer, *want = NULL, path[128];
 	size_t len;
 	bool asked;
+	struct session_rec rec;
+	struct worker_session ses = {.conn = -1, .sb = &rec.sb};
+	int lock_fd = -1;
 
 	if (name == NULL || strcmp(name, TOOL_NAME) != 0) {
 		snprintf(message, sizeof(message), "unknown tool: %s (this server has %s)",
@@ -334,29 +866,64 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		worker_mcp_send(req, 200, NULL, answer, len);
 		return;
 	}
+	sarg = args ? json_object_get(args, "session") : NULL;
+	if (sarg != NULL && !json_is_null(sarg)) {
+		const char *v = json_string_value(sarg);
+		if (v == NULL || (strcmp(v, "new") != 0 && !session_id_valid(v, strlen(v)))) {
+			worker_mcp_tool_error(req, m->id,
+			                      "session must be \"new\" or the id a previous call "
+			                      "answered");
+			return;
+		}
+		want = strdup(v);
+		if (want == NULL) {
+			worker_mcp_send(req, 500, NULL, NULL, 0);
+			return;
+		}
+	}
 	/* the same checks and messages as POST /execute's; a model can act on them */
-	text = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+	if (sarg != NULL) {
+		json_t *copy = json_copy(args);
+		json_object_del(copy, "session");
+		text = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
+		json_decref(copy);
+	} else {
+		text = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
+	}
 	if (text == NULL) {
+		free(want);
 		worker_mcp_send(req, 500, NULL, NULL, 0);
 		return;
 	}
 	if (request_parse(&r, text, strlen(text), l, message, sizeof(message)) < 0) {
 		free(text);
+		free(want);
 		log_msg(LOG_INFO, "mcp: rejected: %s", message);
 		answer = mcp_call_error(m->id, message, &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
 		return;
 	}
 	free(text);
+	if (want != NULL) {
+		if (worker_mcp_session(w, req, m->id, want, &rec, &lock_fd) < 0) {
+			free(want);
+			request_free(&r);
+			return;
+		}
+		session_sock_path(w->wc->sessions_fd, rec.id, path, sizeof(path));
+		ses.conn = run_session_connect(path);
+	}
 	/* a model sees the pictures a run makes whether it asked for files or not: only those are
 	 * collected unless it did, and the answer lists files only when it did */
 	asked = r.artifacts;
-	switch (worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
-	                   NULL, &o)) {
+	switch (want != NULL && ses.conn < 0
+	            ? WORKER_GONE
+	            : worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES,
+	                         METRICS_PORT_MCP, want != NULL ? &ses : NULL, &o)) {
 	case WORKER_RAN: {
-		struct mcp_reply mr = {m->id,         &o,   NULL, 0, l->max_result_bytes, r.details,
-		                       w->request_id, asked};
-		mr.text = mcp_call_text(&o, l->max_result_bytes, &mr.text_len);
+		struct mcp_reply mr = {m->id,         &o,    NULL, 0, l->max_result_bytes, r.details,
+		                       w->request_id, asked, want != NULL ? rec.id : NULL};
+		mr.text = mcp_call_text(&o, l->max_result_bytes, mr.session_id, &mr.text_len);
 		if (mr.text == NULL || http_send_written(req, write_mcp_reply, &mr) < 0)
 			worker_mcp_send(req, 500, NULL, NULL, 0);
 		free(mr.text);
@@ -373,8 +940,12 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		                   "the sandbox cannot admit runs right now; retry shortly", &len);
 		worker_mcp_send(req, 503, NULL, answer, len);
 		break;
-	case WORKER_LOST:
 	case WORKER_GONE:
+		worker_mcp_tool_error(req, m->id,
+		                      "the session ended before this call ran; its state is gone. "
+		                      "Pass \"session\": \"new\" to start another");
+		break;
+	case WORKER_LOST:
 		answer = mcp_error(m->id, MCP_BUSY,
 		                   "the run's sandbox was killed from outside; retry", &len);
 		worker_mcp_send(req, 503, NULL, answer, len);
@@ -388,6 +959,11 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	case WORKER_ABANDONED:
 		break;
 	}
+	if (ses.conn >= 0)
+		close(ses.conn);
+	if (lock_fd >= 0)
+		close(lock_fd);
+	free(want);
 	request_free(&r);
 }
 
@@ -400,8 +976,19 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	bool agent_on = wc->agent.workspace_fd >= 0;
 	unsigned long long ws_bytes = agent_on ? wc->agent.workspace_bytes : 0;
 
+	/* sessions' bounds (session.h): /capabilities' keys are the lab contract's, fixed */
+	json_t *sessions =
+	    worker_sessions_on(w)
+	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
+	                    (json_int_t)w->sl.max_sessions, "idleTimeoutSeconds",
+	                    (json_int_t)w->sl.idle_seconds, "maxLifetimeSeconds",
+	                    (json_int_t)w->sl.max_life_seconds, "executionTimeoutSeconds",
+	                    (json_int_t)w->l.execution_timeout_seconds, "memoryBytes",
+	                    (json_int_t)w->l.memory_bytes, "diskBytes", (json_int_t)w->l.disk_bytes)
+	        : NULL;
+
 	return reply_isolation(wc->iso, &w->l, w->run->warm && warm_serving(), ws_bytes,
-	                       agent_on ? workspace_inodes(ws_bytes) : 0, len);
+	                       agent_on ? workspace_inodes(ws_bytes) : 0, sessions, len);
 }
 
 /* worker_mcp()'s refusal before any body is read: a JSON-RPC error without an id */
@@ -539,7 +1126,7 @@ worker_mcp(void *port, FCGX_Request *req)
 		answer = mcp_result(m.id, json_object(), &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
 	} else if (strcmp(m.method, "tools/list") == 0) {
-		answer = mcp_result(m.id, mcp_tools(tool, tool_len), &len);
+		answer = mcp_result(m.id, worker_mcp_tools(w, tool, tool_len), &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
 	} else if (strcmp(m.method, "tools/call") == 0) {
 		if (m.params == NULL) {
@@ -646,399 +1233,6 @@ worker_agent(void *port, FCGX_Request *req)
 	             w->wc->runs_dir_fd, req, w->endpoint, &w->l);
 }
 
-/* ---- sessions (session.h): POST /sessions, GET and DELETE /sessions/{id},
- * POST /sessions/{id}/execute ---- */
-
-static void
-worker_session_unknown(FCGX_Request *req)
-{
-	http_send_message(req, 404, NULL, "not_found",
-	                  "no such session: it was never made, it ended (closed, idle or too "
-	                  "old, or its program was killed), or it is another token's");
-}
-
-/* A session's answer, written twice (http_send_written()). */
-struct session_reply {
-	const struct run_outcome *o;
-	size_t max_result_bytes;
-	bool details;
-	const char *request_id;
-	bool artifacts;
-	const char *id;
-};
-
-static void
-write_session_reply(struct jsonw *jw, const void *ctx)
-{
-	const struct session_reply *e = ctx;
-
-	reply_session_outcome_write(jw, e->o, e->max_result_bytes, e->details, e->request_id,
-	                            e->artifacts, e->id);
-}
-
-/* The session's state and bounds, as GET answers and POST /sessions' 201 says. */
-static void
-worker_session_state(FCGX_Request *req, int status, const struct session_rec *rec,
-                     const struct session_answer *a, bool busy, const struct limits *l)
-{
-	struct jsonw jw;
-	size_t len;
-	char *doc;
-
-	jsonw_init(&jw);
-	jsonw_lit(&jw, "{\"id\":");
-	jsonw_cstr(&jw, rec->id);
-	jsonw_lit(&jw, ",\"state\":");
-	jsonw_cstr(&jw, busy ? "busy" : "idle");
-	jsonw_lit(&jw, ",\"executions\":");
-	jsonw_int(&jw, a ? (long long)a->executions : 0);
-	jsonw_lit(&jw, ",\"ageSeconds\":");
-	jsonw_int(&jw, a ? a->age_ms / 1000 : 0);
-	jsonw_lit(&jw, ",\"idleSeconds\":");
-	jsonw_int(&jw, a ? a->idle_ms / 1000 : 0);
-	jsonw_lit(&jw, ",\"idleTimeoutSeconds\":");
-	jsonw_int(&jw, rec->idle_seconds);
-	jsonw_lit(&jw, ",\"maxLifetimeSeconds\":");
-	jsonw_int(&jw, rec->life_seconds);
-	jsonw_lit(&jw, ",\"timeoutSeconds\":");
-	jsonw_int(&jw, l->execution_timeout_seconds);
-	jsonw_lit(&jw, ",\"memoryBytes\":");
-	jsonw_int(&jw, (long long)rec->memory_bytes);
-	jsonw_lit(&jw, ",\"diskBytes\":");
-	jsonw_int(&jw, (long long)rec->disk_bytes);
-	jsonw_lit(&jw, "}");
-	doc = jsonw_take(&jw, &len);
-	if (doc == NULL) {
-		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
-		return;
-	}
-	http_send(req, status, NULL, doc, len);
-	free(doc);
-}
-
-/* A bound from POST /sessions' body: absent (the pod's), or an integer from 1 to max. */
-static int
-session_body_bound(json_t *root, const char *key, long max, unsigned *out, char *why,
-                   size_t why_len)
-{
-	json_t *v = json_object_get(root, key);
-
-	*out = (unsigned)max;
-	if (v == NULL)
-		return 0;
-	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max) {
-		snprintf(why, why_len, "%s must be an integer from 1 to %ld", key, max);
-		return -1;
-	}
-	*out = (unsigned)json_integer_value(v);
-	return 0;
-}
-
-static void
-worker_session_create(const struct worker_request *w, FCGX_Request *req,
-                      const struct session_limits *sl, const char *auth)
-{
-	const struct worker_config *wc = w->wc;
-	char *body = NULL, why[512];
-	long n = http_read_body(req, 4096, &body);
-	json_t *root = NULL;
-	json_error_t err;
-	unsigned idle, life;
-	struct session_rec rec;
-	struct run_spec spec;
-	int listen_fd, rc;
-	char path[128];
-
-	if (n < 0) {
-		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
-		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large"
-		                                           : "invalid_request",
-		                  "the body of POST /sessions is at most 4096 bytes of JSON");
-		return;
-	}
-	root = n > 0 ? json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &err) : json_object();
-	free(body);
-	if (root == NULL || !json_is_object(root)) {
-		json_decref(root);
-		http_send_message(req, 400, NULL, "invalid_request",
-		                  "the body must be a JSON object (or empty)");
-		return;
-	}
-	{
-		const char *key;
-		json_t *v;
-		json_object_foreach(root, key, v)
-		{
-			(void)v;
-			if (strcmp(key, "idleTimeoutSeconds") != 0 &&
-			    strcmp(key, "maxLifetimeSeconds") != 0) {
-				json_decref(root);
-				http_send_message(req, 400, NULL, "invalid_request",
-				                  "unknown field; allowed: idleTimeoutSeconds, "
-				                  "maxLifetimeSeconds");
-				return;
-			}
-		}
-	}
-	if (session_body_bound(root, "idleTimeoutSeconds", sl->idle_seconds, &idle, why,
-	                       sizeof(why)) < 0 ||
-	    session_body_bound(root, "maxLifetimeSeconds", sl->max_life_seconds, &life, why,
-	                       sizeof(why)) < 0) {
-		json_decref(root);
-		http_send_message(req, 400, NULL, "invalid_request", why);
-		return;
-	}
-	json_decref(root);
-	if (wc->sessions_fd < 0 || sl->max_sessions == 0 || !w->run->warm ||
-	    w->run->clone_flags == 0) {
-		http_send_message(
-		    req, 503, NULL, "sandbox_unavailable",
-		    "sessions are off on this server (they need warm interpreters and "
-		    "CODEBOX_MAX_SESSIONS above 0)");
-		return;
-	}
-	/* building the box is a run's start: it takes an execution slot meanwhile */
-	switch (slots_acquire(wc->slots, wc->index, w->l.max_concurrent_executions)) {
-	case SLOTS_TAKEN:
-		break;
-	case SLOTS_FULL:
-		metrics_record_busy();
-		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
-		                  "all execution slots are in use; retry shortly");
-		return;
-	case SLOTS_STUCK:
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the sandbox cannot admit runs right now; retry shortly");
-		return;
-	}
-	rc = session_reserve(wc->sessions_fd, sl->max_sessions, auth, &rec, &listen_fd, why,
-	                     sizeof(why));
-	if (rc != 0) {
-		slots_release(wc->slots, wc->index);
-		if (rc > 0)
-			http_send_message(req, 429, "Retry-After: 1", "sandbox_busy",
-			                  "this server holds as many sessions as it may; close one "
-			                  "(DELETE /sessions/{id}) or retry later");
-		else
-			http_send_message(req, 500, NULL, "sandbox_error",
-			                  "the session could not be made; see the service log");
-		if (rc < 0)
-			log_msg(LOG_ERROR, "session: %s", why);
-		return;
-	}
-	spec = run_spec_from_limits(&w->l, "", 0, w->l.execution_timeout_seconds * 1000L, -1);
-	spec.session = true;
-	spec.session_idle_seconds = idle;
-	spec.session_life_seconds = life;
-	rec.idle_seconds = idle;
-	rec.life_seconds = life;
-	rec.memory_bytes = w->l.memory_bytes;
-	rec.disk_bytes = w->l.disk_bytes;
-	session_sock_path(wc->sessions_fd, rec.id, path, sizeof(path));
-	rc = run_session_create(w->run, &spec, listen_fd, path, wc->sessions_fd, wc->sessions_dir,
-	                        &rec.sb, why, sizeof(why));
-	close(listen_fd);
-	slots_release(wc->slots, wc->index);
-	if (rc == 0 && session_commit(wc->sessions_fd, &rec) < 0) {
-		struct session_answer a;
-		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
-		snprintf(why, sizeof(why), "writing its record: %s", strerror(errno));
-		rc = -1;
-	}
-	if (rc < 0) {
-		session_remove(wc->sessions_fd, &rec);
-		log_msg(LOG_ERROR, "session: %s", why);
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the session could not be started; retry shortly");
-		return;
-	}
-	log_msg(LOG_INFO, "session %.8s... made (idle %u s, life %u s)", rec.id, idle, life);
-	worker_session_state(req, 201, &rec, NULL, false, &w->l);
-}
-
-static void
-worker_session_execute(const struct worker_request *w, FCGX_Request *req,
-                       const struct session_rec *rec)
-{
-	const struct worker_config *wc = w->wc;
-	const struct limits *l = &w->l;
-	struct request r;
-	struct run_outcome o;
-	char message[256], path[128];
-	char *body = NULL;
-	long n = http_read_body(req, wc->max_body_bytes, &body);
-	struct worker_session ses = {.conn = -1, .sb = &rec->sb};
-
-	if (n == HTTP_BODY_TOO_LARGE || n < 0) {
-		http_send_message(
-		    req, n < 0 && n != HTTP_BODY_TOO_LARGE ? 400 : 413, NULL,
-		    n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
-		    n == HTTP_BODY_TOO_LARGE ? "the request body is larger than this server accepts"
-		                             : "the request body could not be read");
-		return;
-	}
-	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
-		free(body);
-		http_send_message(req, 400, NULL, "invalid_request", message);
-		return;
-	}
-	free(body);
-	session_sock_path(wc->sessions_fd, rec->id, path, sizeof(path));
-	ses.conn = run_session_connect(path);
-	if (ses.conn < 0) {
-		request_free(&r);
-		worker_session_unknown(req);
-		return;
-	}
-	switch (worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
-	                   METRICS_PORT_EXECUTE, &ses, &o)) {
-	case WORKER_RAN: {
-		const struct session_reply sr = {
-		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
-		if (o.session_over)
-			log_msg(LOG_INFO, "session %.8s... ended with its execution (%s)", rec->id,
-			        run_status_string(o.status));
-		if (http_send_written(req, write_session_reply, &sr) < 0)
-			http_send_message(req, 500, NULL, "sandbox_error",
-			                  "the worker is out of memory");
-		run_outcome_free(&o);
-		break;
-	}
-	case WORKER_BUSY:
-		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
-		                  "all execution slots are in use; retry shortly");
-		break;
-	case WORKER_STUCK:
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the sandbox cannot admit runs right now; retry shortly");
-		break;
-	case WORKER_GONE:
-	case WORKER_LOST:
-		worker_session_unknown(req);
-		break;
-	case WORKER_FAILED:
-		http_send_message(req, 500, NULL, "sandbox_error",
-		                  "the sandbox could not run the program; see the service log");
-		break;
-	case WORKER_ABANDONED:
-		break;
-	}
-	close(ses.conn);
-	request_free(&r);
-}
-
-static void
-worker_sessions(void *port, FCGX_Request *req)
-{
-	const struct worker_request *w = port;
-	const struct worker_config *wc = w->wc;
-	const char *method = FCGX_GetParam("REQUEST_METHOD", req->envp);
-	const char *uri = FCGX_GetParam("SCRIPT_NAME", req->envp);
-	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
-	struct session_limits sl;
-	struct session_rec rec;
-	char id[SESSION_ID_LEN + 1], why[256];
-	const char *rest, *slash;
-	size_t idlen;
-	int lock_fd = -1;
-
-	method = method ? method : "";
-	if (session_limits_parse(&sl, worker_param, req, why, sizeof(why)) < 0) {
-		log_msg(LOG_ERROR, "misconfigured: %s", why);
-		http_send_message(req, 500, NULL, "misconfigured",
-		                  "the service is misconfigured; see the service log");
-		return;
-	}
-	if (uri == NULL || strncmp(uri, "/sessions", 9) != 0) {
-		http_send_message(req, 404, NULL, "not_found", "no such endpoint");
-		return;
-	}
-	rest = uri + 9;
-	if (*rest == '\0' || strcmp(rest, "/") == 0) {
-		if (strcmp(method, "POST") != 0) {
-			http_send_message(req, 405, "Allow: POST", "method_not_allowed",
-			                  "use POST /sessions to make a session");
-			return;
-		}
-		worker_session_create(w, req, &sl, auth);
-		return;
-	}
-	rest++; /* past the '/' */
-	slash = strchr(rest, '/');
-	idlen = slash ? (size_t)(slash - rest) : strlen(rest);
-	if (!session_id_valid(rest, idlen) || (slash != NULL && strcmp(slash, "/execute") != 0)) {
-		if (slash == NULL || session_id_valid(rest, idlen))
-			worker_session_unknown(req);
-		else
-			http_send_message(req, 404, NULL, "not_found", "no such endpoint");
-		return;
-	}
-	memcpy(id, rest, idlen);
-	id[idlen] = '\0';
-	if (slash != NULL) {
-		if (strcmp(method, "POST") != 0) {
-			http_send_message(req, 405, "Allow: POST", "method_not_allowed",
-			                  "use POST /sessions/{id}/execute");
-			return;
-		}
-		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
-			worker_session_unknown(req);
-			return;
-		}
-		if (lock_fd < 0) {
-			http_send_message(req, 409, NULL, "session_busy",
-			                  "an execution is running in this session; wait for it");
-			return;
-		}
-		worker_session_execute(w, req, &rec);
-		close(lock_fd);
-		return;
-	}
-	if (strcmp(method, "GET") == 0) {
-		struct session_answer a;
-		char path[128];
-		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
-			worker_session_unknown(req);
-			return;
-		}
-		if (lock_fd < 0) {
-			worker_session_state(req, 200, &rec, NULL, true, &w->l);
-			return;
-		}
-		session_sock_path(wc->sessions_fd, id, path, sizeof(path));
-		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
-			worker_session_unknown(req);
-		else
-			worker_session_state(req, 200, &rec, &a, false, &w->l);
-		close(lock_fd);
-		return;
-	}
-	if (strcmp(method, "DELETE") == 0) {
-		struct session_answer a;
-		char path[128];
-		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
-			worker_session_unknown(req);
-			return;
-		}
-		if (lock_fd < 0) {
-			http_send_message(
-			    req, 409, NULL, "session_busy",
-			    "an execution is running in this session; wait for it, then "
-			    "close it");
-			return;
-		}
-		session_sock_path(wc->sessions_fd, id, path, sizeof(path));
-		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
-		session_remove(wc->sessions_fd, &rec);
-		close(lock_fd);
-		log_msg(LOG_INFO, "session %.8s... closed", id);
-		http_send(req, 204, NULL, "", 0);
-		return;
-	}
-	http_send_message(req, 405, "Allow: GET, DELETE", "method_not_allowed",
-	                  "use GET or DELETE /sessions/{id}");
-}
-
 /*
  * What the worker serves, by nginx.conf's CODEBOX_ENDPOINT: port 8080's endpoints and MCP,
  * port 9090's /metrics, and port 8888's (agent.c's table). Only /execute and /mcp check their
@@ -1067,6 +1261,12 @@ worker_limits(struct worker_request *w, FCGX_Request *req)
 	char why[256];
 
 	if (limits_parse(&w->l, worker_param, req, why, sizeof(why)) < 0) {
+		log_msg(LOG_ERROR, "misconfigured: %s", why);
+		http_send_message(req, 500, NULL, "misconfigured",
+		                  "the service is misconfigured; see the service log");
+		return -1;
+	}
+	if (session_limits_parse(&w->sl, worker_param, req, why, sizeof(why)) < 0) {
 		log_msg(LOG_ERROR, "misconfigured: %s", why);
 		http_send_message(req, 500, NULL, "misconfigured",
 		                  "the service is misconfigured; see the service log");
