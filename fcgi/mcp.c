@@ -335,8 +335,8 @@ output_schema(void)
 	    "durationMs", "type", "integer", "minimum", 0, "truncated", "type", "boolean",
 	    "details", "type", "object", "artifacts", "type", "array", "items", "type", "object",
 	    /* a session's execution: the final expression's repr, and the session */
-	    "value", "type", "string", "null", "session", "type", "object", "required", "status", "exitCode", "stdout", "stderr", "result", "resultError",
-	    "durationMs", "truncated");
+	    "value", "type", "string", "null", "session", "type", "object", "required", "status",
+	    "exitCode", "stdout", "stderr", "result", "resultError", "durationMs", "truncated");
 }
 
 json_t *
@@ -422,19 +422,21 @@ mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, const char *
 	if (session_id != NULL) {
 		if (o->has_value && o->value != NULL) {
 			char *v = malloc(o->value_len * 3 + 1);
-			size_t vn = v ? utf8_sanitize((const unsigned char *)o->value, o->value_len, v)
-			              : 0;
+			size_t vn =
+			    v ? utf8_sanitize((const unsigned char *)o->value, o->value_len, v) : 0;
 			bad |= v == NULL;
 			fprintf(f, "value: %.*s\n", (int)vn, v ? v : "");
 			free(v);
 		}
 		if (o->session_over)
-			fprintf(f, "session %s has ended: its state is gone; pass \"new\" to start "
-			           "another\n",
+			fprintf(f,
+			        "session %s has ended: its state is gone; pass \"new\" to start "
+			        "another\n",
 			        session_id);
 		else
-			fprintf(f, "session: %s (its variables, imports and files are kept for the "
-			           "next call that passes it)\n",
+			fprintf(f,
+			        "session: %s (its variables, imports and files are kept for the "
+			        "next call that passes it)\n",
 			        session_id);
 	}
 	if (fclose(f) != 0 || bad) {

@@ -140,6 +140,18 @@ drain(int *fd, struct capture *c)
 	}
 }
 
+/* drain() of stdout (which 0) or stderr (1), and what it kept to the watcher's on_output */
+static void
+drain_watched(int *fd, struct capture *c, int which,
+              void (*on_output)(void *ctx, int which, const char *p, size_t n), void *ctx)
+{
+	size_t before = c->len;
+
+	drain(fd, c);
+	if (on_output != NULL && c->len > before)
+		on_output(ctx, which, c->buf + before, c->len - before);
+}
+
 /* A bounded buffer for init's report: nothing is reserved ahead; it grows to the size the
  * report's fixed part announces (at most max), so print(1)'s costs a page, not the bound. */
 struct report_buf {
@@ -721,6 +733,8 @@ struct run_watch {
 	int client_fd;  /* the request's connection, watched for a hang-up; -1: not watched */
 	bool ahead;     /* the box was built ahead of the request */
 	bool session;   /* a session's execution: its init serves on once it has reported */
+	void (*on_output)(void *ctx, int which, const char *p, size_t n); /* run_spec's */
+	void *output_ctx;
 	long long t0, deadline, drain_deadline, stop_deadline;
 };
 
@@ -739,6 +753,8 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 
 	memset(w, 0, sizeof(*w));
 	w->client_fd = spec->watch_client ? spec->client_fd : -1;
+	w->on_output = spec->on_output;
+	w->output_ctx = spec->output_ctx;
 	w->t0 = util_now_ms();
 	/* the tier is a build-time cap too: the next box is built for the last request's */
 	if (cfg->workspace_fd < 0)
@@ -826,8 +842,8 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 			/* the program flushed the cell's output before init reported: what is in
 			 * the pipes is all of it (a process the cell left running may keep them
 			 * open, so their end is not waited for) */
-			drain(&box->out_r, &out->out);
-			drain(&box->err_r, &out->err);
+			drain_watched(&box->out_r, &out->out, 0, w->on_output, w->output_ctx);
+			drain_watched(&box->err_r, &out->err, 1, w->on_output, w->output_ctx);
 			w->reported = true;
 			return 0;
 		}
@@ -897,9 +913,9 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 			return 0; /* the kill in run_collect() is the same as for any end */
 		}
 		if (pfd[RUN_WATCH_OUT].revents)
-			drain(&box->out_r, &out->out);
+			drain_watched(&box->out_r, &out->out, 0, w->on_output, w->output_ctx);
 		if (pfd[RUN_WATCH_ERR].revents)
-			drain(&box->err_r, &out->err);
+			drain_watched(&box->err_r, &out->err, 1, w->on_output, w->output_ctx);
 		if (pfd[RUN_WATCH_REPORT].revents)
 			drain_report(&box->rep_r, &w->rb);
 		if (pfd[RUN_WATCH_OOM].revents && cgroup_run_oom(&box->cg)) {
@@ -1423,6 +1439,8 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 	w.session = true;
 	w.client_fd = spec->watch_client ? spec->client_fd : -1;
 	w.t0 = util_now_ms();
+	w.on_output = spec->on_output;
+	w.output_ctx = spec->output_ctx;
 	w.rb.max = sizeof(struct sandbox_report) + spec->max_result_bytes +
 	           (spec->artifacts != ARTIFACTS_NONE ? ARTIFACTS_BLOB_MAX : 0) +
 	           SESSION_VALUE_MAX + 1;

@@ -81,6 +81,10 @@ struct run_spec {
 	 * run is killed at once (run_outcome.abandoned) */
 	bool watch_client;
 	int client_fd;
+	/* output as it happens (stream.h): called with what each read of stdout (which 0) or
+	 * stderr (1) added to the captures; NULL: none */
+	void (*on_output)(void *ctx, int which, const char *p, size_t n);
+	void *output_ctx;
 	/* a session's creation: no code runs; the program becomes the session's cell loop,
 	 * and its init ends it past these bounds */
 	bool session;

@@ -30,6 +30,7 @@
 #include "sessionproto.h"
 #include "tool.h"
 #include "slots.h"
+#include "stream.h"
 #include "warm.h"
 #include "workdir.h"
 #include "workspace.h"
@@ -100,6 +101,52 @@ struct worker_session {
 	const struct run_session_box *sb;
 };
 
+/* The SSE writer's sinks into the FastCGI stream (stream.h) */
+static int
+worker_fcgx_put(void *ctx, const char *p, size_t n)
+{
+	FCGX_Request *req = ctx;
+
+	return FCGX_PutStr(p, (int)n, req->out) == (int)n ? 0 : -1;
+}
+
+static void
+worker_fcgx_flush(void *ctx)
+{
+	FCGX_Request *req = ctx;
+
+	(void)FCGX_FFlush(req->out);
+}
+
+static void
+worker_sse_output(void *ctx, int which, const char *p, size_t n)
+{
+	stream_sse_output(ctx, which, p, n);
+}
+
+/* A client's SSE writer when its Accept asks for one (else NULL through *on). */
+static void
+worker_sse_init(FCGX_Request *req, struct stream_sse *sse, const json_t *progress_token, bool *on)
+{
+	memset(sse, 0, sizeof(*sse));
+	sse->put = worker_fcgx_put;
+	sse->flush = worker_fcgx_flush;
+	sse->ctx = req;
+	sse->progress_token = progress_token;
+	*on = stream_wanted(FCGX_GetParam("HTTP_ACCEPT", req->envp));
+}
+
+/* An error answer: as JSON, or, once the SSE stream's head is out, as its last event. */
+static void
+worker_send_message(FCGX_Request *req, struct stream_sse *sse, int status, const char *extra_header,
+                    const char *error, const char *message)
+{
+	if (sse != NULL && sse->started)
+		stream_sse_error(sse, NULL, 0, error, message);
+	else
+		http_send_message(req, status, extra_header, error, message);
+}
+
 /*
  * Admits r (an execution slot of the pool's) and runs it, with its metrics, audit trail entry
  * and log lines, for POST /execute and MCP's tools/call alike. o is filled when WORKER_RAN
@@ -108,7 +155,7 @@ struct worker_session {
 static enum worker_ran
 worker_run(const struct worker_request *w, FCGX_Request *req, const struct request *r,
            enum artifacts_want want, enum metrics_port port, const struct worker_session *ses,
-           struct run_outcome *o)
+           struct stream_sse *sse, struct run_outcome *o)
 {
 	const struct worker_config *wc = w->wc;
 	const struct run_config *run = w->run;
@@ -138,6 +185,12 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	struct run_spec spec =
 	    run_spec_from_limits(l, r->code, r->code_len, r->wall_ms, req->ipcFd);
 
+	if (sse != NULL) {
+		/* admitted: the client hears the output as it comes (stream.h) */
+		stream_sse_start(sse, NULL);
+		spec.on_output = worker_sse_output;
+		spec.output_ctx = sse;
+	}
 	spec.stdin_data = r->stdin_data;
 	spec.stdin_len = r->stdin_len;
 	spec.files = r->files;
@@ -219,6 +272,54 @@ write_mcp_reply(struct jsonw *jw, const void *ctx)
 	                      m->details, m->request_id, m->files, m->session_id);
 }
 
+/* A session that is not there (or not the caller's): one answer for all the cases. */
+#define WORKER_SESSION_UNKNOWN                                                                     \
+	"no such session: it was never made, it ended (closed, idle or too old, or its program "   \
+	"was killed), or it is another token's"
+
+/*
+ * Answers what worker_run() came to, for /execute and a session's execution alike: the reply
+ * (write(ctx)) as JSON or as the SSE stream's last event, or the error (an event too once the
+ * stream's head is out).
+ */
+static void
+worker_answer(FCGX_Request *req, enum worker_ran ran, struct stream_sse *sse,
+              void (*write)(struct jsonw *w, const void *ctx), const void *ctx, bool session)
+{
+	switch (ran) {
+	case WORKER_RAN:
+		if (sse != NULL && sse->started)
+			stream_sse_end(sse, write, ctx);
+		else if (http_send_written(req, write, ctx) < 0)
+			http_send_message(req, 500, NULL, "sandbox_error",
+			                  "the worker is out of memory");
+		break;
+	case WORKER_BUSY:
+		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
+		                  "all execution slots are in use; retry shortly");
+		break;
+	case WORKER_STUCK:
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the sandbox cannot admit runs right now; retry shortly");
+		break;
+	case WORKER_LOST:
+	case WORKER_GONE:
+		if (session)
+			worker_send_message(req, sse, 404, NULL, "not_found",
+			                    WORKER_SESSION_UNKNOWN);
+		else /* not the program's doing: a new sandbox would run it */
+			worker_send_message(req, sse, 503, NULL, "sandbox_unavailable",
+			                    "the run's sandbox was killed from outside; retry");
+		break;
+	case WORKER_FAILED:
+		worker_send_message(req, sse, 500, NULL, "sandbox_error",
+		                    "the sandbox could not run the program; see the service log");
+		break;
+	case WORKER_ABANDONED:
+		break;
+	}
+}
+
 /* POST /execute: a request (request.h) admitted, run and answered (reply.h). */
 static void
 worker_execute(void *port, FCGX_Request *req)
@@ -228,6 +329,9 @@ worker_execute(void *port, FCGX_Request *req)
 	const struct limits *l = &w->l;
 	struct request r;
 	struct run_outcome o;
+	struct stream_sse sse;
+	enum worker_ran ran;
+	bool streamed;
 	char message[256];
 	char *body = NULL;
 	long n;
@@ -261,38 +365,16 @@ worker_execute(void *port, FCGX_Request *req)
 		request_free(&r);
 		return;
 	}
-	switch (worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
-	                   METRICS_PORT_EXECUTE, NULL, &o)) {
-	case WORKER_RAN: {
+	worker_sse_init(req, &sse, NULL, &streamed);
+	ran = worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
+	                 METRICS_PORT_EXECUTE, NULL, streamed ? &sse : NULL, &o);
+	{
 		const struct execute_reply er = {&o, l->max_result_bytes, r.details, w->request_id,
 		                                 r.artifacts};
-		if (http_send_written(req, write_execute_reply, &er) < 0)
-			http_send_message(req, 500, NULL, "sandbox_error",
-			                  "the worker is out of memory");
+		worker_answer(req, ran, streamed ? &sse : NULL, write_execute_reply, &er, false);
+	}
+	if (ran == WORKER_RAN)
 		run_outcome_free(&o);
-		break;
-	}
-	case WORKER_BUSY:
-		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
-		                  "all execution slots are in use; retry shortly");
-		break;
-	case WORKER_STUCK:
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the sandbox cannot admit runs right now; retry shortly");
-		break;
-	case WORKER_LOST:
-	case WORKER_GONE:
-		/* not the program's doing: a new sandbox would run it */
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the run's sandbox was killed from outside; retry");
-		break;
-	case WORKER_FAILED:
-		http_send_message(req, 500, NULL, "sandbox_error",
-		                  "the sandbox could not run the program; see the service log");
-		break;
-	case WORKER_ABANDONED:
-		break;
-	}
 	request_free(&r);
 }
 
@@ -317,9 +399,7 @@ worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *b
 static void
 worker_session_unknown(FCGX_Request *req)
 {
-	http_send_message(req, 404, NULL, "not_found",
-	                  "no such session: it was never made, it ended (closed, idle or too "
-	                  "old, or its program was killed), or it is another token's");
+	http_send_message(req, 404, NULL, "not_found", WORKER_SESSION_UNKNOWN);
 }
 
 /* A session's answer, written twice (http_send_written()). */
@@ -412,8 +492,8 @@ enum worker_started {
 /* Starts a session with the bounds idle and life, bound to auth (the token's id, or NULL),
  * into rec. Building its box is a run's start: it holds an execution slot meanwhile. */
 static enum worker_started
-worker_session_start(const struct worker_request *w, unsigned idle, unsigned life,
-                     const char *auth, struct session_rec *rec)
+worker_session_start(const struct worker_request *w, unsigned idle, unsigned life, const char *auth,
+                     struct session_rec *rec)
 {
 	const struct worker_config *wc = w->wc;
 	char why[512], path[128];
@@ -512,7 +592,8 @@ worker_session_create(const struct worker_request *w, FCGX_Request *req, const c
 
 	if (n < 0) {
 		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
-		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
+		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large"
+		                                           : "invalid_request",
 		                  "the body of POST /sessions is at most 4096 bytes of JSON");
 		return;
 	}
@@ -571,6 +652,9 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	char *body = NULL;
 	long n = http_read_body(req, wc->max_body_bytes, &body);
 	struct worker_session ses = {.conn = -1, .sb = &rec->sb};
+	struct stream_sse sse;
+	enum worker_ran ran;
+	bool streamed;
 
 	if (n == HTTP_BODY_TOO_LARGE || n < 0) {
 		http_send_message(
@@ -593,39 +677,19 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 		worker_session_unknown(req);
 		return;
 	}
-	switch (worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
-	                   METRICS_PORT_EXECUTE, &ses, &o)) {
-	case WORKER_RAN: {
+	worker_sse_init(req, &sse, NULL, &streamed);
+	ran = worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
+	                 METRICS_PORT_EXECUTE, &ses, streamed ? &sse : NULL, &o);
+	if (ran == WORKER_RAN && o.session_over)
+		log_msg(LOG_INFO, "session %.8s... ended with its execution (%s)", rec->id,
+		        run_status_string(o.status));
+	{
 		const struct session_reply sr = {
 		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
-		if (o.session_over)
-			log_msg(LOG_INFO, "session %.8s... ended with its execution (%s)", rec->id,
-			        run_status_string(o.status));
-		if (http_send_written(req, write_session_reply, &sr) < 0)
-			http_send_message(req, 500, NULL, "sandbox_error",
-			                  "the worker is out of memory");
+		worker_answer(req, ran, streamed ? &sse : NULL, write_session_reply, &sr, true);
+	}
+	if (ran == WORKER_RAN)
 		run_outcome_free(&o);
-		break;
-	}
-	case WORKER_BUSY:
-		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
-		                  "all execution slots are in use; retry shortly");
-		break;
-	case WORKER_STUCK:
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the sandbox cannot admit runs right now; retry shortly");
-		break;
-	case WORKER_GONE:
-	case WORKER_LOST:
-		worker_session_unknown(req);
-		break;
-	case WORKER_FAILED:
-		http_send_message(req, 500, NULL, "sandbox_error",
-		                  "the sandbox could not run the program; see the service log");
-		break;
-	case WORKER_ABANDONED:
-		break;
-	}
 	close(ses.conn);
 	request_free(&r);
 }
@@ -774,8 +838,9 @@ worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_l
 	             desc, w->sl.max_sessions) < 0)
 		more = NULL;
 	if (what == NULL || more == NULL || !json_is_object(props) ||
-	    json_object_set_new(props, "session", json_pack("{s:s, s:s}", "type", "string",
-	                                                    "description", what)) < 0 ||
+	    json_object_set_new(props, "session",
+	                        json_pack("{s:s, s:s}", "type", "string", "description", what)) <
+	        0 ||
 	    json_object_set_new(t, "description", json_string(more)) < 0) {
 		json_decref(res);
 		res = NULL;
@@ -783,6 +848,20 @@ worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_l
 	free(what);
 	free(more);
 	return res;
+}
+
+/* A text written as it is (an answer made before, as the SSE stream's last event). */
+struct worker_raw {
+	const char *text;
+	size_t len;
+};
+
+static void
+write_raw(struct jsonw *jw, const void *ctx)
+{
+	const struct worker_raw *r = ctx;
+
+	jsonw_raw(jw, r->text, r->len);
 }
 
 /* A tool error the model reads (isError), for tools/call. */
@@ -811,9 +890,8 @@ worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json
 
 	*lock_fd = -1;
 	if (strcmp(want, "new") == 0) {
-		enum worker_started st =
-		    worker_session_start(w, (unsigned)w->sl.idle_seconds,
-		                         (unsigned)w->sl.max_life_seconds, auth, rec);
+		enum worker_started st = worker_session_start(
+		    w, (unsigned)w->sl.idle_seconds, (unsigned)w->sl.max_life_seconds, auth, rec);
 		if (st != WORKER_STARTED) {
 			message = worker_start_message(st, &status, &error);
 			worker_mcp_tool_error(req, id, message);
@@ -829,9 +907,10 @@ worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json
 		return -1;
 	}
 	if (*lock_fd < 0) {
-		worker_mcp_tool_error(req, id,
-		                      "this session is running another call; wait for it to answer, "
-		                      "then call again");
+		worker_mcp_tool_error(
+		    req, id,
+		    "this session is running another call; wait for it to answer, "
+		    "then call again");
 		return -1;
 	}
 	return 0;
@@ -853,6 +932,12 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	struct session_rec rec;
 	struct worker_session ses = {.conn = -1, .sb = &rec.sb};
 	int lock_fd = -1;
+	struct stream_sse sse;
+	const json_t *progress;
+	enum worker_ran ran;
+	bool streamed;
+	int status;
+	const char *extra;
 
 	if (name == NULL || strcmp(name, TOOL_NAME) != 0) {
 		snprintf(message, sizeof(message), "unknown tool: %s (this server has %s)",
@@ -916,49 +1001,81 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	/* a model sees the pictures a run makes whether it asked for files or not: only those are
 	 * collected unless it did, and the answer lists files only when it did */
 	asked = r.artifacts;
-	switch (want != NULL && ses.conn < 0
-	            ? WORKER_GONE
-	            : worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES,
-	                         METRICS_PORT_MCP, want != NULL ? &ses : NULL, &o)) {
+	progress = json_object_get(json_object_get(m->params, "_meta"), "progressToken");
+	worker_sse_init(req, &sse, progress, &streamed);
+	/* a client that asks for progress, and takes SSE, hears the output as it comes */
+	streamed = streamed && (json_is_string(progress) || json_is_integer(progress));
+	ran =
+	    want != NULL && ses.conn < 0
+	        ? WORKER_GONE
+	        : worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
+	                     want != NULL ? &ses : NULL, streamed ? &sse : NULL, &o);
+	answer = NULL;
+	status = 200;
+	extra = NULL;
+	switch (ran) {
 	case WORKER_RAN: {
-		struct mcp_reply mr = {m->id,         &o,    NULL, 0, l->max_result_bytes, r.details,
-		                       w->request_id, asked, want != NULL ? rec.id : NULL};
+		struct mcp_reply mr = {m->id,
+		                       &o,
+		                       NULL,
+		                       0,
+		                       l->max_result_bytes,
+		                       r.details,
+		                       w->request_id,
+		                       asked,
+		                       want != NULL ? rec.id : NULL};
 		mr.text = mcp_call_text(&o, l->max_result_bytes, mr.session_id, &mr.text_len);
-		if (mr.text == NULL || http_send_written(req, write_mcp_reply, &mr) < 0)
-			worker_mcp_send(req, 500, NULL, NULL, 0);
+		if (mr.text != NULL && streamed && sse.started)
+			stream_sse_end(&sse, write_mcp_reply, &mr);
+		else if (mr.text == NULL || http_send_written(req, write_mcp_reply, &mr) < 0)
+			status = 500; /* answer NULL: out of memory */
 		free(mr.text);
 		run_outcome_free(&o);
+		if (status == 200)
+			goto done;
 		break;
 	}
 	case WORKER_BUSY:
 		answer = mcp_error(m->id, MCP_BUSY, "all execution slots are in use; retry shortly",
 		                   &len);
-		worker_mcp_send(req, 429, HTTP_BUSY_POOL, answer, len);
+		status = 429;
+		extra = HTTP_BUSY_POOL;
 		break;
 	case WORKER_STUCK:
 		answer = mcp_error(m->id, MCP_BUSY,
 		                   "the sandbox cannot admit runs right now; retry shortly", &len);
-		worker_mcp_send(req, 503, NULL, answer, len);
+		status = 503;
 		break;
 	case WORKER_GONE:
-		worker_mcp_tool_error(req, m->id,
-		                      "the session ended before this call ran; its state is gone. "
-		                      "Pass \"session\": \"new\" to start another");
+		answer =
+		    mcp_call_error(m->id,
+		                   "the session ended before this call ran; its state is gone. "
+		                   "Pass \"session\": \"new\" to start another",
+		                   &len);
 		break;
 	case WORKER_LOST:
 		answer = mcp_error(m->id, MCP_BUSY,
 		                   "the run's sandbox was killed from outside; retry", &len);
-		worker_mcp_send(req, 503, NULL, answer, len);
+		status = 503;
 		break;
 	case WORKER_FAILED:
 		answer =
 		    mcp_error(m->id, -32603,
 		              "the sandbox could not run the program; see the service log", &len);
-		worker_mcp_send(req, 500, NULL, answer, len);
+		status = 500;
 		break;
 	case WORKER_ABANDONED:
-		break;
+		goto done;
 	}
+	if (streamed && sse.started && answer != NULL) {
+		/* the stream's head is out: the answer is its last event */
+		const struct worker_raw raw = {answer, len};
+		stream_sse_end(&sse, write_raw, &raw);
+		free(answer);
+	} else {
+		worker_mcp_send(req, status, extra, answer, len);
+	}
+done:
 	if (ses.conn >= 0)
 		close(ses.conn);
 	if (lock_fd >= 0)
