@@ -433,8 +433,9 @@ if ((explicit_limit)); then
 	if ((pool_memory != 0 && pool_memory < runs_b)); then
 		runs_b=$pool_memory
 	fi
-	# a session's tmpfs lives as long as the session (its memory is in the pool's budget)
-	need_b=$((runs_b + (max_conc + max_sessions) * disk_b + POOL_OWN_BYTES))
+	# sessions are not added: what they hold (memory, and their tmpfs' pages) is charged to
+	# the pool's budget (CODEBOX_POOL_MEMORY_BYTES), which the runs share with them
+	need_b=$((runs_b + max_conc * disk_b + POOL_OWN_BYTES))
 	if ((need_b > memory_limit)); then
 		fail "CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)) runs of CODEBOX_MEMORY_BYTES ($memory_b$(at CODEBOX_MEMORY_BYTES)) (at most CODEBOX_POOL_MEMORY_BYTES when set) + CODEBOX_DISK_BYTES ($disk_b$(at CODEBOX_DISK_BYTES)) and the pool's own $((POOL_OWN_BYTES >> 20)) MiB need $((need_b >> 20)) MiB, more than the memory limit of $((memory_limit >> 20)) MiB"
 	fi

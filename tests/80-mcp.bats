@@ -262,8 +262,11 @@ in_flight() {
 		.capabilities.tools != null and (.instructions | contains("code_executor")) and
 		.sessionId == null' <<<"$output"
 	run -0 mcp_client "$BASE/mcp" list
-	run -0 jq -e --argjson t "$(curl -s "$BASE/tool")" '.tools | length == 1 and .[0].name == $t.name and
-		.[0].inputSchema == $t.input_schema' <<<"$output"
+	# GET /tool's schema, and (warm: sessions are on) the "session" argument MCP adds
+	run -0 jq -e --argjson t "$(curl -s "$BASE/tool")" --argjson warm "${CODEBOX_WARM:-1}" \
+		'.tools | length == 1 and .[0].name == $t.name and
+		(.[0].inputSchema | del(.properties.session)) == $t.input_schema and
+		(.[0].inputSchema.properties.session != null) == ($warm == 1)' <<<"$output"
 	run -0 mcp_client "$BASE/mcp" ping
 }
 
@@ -280,6 +283,32 @@ in_flight() {
 		(.structuredContent.stderr | contains("ValueError: no"))' <<<"$output"
 	run -0 mcp_client "$BASE/mcp" call code_executor '{"code":"import time\ntime.sleep(30)","timeoutSeconds":1}'
 	run -0 jq -e '.isError == true and .structuredContent.status == "timed_out"' <<<"$output"
+}
+
+@test "mcp: through the SDK, \"session\": \"new\" keeps state for later calls that pass its id; progress streams the output" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local sid
+	run -0 mcp_client "$BASE/mcp" call code_executor '{"code":"import numpy as np\nseen = np.arange(4)\nseen.sum()","session":"new"}'
+	sid=$(jq -r .structuredContent.session.id <<<"$output")
+	run -0 jq -e '.isError == false and .structuredContent.value == "6" and
+		.structuredContent.session.open == true and
+		(.content[0].text | contains("value: 6"))' <<<"$output"
+	run -0 mcp_client "$BASE/mcp" call code_executor "{\"code\":\"(seen * 10).tolist()\",\"session\":\"$sid\"}"
+	run -0 jq -e '.structuredContent.value == "[0, 10, 20, 30]"' <<<"$output"
+	# a fresh call knows nothing of it; an unknown session is a tool error the model can read
+	run -0 mcp_client "$BASE/mcp" call code_executor '{"code":"seen"}'
+	run -0 jq -e '.isError == true and (.structuredContent.stderr | contains("NameError"))' <<<"$output"
+	run -0 mcp_client "$BASE/mcp" call code_executor '{"code":"1","session":"0123456789abcdef0123456789abcdef"}'
+	run -0 jq -e '.isError == true and (.content[0].text | contains("no such session"))' <<<"$output"
+	run -0 mcp_client "$BASE/mcp" call code_executor '{"code":"1","session":"yesterday"}'
+	run -0 jq -e '.isError == true' <<<"$output"
+	# with a progressToken the SDK hears each line as it is printed, then the same answer
+	run -0 mcp_client --progress "$BASE/mcp" call code_executor "{\"code\":\"import time\\nfor i in range(3):\\n    print('line', i, flush=True)\\n    time.sleep(0.3)\\nseen.size\",\"session\":\"$sid\"}"
+	run -0 jq -e '.result.isError == false and .result.structuredContent.value == "4" and
+		([.progress[].message] | join("")) == "line 0\nline 1\nline 2\n" and
+		(.progress | length) >= 3 and
+		([.progress[].progress] | . == (sort | unique))' <<<"$output"
+	curl -s -o /dev/null -X DELETE "$BASE/sessions/$sid"
 }
 
 @test "mcp: through the SDK, an unknown tool and a refused Origin fail as the SDK reports them" {

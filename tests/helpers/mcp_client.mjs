@@ -13,6 +13,9 @@
 //          --header='NAME: VALUE'  sent on every request, over the SDK's own (repeatable; e.g.
 //                           an Origin, or an MCP-Protocol-Version the server must refuse)
 //          --trace          one JSON line per HTTP exchange on stderr ("mcp_client: http {...}")
+//          --progress       call asks for progress (a progressToken): the output is then
+//                           {"result": the CallToolResult, "progress": [each notification's
+//                           params, in order]}
 //
 // Each run is one MCP session: connect (initialize, then notifications/initialized, after
 // whose 202 the SDK opens its GET stream), the command, then the SDK's terminateSession (a
@@ -25,7 +28,7 @@
 
 const USAGE = `usage: mcp_client.mjs [OPTION]... URL connect|list|ping
        mcp_client.mjs [OPTION]... URL call TOOL [JSON-ARGS]
-options: --timeout-ms=MS  --header='NAME: VALUE' (repeatable)  --trace`;
+options: --timeout-ms=MS  --header='NAME: VALUE' (repeatable)  --trace  --progress`;
 const NODE_MAJOR_MIN = 20; // the SDK's dependency @hono/node-server 2.x: engines node >= 20
 
 function usageError(message) {
@@ -44,6 +47,7 @@ function describe(err) {
 // --- arguments ---
 let timeoutMs = 60000;
 let trace = false;
+let wantProgress = false;
 const extraHeaders = {};
 const argv = process.argv.slice(2);
 while (argv.length > 0 && argv[0].startsWith("--")) {
@@ -53,6 +57,8 @@ while (argv.length > 0 && argv[0].startsWith("--")) {
     process.exit(0);
   } else if (opt === "--trace") {
     trace = true;
+  } else if (opt === "--progress") {
+    wantProgress = true;
   } else if (opt.startsWith("--timeout-ms=")) {
     timeoutMs = Number(opt.slice("--timeout-ms=".length));
     if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) usageError(`bad ${opt}`);
@@ -230,7 +236,16 @@ try {
     result = await client.ping(options);
   } else {
     await client.listTools(undefined, options);
-    result = await client.callTool({ name: toolName, arguments: toolArgs }, undefined, options);
+    if (wantProgress) {
+      const progress = [];
+      const called = await client.callTool({ name: toolName, arguments: toolArgs }, undefined, {
+        ...options,
+        onprogress: (p) => progress.push(p),
+      });
+      result = { result: called, progress };
+    } else {
+      result = await client.callTool({ name: toolName, arguments: toolArgs }, undefined, options);
+    }
   }
   await settle();
   if (sideErrors.size > 0) throw [...sideErrors][0];
