@@ -35,7 +35,7 @@ NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp files tool util http
+           outcome tier pycmd mcp files tool util http stream
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
 UNIT_DEPS_result  = result jsonw utf8
@@ -57,6 +57,7 @@ UNIT_DEPS_files   = files capture utf8 workspace userns util proc log jsonw
 UNIT_DEPS_tool    = tool
 UNIT_DEPS_util    = util
 UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
+UNIT_DEPS_stream  = stream jsonw capture utf8
 
 .PHONY: all help deps build run test unit unit-bins parallel-build bats asan asan-build bats-run asan-run check lint \
         lane-warm lane-asan-a lane-asan-b-cold \

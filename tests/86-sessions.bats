@@ -215,6 +215,44 @@ while True: pass' '{timeoutSeconds: 1}'
 	sreq DELETE "/sessions/$sid"
 }
 
+@test "sessions: Accept: text/event-stream streams the output as it is printed, then the same answer" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	session_new
+	run_in "$sid" 'import time, sys'
+	# each line is timed as it arrives: the first long before the cell ends
+	curl -sN --max-time 60 -X POST -H 'Accept: text/event-stream' \
+		-d '{"code":"for i in range(3):\n    print(\"tick\", i, flush=True)\n    time.sleep(0.4)\nprint(\"é\", file=sys.stderr)\n42"}' \
+		"$BASE/sessions/$sid/execute" | while IFS= read -r line; do
+		printf '%s %s\n' "$(date +%s%N)" "$line"
+	done >"$BATS_TEST_TMPDIR/sse"
+	run -0 grep -c '^[0-9]* event: stdout$' "$BATS_TEST_TMPDIR/sse"
+	((output >= 3))
+	run -0 grep -c '^[0-9]* event: outcome$' "$BATS_TEST_TMPDIR/sse"
+	assert_output 1
+	local first last
+	first=$(grep -m1 'tick 0' "$BATS_TEST_TMPDIR/sse" | cut -d' ' -f1)
+	last=$(grep 'event: outcome' "$BATS_TEST_TMPDIR/sse" | cut -d' ' -f1)
+	# the cell sleeps 1.2 s after its first line: that line came at least 0.6 s before the end
+	(((last - first) / 1000000 >= 600))
+	# the events' texts make the streams; the last event is the answer as JSON
+	run -0 bash -c "sed -n 's/^[0-9]* data: //p' '$BATS_TEST_TMPDIR/sse' | jq -rj 'select(.text) | .text'"
+	assert_output "$(printf 'tick 0\ntick 1\ntick 2\né\n')"
+	reply=$(grep -A1 'event: outcome' "$BATS_TEST_TMPDIR/sse" | sed -n 's/^[0-9]* data: //p')
+	assert_equal "$(field .stdout)" "$(printf 'tick 0\ntick 1\ntick 2')"
+	assert_equal "$(field .value)" 42
+	assert_equal "$(field .session.open)" true
+	# /execute streams the same way; without the header the answer is the JSON of the contract
+	run -0 curl -sN --max-time 60 -X POST -H 'Accept: text/event-stream' -d '{"code":"print(1)"}' "$BASE/execute"
+	assert_line --index 0 'event: stdout'
+	assert_line --index 1 'data: {"text":"1\n"}'
+	assert_line --index 2 'event: outcome'
+	run -0 jq -ec '.stdout == "1\n" and .status == "succeeded" and (keys | length) == 8' \
+		<<<"$(sed -n 's/^data: //p' <<<"$output" | tail -1)"
+	run -0 curl -s --max-time 60 -X POST -H 'Accept: */*' -d '{"code":"print(1)"}' "$BASE/execute"
+	assert_equal "$(jq -r .stdout <<<"$output")" 1
+	sreq DELETE "/sessions/$sid"
+}
+
 @test "sessions: bad requests are 400, 404 or 405 with the error shape" {
 	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
 	sreq POST /sessions '{"idleTimeoutSeconds": 0}'
