@@ -10,6 +10,8 @@
 #     the whole stack's PSS (nginx, supervisor, zygote, workers, templates) after warm-up
 #   the cost of a run (scripts/bench-cost.sh): the whole host's CPU per request at 20 clients
 #     (the client's subtracted) and its split by process role, warm, cold and cold_peer.py
+#   sessions (scripts/bench-sessions.sh): making a session, and print(1) in a warm session
+#     beside /execute's: p50/p95, req/s and host CPU per execution at 20 clients
 #   the fleet (scripts/bench-fleet.sh): runs/s per core and memory per slot of print(1), the
 #     café and the five-module programs, three stacks behind the router, the host kind
 #   --layers: print(1) with the isolation layers added one group at a time (cold, CODEBOX_DISABLE),
@@ -504,6 +506,8 @@ fi
 # the fleet: runs a second per core, memory per slot, three stacks behind the router
 "$here/scripts/bench-fleet.sh" --seconds "$seconds" --pool "$pool"
 "$here/scripts/bench-cost.sh" --seconds "$seconds" --pool "$pool"
+# sessions beside /execute: making one, an execution in a warm one (issue 25)
+"$here/scripts/bench-sessions.sh" --seconds "$seconds" --pool "$pool"
 ((layers)) || exit 0
 
 # Layer by layer: the same print(1) with layers switched off, each paired with bare start-up.

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Sessions (issue 25) beside /execute, on one warm stack, in one run: making a session, and one
+# small execution (print(1)) in a warm session against one on /execute: p50 and p95 of
+# sequential calls on a keep-alive connection, then 20 clients (each in its own session) for
+# req/s and the whole host's CPU per answered execution (the client's own CPU subtracted).
+# Loopback only; every measurement is bounded.
+#
+#   usage: scripts/bench-sessions.sh [--seconds S] [--pool BIN] [--count N]
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+seconds=10
+count=200
+pool="$here/build/codebox-pool"
+while (($#)); do
+	case $1 in
+	--seconds | --pool | --count)
+		[[ $# -ge 2 ]] || {
+			echo "usage: $0 [--seconds S] [--pool BIN] [--count N]" >&2
+			exit 2
+		}
+		case $1 in
+		--seconds) seconds=$2 ;;
+		--pool) pool=$2 ;;
+		--count) count=$2 ;;
+		esac
+		shift 2
+		;;
+	*)
+		echo "usage: $0 [--seconds S] [--pool BIN] [--count N]" >&2
+		exit 2
+		;;
+	esac
+done
+((seconds >= 2 && seconds <= 120 && count >= 10 && count <= 5000)) || {
+	echo "bench-sessions: --seconds must be 2..120, --count 10..5000" >&2
+	exit 2
+}
+PY=/usr/bin/python3
+driver="$here/scripts/bench-sessions.py"
+
+work=$(mktemp -d /tmp/codebox-bench-sessions.XXXXXX)
+chmod 0711 "$work" # runs execute as other uids and must reach their directory
+stack=""
+cleanup() {
+	[[ -n $stack ]] && { kill -TERM "$stack" 2>/dev/null || true; wait "$stack" 2>/dev/null || true; }
+	rm -rf "$work"
+}
+trap cleanup EXIT
+# shellcheck source=scripts/stack-lib.sh disable=SC1091
+source "$here/scripts/stack-lib.sh"
+
+port=$(codebox_free_port)
+# 20 clients, each with a session of its own: room for them
+conf="$work/conf"
+mkdir -p "$conf"
+cp "$here"/nginx/*.conf "$conf/"
+sed -i -E 's/(CODEBOX_MAX_SESSIONS +)[0-9]+;/\124;/' "$conf/codebox-limits.conf"
+CODEBOX_WARM=1 "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/stack" \
+	--conf-dir "$conf" --agent-port "$(codebox_free_port)" --metrics-port "$(codebox_free_port)" \
+	--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/stack.out" 2>&1 &
+stack=$!
+base="http://127.0.0.1:$port"
+codebox_wait_ready "$base" "$stack" "$work/stack" || {
+	cat "$work/stack.out" >&2
+	exit 1
+}
+
+# stats: "p50 p95" of the numbers on stdin
+stats() {
+	sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) { print "- -"; exit }
+		printf "%.1f %.1f\n", v[int((NR + 1) / 2)], v[int(NR * 0.95 + 0.999)] }'
+}
+
+echo "# sessions beside /execute (warm, every layer on, through nginx; $(nproc) cores)"
+printf "%-46s %8s %8s\n" "sequential, one keep-alive connection (ms)" "p50" "p95"
+read -r p50 p95 < <("$PY" "$driver" "$base" create 30 | stats)
+printf "%-46s %8s %8s\n" "POST /sessions (a new session, 30 made)" "$p50" "$p95"
+read -r p50 p95 < <("$PY" "$driver" "$base" latency "$count" session | stats)
+printf "%-46s %8s %8s\n" "print(1) in a warm session ($count)" "$p50" "$p95"
+read -r p50 p95 < <("$PY" "$driver" "$base" latency "$count" execute | stats)
+printf "%-46s %8s %8s\n" "print(1) on /execute ($count)" "$p50" "$p95"
+
+printf "%-46s %8s %8s %12s\n" "20 clients, ${seconds} s" "req/s" "non-200" "host CPU/req"
+for path in session execute; do
+	out=$("$PY" "$driver" "$base" load 20 "$seconds" "$path")
+	jq -r --arg p "$path" '[(if $p == "session" then "print(1) in 20 sessions" else "print(1) on /execute" end),
+		(.ok / .seconds | floor), .other,
+		(if .ok > 0 then ((.busy_s - .client_cpu_s) * 1000 / .ok * 100 | round / 100 | tostring) + " ms" else "-" end)] |
+		@tsv' <<<"$out" | awk -F'\t' '{ printf "%-46s %8s %8s %12s\n", $1, $2, $3, $4 }'
+done
