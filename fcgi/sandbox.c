@@ -1109,6 +1109,42 @@ session_cell_inputs(struct sandbox_spec *s, struct sandbox_input *in)
 	return stdin_fd;
 }
 
+/* A connection to the session's socket while a cell runs: PING (busy), INTERRUPT (SIGINT into
+ * the program), CLOSE (the session ends with the cell); another execution is refused. Returns
+ * whether it was CLOSE. */
+static bool
+sandbox_session_aside(int session_fd, pid_t prog, const struct session_answer *base)
+{
+	int fds[SESSION_FDS] = {-1, -1, -1, -1}, n, conn;
+	struct session_answer a = *base;
+	struct session_msg m;
+	struct timeval tv = {2, 0};
+	bool close_it = false;
+
+	conn = accept4(session_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (conn < 0)
+		return false;
+	(void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	n = util_recv_fds(conn, &m, sizeof(m), fds, SESSION_FDS, 0);
+	a.busy = 1;
+	if (n != 0 || m.magic != SESSION_MSG_MAGIC) {
+		a.ok = 0;
+	} else if (m.op == SESSION_OP_INTERRUPT) {
+		a.interrupted = kill(prog, SIGINT) == 0;
+	} else if (m.op == SESSION_OP_CLOSE) {
+		close_it = true;
+	} else if (m.op != SESSION_OP_PING) {
+		a.ok = 0; /* one execution at a time */
+	}
+	(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
+	for (int i = 0; i < n && i < SESSION_FDS; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	close(conn);
+	return close_it;
+}
+
 /*
  * One cell: the request from the control pipe into the working directory, the cell to the
  * program, then its end, the worker's stop (SIGINT into the program: a KeyboardInterrupt; the
@@ -1117,7 +1153,7 @@ session_cell_inputs(struct sandbox_spec *s, struct sandbox_input *in)
  */
 static bool
 sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int *fds,
-                     const sigset_t *waitmask)
+                     const sigset_t *waitmask, const struct session_answer *base)
 {
 	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
 	struct sandbox_input in = {0};
@@ -1164,14 +1200,20 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 	}
 	close(stdin_fd);
 	while (!ended) {
-		struct pollfd pfd[2] = {
+		struct pollfd pfd[3] = {
 		    {.fd = cell_fd, .events = POLLIN},
-		    {.fd = interrupt_at ? -1 : fds[SESSION_FD_CONTROL], .events = POLLIN}};
+		    {.fd = interrupt_at ? -1 : fds[SESSION_FD_CONTROL], .events = POLLIN},
+		    {.fd = s->session_fd, .events = POLLIN}};
 		struct timespec tick = {0, 100 * 1000 * 1000};
 		pid_t p;
 		int st;
 
-		(void)ppoll(pfd, 2, &tick, waitmask);
+		(void)ppoll(pfd, 3, &tick, waitmask);
+		if ((pfd[2].revents & POLLIN) && sandbox_session_aside(s->session_fd, prog, base)) {
+			/* closed while it ran: the session ends with this cell */
+			over = ended = true;
+			continue;
+		}
 		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
 			if (p == prog) {
 				rep.program_reaped = 1;
@@ -1273,7 +1315,7 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
 		/* the worker watches the session through it, and kills it through it */
 		self = (int)syscall(SYS_pidfd_open, getpid(), 0);
 		if (self >= 0 && util_send_fds(conn, &a, sizeof(a), &self, 1, 0) == 0) {
-			live = sandbox_session_cell(s, prog, cell_fd, fds, waitmask);
+			live = sandbox_session_cell(s, prog, cell_fd, fds, waitmask, &a);
 			(*executions)++;
 		}
 		if (self >= 0)
@@ -1281,7 +1323,10 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
 		*last = util_now_ms();
 	} else {
 		live = !(m.op == SESSION_OP_CLOSE && n == 0);
-		a.ok = (m.op == SESSION_OP_PING || m.op == SESSION_OP_CLOSE) && n == 0;
+		/* INTERRUPT between cells: nothing runs, nothing to do */
+		a.ok = (m.op == SESSION_OP_PING || m.op == SESSION_OP_CLOSE ||
+		        m.op == SESSION_OP_INTERRUPT) &&
+		       n == 0;
 		if (!live) {
 			/* closed: nothing of it is left but init when the worker hears so */
 			struct sandbox_report end = {0};

@@ -52,6 +52,9 @@ session_limits_parse(struct session_limits *sl, const char *(*get)(const char *,
 	     SESSION_DEFAULT_IDLE_SECONDS, 1, 86400},
 	    {"CODEBOX_SESSION_MAX_SECONDS", offsetof(struct session_limits, max_life_seconds),
 	     SESSION_DEFAULT_LIFE_SECONDS, 1, 7 * 86400},
+	    {"CODEBOX_SESSION_MAX_EXECUTION_SECONDS",
+	     offsetof(struct session_limits, max_execution_seconds),
+	     SESSION_DEFAULT_EXECUTION_SECONDS, 1, 86400},
 	};
 
 	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {
@@ -166,11 +169,22 @@ rec_write(int sdir, const struct session_rec *rec)
 }
 
 void
+session_file(const char *id, const char *what, char *name, size_t len)
+{
+	rec_name(id, what, name, len);
+}
+
+void
 session_remove(int sdir, struct session_rec *rec)
 {
+	static const char *const files[] = {"run", "stdout", "stderr", "result", "result.tmp"};
 	char name[64];
 
 	run_session_remove(sdir, &rec->sb);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		rec_name(rec->id, files[i], name, sizeof(name));
+		(void)unlinkat(sdir, name, 0);
+	}
 	rec_name(rec->id, "sock", name, sizeof(name));
 	(void)unlinkat(sdir, name, 0);
 	rec_name(rec->id, "rec", name, sizeof(name));

@@ -38,18 +38,21 @@ struct session_rec {
 
 /* The pool's bounds on sessions, from nginx's parameters (codebox-limits.conf). */
 struct session_limits {
-	long max_sessions;     /* per pod; 0: sessions are off */
-	long idle_seconds;     /* an idle session ends after this */
-	long max_life_seconds; /* and any after this */
+	long max_sessions;          /* per pod; 0: sessions are off */
+	long idle_seconds;          /* an idle session ends after this */
+	long max_life_seconds;      /* and any after this */
+	long max_execution_seconds; /* a background execution's longest run */
 };
 
 #define SESSION_DEFAULT_MAX 8
 #define SESSION_DEFAULT_IDLE_SECONDS 600
 #define SESSION_DEFAULT_LIFE_SECONDS 3600
+#define SESSION_DEFAULT_EXECUTION_SECONDS 3600
 
 /*
  * Reads the bounds from get (nginx's parameters): CODEBOX_MAX_SESSIONS,
- * CODEBOX_SESSION_IDLE_SECONDS, CODEBOX_SESSION_MAX_SECONDS; an absent one has its default.
+ * CODEBOX_SESSION_IDLE_SECONDS, CODEBOX_SESSION_MAX_SECONDS, CODEBOX_SESSION_MAX_EXECUTION_SECONDS;
+ * an absent one has its default.
  * Returns 0, or -1 with why for a malformed one.
  */
 int session_limits_parse(struct session_limits *sl, const char *(*get)(const char *, void *),
@@ -84,6 +87,13 @@ int session_commit(int sdir, const struct session_rec *rec);
  */
 int session_find(int sdir, const char *id, const char *auth, struct session_rec *rec, bool lock,
                  int *lock_fd);
+
+/*
+ * A background execution's files, beside the record: <id>.run (its execution id), <id>.stdout
+ * and <id>.stderr (its output so far) and, once it has ended, <id>.result (its answer).
+ * session_file() names one ("run", "stdout", "stderr", "result").
+ */
+void session_file(const char *id, const char *what, char *name, size_t len);
 
 /* Removes an ended (or never started) session's record, socket, directory and cgroup. */
 void session_remove(int sdir, struct session_rec *rec);

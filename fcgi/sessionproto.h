@@ -6,7 +6,8 @@
  * directory, which no run sees). Any worker connects to it and sends one fixed-size message,
  * with, for an execution, the init's ends of four fresh pipes: stdout, stderr, control (the
  * request, as for any run, then 'S' to stop) and report. Init answers with its own pidfd,
- * through which the worker watches it and can kill the whole session.
+ * through which the worker watches it and can kill the whole session. While a cell runs, init
+ * still answers PING (busy), INTERRUPT and CLOSE on the socket; another execution is refused.
  *
  * Init and the program talk over a socket pair made before the program's fork: init sends a
  * cell (the value's bound, with stdin and the two output pipes as fds), and the program, once
@@ -22,9 +23,10 @@
 #define SESSION_MSG_MAGIC 0x63627331u
 
 enum session_op {
-	SESSION_OP_PING = 1, /* is it serving: the answer says its age and use */
-	SESSION_OP_EXECUTE,  /* one execution; fds: stdout, stderr, control, report */
-	SESSION_OP_CLOSE,    /* kill everything of it and end */
+	SESSION_OP_PING = 1,  /* is it serving: the answer says its age and use */
+	SESSION_OP_EXECUTE,   /* one execution; fds: stdout, stderr, control, report */
+	SESSION_OP_CLOSE,     /* kill everything of it and end (during a cell too) */
+	SESSION_OP_INTERRUPT, /* SIGINT into the program (KeyboardInterrupt) if a cell runs */
 };
 
 /* the execution's fds, in this order */
@@ -44,6 +46,8 @@ struct session_answer {
 	int64_t age_ms;        /* since the session began */
 	int64_t idle_limit_ms; /* its bounds */
 	int64_t life_limit_ms;
+	uint32_t busy;        /* a cell is running (init answers PING, INTERRUPT and CLOSE then) */
+	uint32_t interrupted; /* INTERRUPT reached a running cell */
 };
 
 /* init to program: a cell is in main.py; fds: stdin, stdout, stderr */

@@ -294,3 +294,21 @@ util_recv_fds(int sock, void *buf, size_t len, int *fds, int max, int flags)
 	}
 	return n;
 }
+
+ssize_t
+util_read_max(int fd, char *buf, size_t max)
+{
+	size_t got = 0;
+
+	while (got < max) {
+		ssize_t r = read(fd, buf + got, max - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}

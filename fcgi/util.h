@@ -24,6 +24,10 @@ int util_close_fds_except(const int *keep, int n);
  */
 ssize_t util_read_small(const char *path, char *buf, size_t size);
 
+/* Reads fd from its offset into buf until EOF or max bytes (EINTR retried). Returns the length
+ * read, or -1 with errno set. */
+ssize_t util_read_max(int fd, char *buf, size_t max);
+
 /* Writes text into the existing file dir/file (a cgroup or /proc control file) in one
  * write, as the kernel wants. Returns 0, or -1 with errno set. */
 int util_write_file(const char *dir, const char *file, const char *text);

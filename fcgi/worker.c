@@ -46,6 +46,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t worker_stopping;
@@ -134,6 +136,20 @@ worker_sse_init(FCGX_Request *req, struct stream_sse *sse, const json_t *progres
 	sse->ctx = req;
 	sse->progress_token = progress_token;
 	*on = stream_wanted(FCGX_GetParam("HTTP_ACCEPT", req->envp));
+}
+
+/* A text written as it is (an answer made before, as the SSE stream's last event). */
+struct worker_raw {
+	const char *text;
+	size_t len;
+};
+
+static void
+write_raw(struct jsonw *jw, const void *ctx)
+{
+	const struct worker_raw *r = ctx;
+
+	jsonw_raw(jw, r->text, r->len);
 }
 
 /* An error answer: as JSON, or, once the SSE stream's head is out, as its last event. */
@@ -640,9 +656,272 @@ worker_session_create(const struct worker_request *w, FCGX_Request *req, const c
 	worker_session_state(req, 201, &rec, NULL, false, &w->l);
 }
 
+/*
+ * POST /sessions/{id}/execute's body, with what /execute does not take out of it: "background"
+ * (a boolean) into *background, and then its "timeoutSeconds" (up to the background bound)
+ * into *wall_ms. *body and *n are replaced by the rest. Returns 0, or -1 with why.
+ */
+static int
+worker_session_body(char **body, long *n, const struct session_limits *sl, bool *background,
+                    long *wall_ms, char *why, size_t why_len)
+{
+	json_error_t err;
+	json_t *root = json_loadb(*body, (size_t)*n, JSON_REJECT_DUPLICATES, &err), *b, *t;
+	char *rest;
+
+	*background = false;
+	*wall_ms = sl->max_execution_seconds * 1000;
+	b = json_is_object(root) ? json_object_get(root, "background") : NULL;
+	if (b == NULL) {
+		json_decref(root); /* request_parse() judges the body as /execute's */
+		return 0;
+	}
+	if (!json_is_boolean(b)) {
+		json_decref(root);
+		snprintf(why, why_len, "background must be a boolean");
+		return -1;
+	}
+	*background = json_is_true(b);
+	t = json_object_get(root, "timeoutSeconds");
+	if (*background && t != NULL) {
+		double v = json_number_value(t);
+		if (!json_is_number(t) || v <= 0 || v > (double)sl->max_execution_seconds) {
+			json_decref(root);
+			snprintf(
+			    why, why_len,
+			    "timeoutSeconds of a background execution must be a number above 0 "
+			    "and at most %ld",
+			    sl->max_execution_seconds);
+			return -1;
+		}
+		*wall_ms = (long)(v * 1000.0 + 0.999);
+		json_object_del(root, "timeoutSeconds");
+	}
+	json_object_del(root, "background");
+	rest = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+	if (rest == NULL) {
+		snprintf(why, why_len, "out of memory");
+		return -1;
+	}
+	free(*body);
+	*body = rest;
+	*n = (long)strlen(rest);
+	return 0;
+}
+
+/* A background execution's output files, appended as the watcher drains the pipes. */
+struct worker_bg_out {
+	int fd[2];
+};
+
+static void
+worker_bg_output(void *ctx, int which, const char *p, size_t n)
+{
+	struct worker_bg_out *o = ctx;
+
+	(void)util_write_all(o->fd[which], p, n);
+}
+
+/* The background execution's answer: {"execution", "state": "done", "outcome"} (the session
+ * execution's answer, or null with "error" when the session did not take it). */
+struct worker_bg_result {
+	const char *eid;
+	const struct session_reply *sr; /* NULL: not run */
+	const char *error;
+};
+
+static void
+write_bg_result(struct jsonw *jw, const void *ctx)
+{
+	const struct worker_bg_result *b = ctx;
+
+	jsonw_lit(jw, "{\"execution\":");
+	jsonw_cstr(jw, b->eid);
+	jsonw_lit(jw, ",\"state\":\"done\",\"outcome\":");
+	if (b->sr != NULL)
+		write_session_reply(jw, b->sr);
+	else
+		jsonw_lit(jw, "null");
+	jsonw_lit(jw, ",\"error\":");
+	if (b->error != NULL)
+		jsonw_cstr(jw, b->error);
+	else
+		jsonw_lit(jw, "null");
+	jsonw_lit(jw, "}");
+}
+
+static int
+worker_file_put(void *ctx, const char *p, size_t n)
+{
+	return util_write_all(*(int *)ctx, p, n);
+}
+
+/*
+ * The watcher of a background execution: a grandchild of the worker (a guard, like it),
+ * adopted by the supervisor. It holds the session's lock, runs the execution as a worker
+ * would (no HTTP request, no execution slot), appends its output to <id>.stdout and
+ * <id>.stderr as it comes, writes the answer to <id>.result, and ends.
+ */
+static noreturn void
+worker_session_watch(const struct worker_request *w, const struct session_rec *rec,
+                     const struct request *r, int conn, int lock_fd, struct worker_bg_out *out,
+                     const char *eid)
+{
+	const struct worker_config *wc = w->wc;
+	int keep[] = {conn, lock_fd, out->fd[0], out->fd[1], wc->sessions_fd, wc->history.dir_fd};
+	struct run_spec spec;
+	struct run_outcome o;
+	char why[512], name[64], tmp[80];
+	int rc, fd;
+
+	(void)util_close_fds_except(keep, 6);
+	log_set_component("background");
+	spec = run_spec_from_limits(&w->l, r->code, r->code_len, r->wall_ms, -1);
+	spec.stdin_data = r->stdin_data;
+	spec.stdin_len = r->stdin_len;
+	spec.files = r->files;
+	spec.files_len = r->files_len;
+	spec.artifacts = r->artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE;
+	spec.on_output = worker_bg_output;
+	spec.output_ctx = out;
+	history_begin(&wc->history, "execute", r->code, r->code_len, w->request_id);
+	rc = run_session_execute(w->run, &spec, conn, &rec->sb, &o, why, sizeof(why));
+	if (rc == 0) {
+		history_end(&wc->history, &o, o.exit_code, o.has_exit_code);
+		run_log_outcome("execute", &o, o.has_exit_code, o.exit_code);
+		o.artifact_types = artifacts_types(o.artifacts, o.artifacts_len);
+	} else {
+		history_end(&wc->history, NULL, 0, false);
+		log_msg(LOG_WARN, "a background execution of session %.8s... did not run: %s",
+		        rec->id, rc == RUN_SESSION_GONE ? "the session ended" : why);
+	}
+	{
+		const struct session_reply sr = {
+		    &o, w->l.max_result_bytes, r->details, w->request_id, r->artifacts, rec->id};
+		const struct worker_bg_result res = {
+		    eid, rc == 0 ? &sr : NULL,
+		    rc == 0 ? NULL
+		    : rc == RUN_SESSION_GONE || o.fault == RUN_FAULT_LOST
+		        ? "the session ended before the execution ran"
+		        : "the sandbox could not run the program; see the service log"};
+		struct jsonw jw;
+
+		session_file(rec->id, "result.tmp", tmp, sizeof(tmp));
+		session_file(rec->id, "result", name, sizeof(name));
+		fd = openat(wc->sessions_fd, tmp,
+		            O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			jsonw_init_sink(&jw, worker_file_put, &fd);
+			write_bg_result(&jw, &res);
+			if (jsonw_end(&jw) < 0 || close(fd) < 0 ||
+			    renameat(wc->sessions_fd, tmp, wc->sessions_fd, name) < 0)
+				log_msg(LOG_ERROR,
+				        "writing a background execution's answer failed");
+		}
+	}
+	if (rc == 0)
+		run_outcome_free(&o);
+	_exit(0);
+}
+
+/* Starts a background execution of r in the session (conn: connected to it; lock_fd: its
+ * lock, which the watcher takes over) and answers 202 with its id. */
+static void
+worker_session_background(const struct worker_request *w, FCGX_Request *req,
+                          const struct session_rec *rec, const struct request *r, int conn,
+                          int lock_fd)
+{
+	const struct worker_config *wc = w->wc;
+	struct worker_bg_out out = {{-1, -1}};
+	uint8_t raw[8];
+	char eid[17], name[64], line[64], answer[256];
+	int fd, len;
+	pid_t child;
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		close(conn);
+		http_send_message(req, 500, NULL, "sandbox_error", "getrandom() failed");
+		return;
+	}
+	for (int i = 0; i < 8; i++)
+		snprintf(eid + 2 * i, 3, "%02x", raw[i]);
+	session_file(rec->id, "result", name, sizeof(name));
+	(void)unlinkat(wc->sessions_fd, name, 0);
+	for (int i = 0; i < 2; i++) {
+		session_file(rec->id, i == 0 ? "stdout" : "stderr", name, sizeof(name));
+		out.fd[i] =
+		    openat(wc->sessions_fd, name,
+		           O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
+	session_file(rec->id, "run", name, sizeof(name));
+	fd = openat(wc->sessions_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+	            0600);
+	len = snprintf(line, sizeof(line), "%s %lld\n", eid, util_now_ms());
+	if (out.fd[0] < 0 || out.fd[1] < 0 || fd < 0 || util_write_all(fd, line, (size_t)len) < 0) {
+		if (fd >= 0)
+			close(fd);
+		for (int i = 0; i < 2; i++)
+			if (out.fd[i] >= 0)
+				close(out.fd[i]);
+		close(conn);
+		http_send_message(req, 500, NULL, "sandbox_error",
+		                  "the background execution's files could not be made");
+		return;
+	}
+	close(fd);
+	child = fork();
+	if (child == 0) {
+		/* a grandchild: the supervisor (a child subreaper) reaps it, never this worker */
+		if (fork() != 0)
+			_exit(0);
+		worker_session_watch(w, rec, r, conn, lock_fd, &out, eid);
+	}
+	close(conn);
+	close(out.fd[0]);
+	close(out.fd[1]);
+	if (child < 0) {
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the background execution could not start; retry shortly");
+		return;
+	}
+	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+		;
+	log_msg(LOG_INFO, "session %.8s...: background execution %s started (at most %ld ms)",
+	        rec->id, eid, r->wall_ms);
+	len = snprintf(answer, sizeof(answer),
+	               "{\"id\":\"%s\",\"execution\":\"%s\",\"state\":\"running\","
+	               "\"timeoutSeconds\":%ld}",
+	               rec->id, eid, (r->wall_ms + 999) / 1000);
+	http_send(req, 202, NULL, answer, (size_t)len);
+}
+
+/* A bounded read of a session's file (at most max bytes); NULL when it is not there. */
+static char *
+worker_session_read(int sdir, const char *id, const char *what, size_t max, size_t *len)
+{
+	char name[64];
+	int fd;
+
+	session_file(id, what, name, sizeof(name));
+	fd = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	char *buf = malloc(max + 1);
+	ssize_t r = buf ? util_read_max(fd, buf, max) : -1;
+	close(fd);
+	if (r < 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[r] = '\0';
+	*len = (size_t)r;
+	return buf;
+}
+
 static void
 worker_session_execute(const struct worker_request *w, FCGX_Request *req,
-                       const struct session_rec *rec)
+                       const struct session_rec *rec, int lock_fd)
 {
 	const struct worker_config *wc = w->wc;
 	const struct limits *l = &w->l;
@@ -654,7 +933,8 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	struct worker_session ses = {.conn = -1, .sb = &rec->sb};
 	struct stream_sse sse;
 	enum worker_ran ran;
-	bool streamed;
+	bool streamed, background;
+	long wall_ms;
 
 	if (n == HTTP_BODY_TOO_LARGE || n < 0) {
 		http_send_message(
@@ -664,7 +944,9 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 		                             : "the request body could not be read");
 		return;
 	}
-	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
+	if (worker_session_body(&body, &n, &w->sl, &background, &wall_ms, message,
+	                        sizeof(message)) < 0 ||
+	    request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
 		free(body);
 		http_send_message(req, 400, NULL, "invalid_request", message);
 		return;
@@ -675,6 +957,12 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	if (ses.conn < 0) {
 		request_free(&r);
 		worker_session_unknown(req);
+		return;
+	}
+	if (background) {
+		r.wall_ms = wall_ms;
+		worker_session_background(w, req, rec, &r, ses.conn, lock_fd);
+		request_free(&r);
 		return;
 	}
 	worker_sse_init(req, &sse, NULL, &streamed);
@@ -694,6 +982,111 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	request_free(&r);
 }
 
+/* Keep-alives of a long stream, so that no proxy takes its silence for a dead peer. */
+#define WORKER_SSE_KEEPALIVE_MS 10000
+
+/*
+ * GET /sessions/{id}/executions/{eid}: a background execution's state. Running: its output so
+ * far; done: its answer ({"execution", "state": "done", "outcome"}). With Accept:
+ * text/event-stream: its output as it comes (from the start), then the answer as the last
+ * event, bounded by the execution's own bound.
+ */
+static void
+worker_session_poll(const struct worker_request *w, FCGX_Request *req,
+                    const struct session_rec *rec, const char *eid)
+{
+	int sdir = w->wc->sessions_fd;
+	size_t len = 0, out_len = 0, err_len = 0;
+	char *run = worker_session_read(sdir, rec->id, "run", 63, &len), *res, *out, *err;
+	struct stream_sse sse;
+	bool streamed;
+
+	if (run == NULL || strncmp(run, eid, strlen(eid)) != 0 || run[strlen(eid)] != ' ') {
+		free(run);
+		http_send_message(req, 404, NULL, "not_found",
+		                  "no such execution: a session keeps its last background "
+		                  "execution only");
+		return;
+	}
+	free(run);
+	worker_sse_init(req, &sse, NULL, &streamed);
+	if (!streamed) {
+		res = worker_session_read(sdir, rec->id, "result", 256u << 20, &len);
+		if (res != NULL) {
+			http_send(req, 200, NULL, res, len);
+			free(res);
+			return;
+		}
+		out = worker_session_read(sdir, rec->id, "stdout", w->l.max_stdout_bytes, &out_len);
+		err = worker_session_read(sdir, rec->id, "stderr", w->l.max_stderr_bytes, &err_len);
+		json_t *doc = json_pack("{s:s, s:s, s:s%, s:s%}", "execution", eid, "state",
+		                        "running", "stdout", out ? out : "", out ? out_len : 0,
+		                        "stderr", err ? err : "", err ? err_len : 0);
+		char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+		if (text == NULL)
+			http_send_message(req, 500, NULL, "sandbox_error",
+			                  "the worker is out of memory");
+		else
+			http_send(req, 200, NULL, text, strlen(text));
+		json_decref(doc);
+		free(text);
+		free(out);
+		free(err);
+		return;
+	}
+	/* the stream: the files' new bytes every 100 ms, until the answer is there */
+	{
+		long long deadline = util_now_ms() + w->sl.max_execution_seconds * 1000LL + 60000;
+		long long quiet = util_now_ms();
+		off_t off[2] = {0, 0};
+		char buf[65536];
+
+		stream_sse_start(&sse, NULL);
+		for (;;) {
+			bool done;
+			int fds[2];
+			char name[64];
+
+			res = worker_session_read(sdir, rec->id, "result", 256u << 20, &len);
+			done = res != NULL;
+			for (int i = 0; i < 2; i++) {
+				session_file(rec->id, i == 0 ? "stdout" : "stderr", name,
+				             sizeof(name));
+				fds[i] = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+				ssize_t r;
+				while (fds[i] >= 0 &&
+				       (r = pread(fds[i], buf, sizeof(buf), off[i])) > 0) {
+					stream_sse_output(&sse, i, buf, (size_t)r);
+					off[i] += r;
+					quiet = util_now_ms();
+				}
+				if (fds[i] >= 0)
+					close(fds[i]);
+			}
+			if (done) {
+				const struct worker_raw raw = {res, len};
+				stream_sse_end(&sse, write_raw, &raw);
+				free(res);
+				return;
+			}
+			if (sse.failed || http_client_gone(req))
+				return;
+			if (util_now_ms() >= deadline) {
+				stream_sse_error(&sse, NULL, 0, "sandbox_error",
+				                 "the execution outlived its bound");
+				return;
+			}
+			if (util_now_ms() - quiet >= WORKER_SSE_KEEPALIVE_MS) {
+				(void)worker_fcgx_put(req, ": keep-alive\n\n", 14);
+				worker_fcgx_flush(req);
+				quiet = util_now_ms();
+			}
+			struct timespec tick = {0, 100 * 1000 * 1000};
+			nanosleep(&tick, NULL);
+		}
+	}
+}
+
 static void
 worker_sessions(void *port, FCGX_Request *req)
 {
@@ -703,8 +1096,9 @@ worker_sessions(void *port, FCGX_Request *req)
 	const char *uri = FCGX_GetParam("SCRIPT_NAME", req->envp);
 	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
 	struct session_rec rec;
-	char id[SESSION_ID_LEN + 1];
-	const char *rest, *slash;
+	struct session_answer a;
+	char id[SESSION_ID_LEN + 1], path[128];
+	const char *rest, *slash, *sub = NULL;
 	size_t idlen;
 	int lock_fd = -1;
 
@@ -726,77 +1120,86 @@ worker_sessions(void *port, FCGX_Request *req)
 	rest++; /* past the '/' */
 	slash = strchr(rest, '/');
 	idlen = slash ? (size_t)(slash - rest) : strlen(rest);
-	if (!session_id_valid(rest, idlen) || (slash != NULL && strcmp(slash, "/execute") != 0)) {
-		if (slash == NULL || session_id_valid(rest, idlen))
-			worker_session_unknown(req);
-		else
-			http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+	if (!session_id_valid(rest, idlen)) {
+		worker_session_unknown(req);
 		return;
 	}
 	memcpy(id, rest, idlen);
 	id[idlen] = '\0';
 	if (slash != NULL) {
-		if (strcmp(method, "POST") != 0) {
-			http_send_message(req, 405, "Allow: POST", "method_not_allowed",
-			                  "use POST /sessions/{id}/execute");
+		sub = slash + 1;
+		const char *allow = strcmp(sub, "execute") == 0 || strcmp(sub, "interrupt") == 0
+		                        ? "POST"
+		                    : strncmp(sub, "executions/", 11) == 0 ? "GET"
+		                                                           : NULL;
+		if (allow == NULL) {
+			http_send_message(req, 404, NULL, "not_found", "no such endpoint");
 			return;
 		}
-		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
-			worker_session_unknown(req);
+		if (strcmp(method, allow) != 0) {
+			char hdr[32];
+			snprintf(hdr, sizeof(hdr), "Allow: %s", allow);
+			http_send_message(req, 405, hdr, "method_not_allowed",
+			                  "use POST /sessions/{id}/execute or /interrupt, GET "
+			                  "/sessions/{id}/executions/{execution}");
 			return;
 		}
-		if (lock_fd < 0) {
-			http_send_message(req, 409, NULL, "session_busy",
-			                  "an execution is running in this session; wait for it");
-			return;
-		}
-		worker_session_execute(w, req, &rec);
-		close(lock_fd);
+	} else if (strcmp(method, "GET") != 0 && strcmp(method, "DELETE") != 0) {
+		http_send_message(req, 405, "Allow: GET, DELETE", "method_not_allowed",
+		                  "use GET or DELETE /sessions/{id}");
 		return;
 	}
-	if (strcmp(method, "GET") == 0) {
-		struct session_answer a;
-		char path[128];
-		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+	if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+		worker_session_unknown(req);
+		return;
+	}
+	session_sock_path(wc->sessions_fd, id, path, sizeof(path));
+	if (sub != NULL && strcmp(sub, "execute") == 0) {
+		if (lock_fd < 0)
+			http_send_message(
+			    req, 409, NULL, "session_busy",
+			    "an execution is running in this session; wait for it, or "
+			    "interrupt it (POST /sessions/{id}/interrupt)");
+		else
+			worker_session_execute(w, req, &rec, lock_fd);
+	} else if (sub != NULL && strcmp(sub, "interrupt") == 0) {
+		/* KeyboardInterrupt into the running cell; the session keeps its state */
+		if (run_session_ask(path, SESSION_OP_INTERRUPT, &a) < 0) {
 			worker_session_unknown(req);
-			return;
+		} else {
+			char body[64];
+			int n = snprintf(body, sizeof(body), "{\"interrupted\":%s}",
+			                 a.interrupted ? "true" : "false");
+			http_send(req, 200, NULL, body, (size_t)n);
 		}
-		if (lock_fd < 0) {
-			worker_session_state(req, 200, &rec, NULL, true, &w->l);
-			return;
-		}
-		session_sock_path(wc->sessions_fd, id, path, sizeof(path));
+	} else if (sub != NULL) {
+		const char *eid = sub + 11;
+		if (strlen(eid) != 16 || strspn(eid, "0123456789abcdef") != 16)
+			http_send_message(req, 404, NULL, "not_found", "no such execution");
+		else
+			worker_session_poll(w, req, &rec, eid);
+	} else if (strcmp(method, "GET") == 0) {
 		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
 			worker_session_unknown(req);
 		else
-			worker_session_state(req, 200, &rec, &a, false, &w->l);
-		close(lock_fd);
-		return;
-	}
-	if (strcmp(method, "DELETE") == 0) {
-		struct session_answer a;
-		char path[128];
-		if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
-			worker_session_unknown(req);
-			return;
-		}
-		if (lock_fd < 0) {
-			http_send_message(
-			    req, 409, NULL, "session_busy",
-			    "an execution is running in this session; wait for it, then "
-			    "close it");
-			return;
-		}
-		session_sock_path(wc->sessions_fd, id, path, sizeof(path));
+			worker_session_state(req, 200, &rec, &a, a.busy != 0, &w->l);
+	} else {
+		/* DELETE: the session's init kills it, a cell running or not; what it leaves is
+		 * removed now, or (an execution still reporting) by whoever finds it ended */
 		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
-		session_remove(wc->sessions_fd, &rec);
-		close(lock_fd);
+		for (int i = 0; lock_fd < 0 && i < 250; i++) {
+			struct timespec ms = {0, 20 * 1000 * 1000};
+			nanosleep(&ms, NULL);
+			if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0)
+				break; /* ended: removed by session_find(), or being reported */
+		}
+		if (lock_fd >= 0)
+			session_remove(wc->sessions_fd, &rec);
 		log_msg(LOG_INFO, "session %.8s... closed", id);
 		http_send(req, 204, NULL, "", 0);
-		return;
 	}
-	http_send_message(req, 405, "Allow: GET, DELETE", "method_not_allowed",
-	                  "use GET or DELETE /sessions/{id}");
+	if (lock_fd >= 0)
+		close(lock_fd);
 }
 
 /* Whether this pool serves sessions (for this request's bounds). */
@@ -848,20 +1251,6 @@ worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_l
 	free(what);
 	free(more);
 	return res;
-}
-
-/* A text written as it is (an answer made before, as the SSE stream's last event). */
-struct worker_raw {
-	const char *text;
-	size_t len;
-};
-
-static void
-write_raw(struct jsonw *jw, const void *ctx)
-{
-	const struct worker_raw *r = ctx;
-
-	jsonw_raw(jw, r->text, r->len);
 }
 
 /* A tool error the model reads (isError), for tools/call. */

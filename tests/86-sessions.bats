@@ -201,8 +201,6 @@ while True: pass' '{timeoutSeconds: 1}'
 	run_in "$sid" 'k'
 	assert_equal "$code" 409
 	assert_equal "$(field .error)" session_busy
-	sreq DELETE "/sessions/$sid"
-	assert_equal "$code" 409
 	wait
 	run_in "$sid" 'k'
 	assert_equal "$(field .value)" 99
@@ -250,6 +248,80 @@ while True: pass' '{timeoutSeconds: 1}'
 		<<<"$(sed -n 's/^data: //p' <<<"$output" | tail -1)"
 	run -0 curl -s --max-time 60 -X POST -H 'Accept: */*' -d '{"code":"print(1)"}' "$BASE/execute"
 	assert_equal "$(jq -r .stdout <<<"$output")" 1
+	sreq DELETE "/sessions/$sid"
+}
+
+@test "sessions: a background execution outlives its request: poll it, stream it, interrupt it, delete its session" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local eid
+	session_new
+	run_in "$sid" 'n = 0'
+	# longer than the execution timeout a request may have (30 s): 202 at once
+	run_in "$sid" 'import time
+for i in range(3):
+    print("step", i, flush=True)
+    time.sleep(0.4)
+n = 99
+n' '{background: true, timeoutSeconds: 600}'
+	assert_equal "$code" 202
+	assert_equal "$(field .state)" running
+	assert_equal "$(field .timeoutSeconds)" 600
+	eid=$(field .execution)
+	# busy meanwhile: another execution is 409; GET says so
+	run_in "$sid" 'n'
+	assert_equal "$code" 409
+	sreq GET "/sessions/$sid"
+	assert_equal "$(field .state)" busy
+	sreq GET "/sessions/$sid/executions/$eid"
+	assert_equal "$code" 200
+	# the stream from the start, then the answer as its last event
+	run -0 curl -sN --max-time 60 -H 'Accept: text/event-stream' "$BASE/sessions/$sid/executions/$eid"
+	reply=$(sed -n 's/^data: //p' <<<"$output" | tail -1)
+	assert_equal "$(field .state)" done
+	assert_equal "$(field .outcome.stdout)" "$(printf 'step 0\nstep 1\nstep 2')"
+	assert_equal "$(field .outcome.value)" 99
+	assert_equal "$(sed -n 's/^data: //p' <<<"$output" | head -n -1 | jq -rj .text)" "$(printf 'step 0\nstep 1\nstep 2\n')"
+	sreq GET "/sessions/$sid/executions/$eid"
+	assert_equal "$(field .outcome.status)" succeeded
+	run_in "$sid" 'n'
+	assert_equal "$(field .value)" 99
+	sreq GET "/sessions/$sid/executions/0123456789abcdef"
+	assert_equal "$code" 404
+	# interrupt: KeyboardInterrupt into the running cell; the session keeps its state
+	run_in "$sid" 'import time
+while True:
+    n += 1
+    time.sleep(0.01)' '{background: true}'
+	eid=$(field .execution)
+	wait_for "the loop to count" 50 bash -c "curl -s -X POST -d '{\"code\":\"1\"}' $BASE/sessions/$sid/execute | grep -q session_busy"
+	sreq POST "/sessions/$sid/interrupt"
+	assert_equal "$(field .interrupted)" true
+	wait_for "the interrupted cell's answer" 50 bash -c "curl -s $BASE/sessions/$sid/executions/$eid | grep -q '\"state\":\"done\"'"
+	sreq GET "/sessions/$sid/executions/$eid"
+	assert_equal "$(field .outcome.exitCode)" 1
+	assert_regex "$(field .outcome.stderr)" KeyboardInterrupt
+	assert_equal "$(field .outcome.session.open)" true
+	run_in "$sid" 'n > 99'
+	assert_equal "$(field .value)" True
+	sreq POST "/sessions/$sid/interrupt"
+	assert_equal "$(field .interrupted)" false
+	# DELETE while a cell runs kills it and everything of the session
+	run_in "$sid" 'import time; time.sleep(300)' '{background: true}'
+	assert_equal "$code" 202
+	sreq DELETE "/sessions/$sid"
+	assert_equal "$code" 204
+	sreq GET "/sessions/$sid"
+	assert_equal "$code" 404
+	wait_for "the session's processes to go" 100 no_session_procs
+	run ls "$(stack_runs)/sessions"
+	refute_output --partial "$sid"
+	# a background timeout beyond the bound is refused
+	session_new
+	run_in "$sid" '1' '{background: true, timeoutSeconds: 100000}'
+	assert_equal "$code" 400
+	assert_regex "$(field .message)" "at most 3600"
+	run_in "$sid" '1' '{background: "yes"}'
+	assert_equal "$code" 400
 	sreq DELETE "/sessions/$sid"
 }
 
