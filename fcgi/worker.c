@@ -1485,11 +1485,12 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	/* sessions' bounds (session.h): /capabilities' keys are the lab contract's, fixed */
 	json_t *sessions =
 	    worker_sessions_on(w)
-	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
+	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
 	                    (json_int_t)w->sl.max_sessions, "idleTimeoutSeconds",
 	                    (json_int_t)w->sl.idle_seconds, "maxLifetimeSeconds",
 	                    (json_int_t)w->sl.max_life_seconds, "executionTimeoutSeconds",
-	                    (json_int_t)w->l.execution_timeout_seconds, "memoryBytes",
+	                    (json_int_t)w->l.execution_timeout_seconds, "maxExecutionSeconds",
+	                    (json_int_t)w->sl.max_execution_seconds, "memoryBytes",
 	                    (json_int_t)w->l.memory_bytes, "diskBytes", (json_int_t)w->l.disk_bytes)
 	        : NULL;
 
