@@ -210,6 +210,13 @@ while True: pass' '{timeoutSeconds: 1}'
 	wait_for "the cell's interrupt" 50 bash -c "curl -s $BASE/sessions/$sid | grep -q '\"idle\"'"
 	run_in "$sid" 'k'
 	assert_equal "$(field .value)" 99
+	# the same for a client that leaves an event stream
+	run -28 curl -sN --max-time 1 -H 'Accept: text/event-stream' -X POST \
+		-d '{"code":"import time\nprint(1, flush=True)\ntime.sleep(5)\nk = 8"}' "$BASE/sessions/$sid/execute"
+	assert_line --index 0 'event: stdout'
+	wait_for "the cell's interrupt" 50 bash -c "curl -s $BASE/sessions/$sid | grep -q '\"idle\"'"
+	run_in "$sid" 'k'
+	assert_equal "$(field .value)" 99
 	sreq DELETE "/sessions/$sid"
 }
 
@@ -383,7 +390,7 @@ before'
 	sreq DELETE "/sessions/$sid"
 }
 
-@test "sessions: as many as CODEBOX_MAX_SESSIONS, then 429 with Retry-After; the pool's stop ends them" {
+@test "sessions: as many as CODEBOX_MAX_SESSIONS, then 429 with Retry-After; the pool's stop answers, then ends them" {
 	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
 	stack_stop
 	stack_start --conf-dir "$(conf_variant 's/CODEBOX_MAX_SESSIONS  *8;/CODEBOX_MAX_SESSIONS  2;/')"
@@ -402,7 +409,14 @@ before'
 	local procs
 	procs=$(session_procs)
 	[[ -n $procs ]]
+	# the pool's stop (SIGTERM) answers the execution in flight first, then ends the sessions
+	curl -s -o "$BATS_TEST_TMPDIR/inflight" --max-time 60 -X POST \
+		-d '{"code":"import time\ntime.sleep(1.5)\nprint(\"answered\")"}' "$BASE/sessions/$sid/execute" &
+	local c=$!
+	wait_for "the execution to start" 50 bash -c "curl -s $BASE/sessions/$sid | grep -q '\"busy\"'"
 	stack_stop
+	wait "$c"
+	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/inflight")" answered
 	local p
 	for p in $procs; do
 		run ! kill -0 "$p"
