@@ -538,6 +538,9 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	}
 	spec = run_spec_from_limits(&w->l, "", 0, w->l.execution_timeout_seconds * 1000L, -1);
 	spec.session = true;
+	/* a session outlives many imports: the heavy tier's template has them all (the light
+	 * one takes it when the heavy one cannot) */
+	spec.caps.heavy = true;
 	spec.session_idle_seconds = idle;
 	spec.session_life_seconds = life;
 	rec->idle_seconds = idle;
