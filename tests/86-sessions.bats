@@ -228,7 +228,7 @@ while True: pass' '{timeoutSeconds: 1}'
 	curl -sN --max-time 60 -X POST -H 'Accept: text/event-stream' \
 		-d '{"code":"for i in range(3):\n    print(\"tick\", i, flush=True)\n    time.sleep(0.4)\nprint(\"é\", file=sys.stderr)\n42"}' \
 		"$BASE/sessions/$sid/execute" | while IFS= read -r line; do
-		printf '%s %s\n' "$(date +%s%N)" "$line"
+		printf '%s %s\n' "${EPOCHREALTIME/./}" "$line"
 	done >"$BATS_TEST_TMPDIR/sse"
 	run -0 grep -c '^[0-9]* event: stdout$' "$BATS_TEST_TMPDIR/sse"
 	((output >= 3))
@@ -237,8 +237,9 @@ while True: pass' '{timeoutSeconds: 1}'
 	local first last
 	first=$(grep -m1 'tick 0' "$BATS_TEST_TMPDIR/sse" | cut -d' ' -f1)
 	last=$(grep 'event: outcome' "$BATS_TEST_TMPDIR/sse" | cut -d' ' -f1)
-	# the cell sleeps 1.2 s after its first line: that line came at least 0.6 s before the end
-	(((last - first) / 1000000 >= 600))
+	# the cell sleeps 1.2 s after its first line: that line came well before the end (the
+	# contract is about time: a stream that is buffered to the end gives 0)
+	(((last - first) / 1000 >= 400))
 	# the events' texts make the streams; the last event is the answer as JSON
 	run -0 bash -c "sed -n 's/^[0-9]* data: //p' '$BATS_TEST_TMPDIR/sse' | jq -rj 'select(.text) | .text'"
 	assert_output "$(printf 'tick 0\ntick 1\ntick 2\né\n')"
@@ -384,7 +385,9 @@ before'
 	done >"$BATS_TEST_TMPDIR/many.cfg"
 	run -0 curl -s --max-time 300 -K "$BATS_TEST_TMPDIR/many.cfg"
 	assert_equal "$(grep -c '^200$' <<<"$output")" 1000
-	run_in "$sid" '(n, use()[:2], use()[2] - before[2] < 20000)'
+	# (under the sanitizers the interpreter is inside the pool's ASan build, whose allocator
+	# keeps freed memory in quarantine: its RSS is not a leak's measure there)
+	run_in "$sid" "(n, use()[:2], use()[2] - before[2] < ${CODEBOX_ASAN:+10**9+}20000)"
 	# the same fds and processes as before; RSS grown by less than 20 MB
 	assert_equal "$(field .value)" "(1000, $(jq -rn --arg v "$before" '$v | ltrimstr("(") | split(", ")[:2] | join(", ") | "(" + . + ")"'), True)"
 	sreq DELETE "/sessions/$sid"
