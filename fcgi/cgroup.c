@@ -487,6 +487,14 @@ remove_group(const char *dir)
 	log_msg(LOG_ERROR, "rmdir(%s) failed: %s", dir, strerror(errno));
 }
 
+int
+cgroup_run_kernel_oom(const struct cgroup_run *run)
+{
+	if (!run->active || strcmp(run->pids, run->memory) == 0)
+		return 0; /* v2: memory.oom.group, as for a run */
+	return util_write_file(run->memory, "memory.oom_control", "0");
+}
+
 void
 cgroup_run_arm_oom(struct cgroup_run *run)
 {
@@ -514,6 +522,8 @@ cgroup_run_remove(struct cgroup_run *run)
 	run->active = false;
 }
 
+static void kill_group(const char *dir, const char *why);
+
 /* usage within this much of a limit counts as at the limit (charges come in batches) */
 #define CGROUP_OOM_SLACK_BYTES (2ULL << 20)
 
@@ -523,6 +533,7 @@ cgroup_run_oom(struct cgroup_run *run)
 	uint64_t n;
 	unsigned long long usage, parent_usage, parent_limit, largest = 0;
 	const char *self = strrchr(run->memory, '/');
+	char largest_dir[800] = "";
 	DIR *d;
 	struct dirent *e;
 
@@ -552,14 +563,49 @@ cgroup_run_oom(struct cgroup_run *run)
 		snprintf(dir, sizeof(dir), "%s/%.100s", run->parent, e->d_name);
 		u = read_key(dir, "memory.usage_in_bytes", "");
 		/* ties go to the smaller name, so exactly one worker acts */
-		if (u > largest && (u > usage || (u == usage && strcmp(e->d_name, self + 1) < 0)))
+		if (u > largest && (u > usage || (u == usage && strcmp(e->d_name, self + 1) < 0))) {
 			largest = u;
+			snprintf(largest_dir, sizeof(largest_dir), "%s", dir);
+		}
 	}
 	closedir(d);
+	/* a session's group (session.h) has no worker watching it between executions: the
+	 * worker that finds it the largest stops it (its init dies with it), and its own run
+	 * goes on */
+	if (largest > 0 && strncmp(strrchr(largest_dir, '/') + 1, "s-", 2) == 0)
+		kill_group(largest_dir, "a session at the pool's memory budget");
 	if (largest > 0)
 		return false;
 	run->oom_seen = true;
 	return true;
+}
+
+/* SIGKILLs every process of the group at dir, a bounded number of rounds (they may fork while
+ * being killed). */
+static void
+kill_group(const char *dir, const char *why)
+{
+	char procs[800], buf[4096];
+
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+	for (int round = 0; round < 50; round++) {
+		if (util_read_small(procs, buf, sizeof(buf)) <= 0)
+			break;
+		for (char *p = buf; *p;) {
+			char *end;
+			long pid = strtol(p, &end, 10);
+			/* a line cut by the buffer's end is no pid: the next round has it */
+			if (end == p || *end != '\n')
+				break;
+			if (pid > 0)
+				proc_kill((pid_t)pid, SIGKILL, why);
+			p = end;
+			while (*p == '\n')
+				p++;
+		}
+		struct timespec ms = {0, 5 * 1000 * 1000};
+		nanosleep(&ms, NULL);
+	}
 }
 
 static void
@@ -571,33 +617,12 @@ sweep_dir(const char *parent, const char *prefix)
 	if (d == NULL)
 		return;
 	while ((e = readdir(d)) != NULL) {
-		char dir[700], procs[800], buf[4096];
+		char dir[700];
 
 		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
 			continue;
 		snprintf(dir, sizeof(dir), "%.600s/%.80s", parent, e->d_name);
-		snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
-		/* a bounded number of rounds: processes may fork while being killed */
-		for (int round = 0; round < 50; round++) {
-			if (util_read_small(procs, buf, sizeof(buf)) <= 0)
-				break;
-			for (char *p = buf; *p;) {
-				char *end;
-				long pid = strtol(p, &end, 10);
-				/* a line cut by the buffer's end is no pid: the next round has it
-				 */
-				if (end == p || *end != '\n')
-					break;
-				if (pid > 0)
-					proc_kill((pid_t)pid, SIGKILL,
-					          "a process left in a dead worker's cgroup");
-				p = end;
-				while (*p == '\n')
-					p++;
-			}
-			struct timespec ms = {0, 5 * 1000 * 1000};
-			nanosleep(&ms, NULL);
-		}
+		kill_group(dir, "a process left in a dead worker's cgroup");
 		log_msg(LOG_WARN, "removing %s, left by a worker that died mid-run", dir);
 		remove_group(dir);
 	}

@@ -102,6 +102,10 @@ void cgroup_sweep(const struct cgroup_ctx *ctx, const char *prefix);
 /* Removes the run's group; every process in it must be dead. */
 void cgroup_run_remove(struct cgroup_run *run);
 
+/* v1: gives the kernel's OOM killer back to the group (a session's, which no worker watches
+ * between its executions: the killer, not a frozen group, ends it). Returns 0 or -1. */
+int cgroup_run_kernel_oom(const struct cgroup_run *run);
+
 /* v1: arms run->oom_fd again for a group made earlier (a session's, by another worker); v2
  * needs none (memory.oom.group). Leaves -1 when there is none; the caller closes it. */
 void cgroup_run_arm_oom(struct cgroup_run *run);

@@ -425,7 +425,9 @@ mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, const char *
 			size_t vn =
 			    v ? utf8_sanitize((const unsigned char *)o->value, o->value_len, v) : 0;
 			bad |= v == NULL;
-			fprintf(f, "value: %.*s\n", (int)vn, v ? v : "");
+			fputs("value: ", f);
+			fwrite(v ? v : "", 1, vn, f); /* a NUL in a repr is text too */
+			fputc('\n', f);
 			free(v);
 		}
 		if (o->session_over)

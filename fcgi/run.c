@@ -1236,6 +1236,11 @@ session_ask(int conn, enum session_op op, const int *fds, int n, struct session_
 	if (got < 0 || a->magic != SESSION_MSG_MAGIC || !a->ok || (pidfd && got != 1)) {
 		if (pidfd && got == 1)
 			close_fd(pidfd);
+		/* a cell still ending (its client left, its worker died): busy, not gone */
+		if (got >= 0 && a->magic == SESSION_MSG_MAGIC && a->busy)
+			errno = EBUSY;
+		else
+			errno = ENOENT;
 		return -1;
 	}
 	return 0;
@@ -1246,8 +1251,11 @@ run_session_ask(const char *path, enum session_op op, struct session_answer *a)
 {
 	int conn = run_session_connect(path), rc;
 
-	if (conn < 0)
+	if (conn < 0) {
+		if (errno == EAGAIN)
+			errno = EBUSY; /* its backlog is full: it lives */
 		return -1;
+	}
 	rc = session_ask(conn, op, NULL, 0, a, NULL);
 	close(conn);
 	return rc;
@@ -1267,8 +1275,10 @@ run_session_connect(const char *path)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;
-	/* init takes one connection at a time; its backlog holds the others, and a worker's
-	 * answer deadline bounds the wait */
+	/* init takes one connection at a time; its backlog holds the others. A full backlog
+	 * would block connect() without end: the send timeout bounds it (EAGAIN: busy) */
+	struct timeval tv = {RUN_SESSION_ANSWER_MS / 1000, 0};
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = errno;
 		close(fd);
@@ -1347,6 +1357,10 @@ run_session_create(const struct run_config *cfg, const struct run_spec *spec, in
 			         RUN_SESSION_READY_MS);
 		goto out;
 	}
+	/* v1: no worker watches the session between executions: the kernel's killer does */
+	if (box.cg.active && cgroup_run_kernel_oom(&box.cg) < 0)
+		log_msg(LOG_WARN, "the session's group keeps the kernel's OOM killer off: %s",
+		        strerror(errno));
 	/* it is the session's now: nothing of it is the worker's but its record */
 	sb->cg = box.cg;
 	if (sb->cg.active && sb->cg.oom_fd >= 0)
@@ -1405,7 +1419,7 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 		                          [SESSION_FD_CONTROL] = p[2][0],
 		                          [SESSION_FD_REPORT] = p[3][1]};
 		if (session_ask(conn, SESSION_OP_EXECUTE, child, SESSION_FDS, &a, &pidfd) < 0) {
-			rc = RUN_SESSION_GONE;
+			rc = errno == EBUSY ? RUN_SESSION_BUSY : RUN_SESSION_GONE;
 			goto close_pipes;
 		}
 	}

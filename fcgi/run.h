@@ -202,6 +202,8 @@ int run_init_reaper(void);
 
 /* run_session_execute(): the session's init did not take the execution (it is gone) */
 #define RUN_SESSION_GONE (-2)
+/* run_session_execute(): a cell of the session's is still ending (its client left): retry */
+#define RUN_SESSION_BUSY (-3)
 /* how long a session's init has to answer a worker's message */
 #define RUN_SESSION_ANSWER_MS 2000
 /* how long a new session has to serve */
@@ -231,8 +233,9 @@ int run_session_create(const struct run_config *cfg, const struct run_spec *spec
  * Runs spec's code in the session whose socket conn is connected to, as run_execute() runs a
  * run: the same outcome, plus the value and whether the session ended. The deadline and a
  * client's hang-up interrupt the cell (KeyboardInterrupt); the session survives if it ends
- * within SESSION_INTERRUPT_MS. Returns 0, -1 (the fault in out and why), or
- * RUN_SESSION_GONE when the session did not take it.
+ * within SESSION_INTERRUPT_MS. Returns 0, -1 (the fault in out and why),
+ * RUN_SESSION_GONE when the session did not take it, or RUN_SESSION_BUSY when a cell of its
+ * was still running.
  */
 int run_session_execute(const struct run_config *cfg, const struct run_spec *spec, int conn,
                         const struct run_session_box *sb, struct run_outcome *out, char *why,

@@ -1314,7 +1314,10 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
 	} else if (m.op == SESSION_OP_EXECUTE && n == SESSION_FDS) {
 		/* the worker watches the session through it, and kills it through it */
 		self = (int)syscall(SYS_pidfd_open, getpid(), 0);
-		if (self >= 0 && util_send_fds(conn, &a, sizeof(a), &self, 1, 0) == 0) {
+		if (self < 0) {
+			a.ok = 0; /* no pidfd to watch it by: not taken */
+			(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
+		} else if (util_send_fds(conn, &a, sizeof(a), &self, 1, 0) == 0) {
 			live = sandbox_session_cell(s, prog, cell_fd, fds, waitmask, &a);
 			(*executions)++;
 		}

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "sessionproto.h"
 #include "util.h"
+#include "workdir.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -174,6 +175,22 @@ session_file(const char *id, const char *what, char *name, size_t len)
 	rec_name(id, what, name, len);
 }
 
+bool
+session_locked(int sdir, const char *id)
+{
+	char name[64];
+	int fd;
+	bool held;
+
+	rec_name(id, "rec", name, sizeof(name));
+	fd = openat(sdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	held = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+	close(fd); /* a lock taken here goes with it */
+	return held;
+}
+
 void
 session_remove(int sdir, struct session_rec *rec)
 {
@@ -245,13 +262,23 @@ static bool
 count_live(int sdir, struct session_rec *rec, void *ctx)
 {
 	long *n = ctx;
+	char name[64];
+	int fd;
 
 	if (rec_alive(sdir, rec)) {
 		(*n)++;
-	} else {
+		return true;
+	}
+	/* ended: removed under its lock (an execution still reporting holds it, and its
+	 * worker removes it, or the next look does) */
+	rec_name(rec->id, "rec", name, sizeof(name));
+	fd = openat(sdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
 		log_msg(LOG_INFO, "session %.8s... ended; removing what it left", rec->id);
 		session_remove(sdir, rec);
 	}
+	if (fd >= 0)
+		close(fd);
 	return true;
 }
 
@@ -312,7 +339,9 @@ session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, i
 	session_sock_path(sdir, rec->id, path, sizeof(path));
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0 ||
+	/* the pool's alone, whatever the umask (a connect needs write permission) */
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    fchmodat(sdir, strrchr(path, '/') + 1, 0600, 0) < 0 || listen(fd, 16) < 0 ||
 	    rec_write(sdir, rec) < 0) {
 		snprintf(why, why_len, "the session's socket or record: %s", strerror(errno));
 		if (fd >= 0)
@@ -409,7 +438,22 @@ session_dir_setup(int runs_dir_fd, const char *runs_dir, const struct run_config
 		log_msg(LOG_ERROR, "open(%s/sessions) failed: %s", runs_dir, strerror(errno));
 		return -1;
 	}
-	/* an earlier pool's: their inits are gone with it, or are told to end now */
+	/* an earlier pool's: their inits are gone with it, or are told to end now; and the
+	 * directories of sessions whose record never was written (a worker died building one) */
 	session_close_all(fd);
+	{
+		int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+		struct dirent *e;
+		while (d != NULL && (e = readdir(d)) != NULL)
+			if (strncmp(e->d_name, "run-", 4) == 0 &&
+			    workdir_remove_tree(fd, e->d_name) < 0)
+				log_msg(LOG_WARN, "removing %s/sessions/%s failed: %s", runs_dir,
+				        e->d_name, strerror(errno));
+		if (d != NULL)
+			closedir(d);
+		else if (dfd >= 0)
+			close(dfd);
+	}
 	return fd;
 }

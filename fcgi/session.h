@@ -95,6 +95,9 @@ int session_find(int sdir, const char *id, const char *auth, struct session_rec 
  */
 void session_file(const char *id, const char *what, char *name, size_t len);
 
+/* Whether someone holds session id's lock (an execution, a background one's watcher). */
+bool session_locked(int sdir, const char *id);
+
 /* Removes an ended (or never started) session's record, socket, directory and cgroup. */
 void session_remove(int sdir, struct session_rec *rec);
 

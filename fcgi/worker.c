@@ -46,7 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -88,13 +90,14 @@ struct worker_request {
 
 /* What came of admitting and running one request (worker_run()). */
 enum worker_ran {
-	WORKER_RAN,       /* o holds the outcome: answer it */
-	WORKER_BUSY,      /* every execution slot is in use: 429 */
-	WORKER_STUCK,     /* the slots' lock was not free in time: 503 */
-	WORKER_LOST,      /* the run's init was killed from outside: 503 */
-	WORKER_FAILED,    /* the sandbox could not run it: 500 */
-	WORKER_ABANDONED, /* the client left: no answer */
-	WORKER_GONE,      /* the session ended before it took the execution: 404 */
+	WORKER_RAN,          /* o holds the outcome: answer it */
+	WORKER_BUSY,         /* every execution slot is in use: 429 */
+	WORKER_STUCK,        /* the slots' lock was not free in time: 503 */
+	WORKER_LOST,         /* the run's init was killed from outside: 503 */
+	WORKER_FAILED,       /* the sandbox could not run it: 500 */
+	WORKER_ABANDONED,    /* the client left: no answer */
+	WORKER_GONE,         /* the session ended before it took the execution: 404 */
+	WORKER_SESSION_BUSY, /* a cell of the session's is still ending: 409 */
 };
 
 /* A session's execution: where its init listens, and what of its box the worker needs. */
@@ -102,6 +105,9 @@ struct worker_session {
 	int conn; /* connected to its init's socket */
 	const struct run_session_box *sb;
 };
+
+/* How long one write of an event stream may block (a client that stops reading). */
+#define WORKER_SSE_SEND_TIMEOUT_S 10
 
 /* The SSE writer's sinks into the FastCGI stream (stream.h) */
 static int
@@ -136,6 +142,12 @@ worker_sse_init(FCGX_Request *req, struct stream_sse *sse, const json_t *progres
 	sse->ctx = req;
 	sse->progress_token = progress_token;
 	*on = stream_wanted(FCGX_GetParam("HTTP_ACCEPT", req->envp));
+	if (*on) {
+		/* a client that stops reading must not hold the worker (and so the run's deadline)
+		 * in a write: past this, the stream is broken and the rest is not sent */
+		struct timeval tv = {WORKER_SSE_SEND_TIMEOUT_S, 0};
+		(void)setsockopt(req->ipcFd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
 }
 
 /* A text written as it is (an answer made before, as the SSE stream's last event). */
@@ -227,11 +239,13 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 		run_outcome_free(o);
 		return WORKER_ABANDONED;
 	}
-	if (rc == RUN_SESSION_GONE) {
+	if (rc == RUN_SESSION_GONE || rc == RUN_SESSION_BUSY) {
 		history_end(&wc->history, NULL, 0, false);
-		log_msg(LOG_INFO, "the session ended before it took the execution");
+		log_msg(LOG_INFO, "the session %s",
+		        rc == RUN_SESSION_GONE ? "ended before it took the execution"
+		                               : "was still ending a cell");
 		run_outcome_free(o);
-		return WORKER_GONE;
+		return rc == RUN_SESSION_GONE ? WORKER_GONE : WORKER_SESSION_BUSY;
 	}
 	if (rc < 0) {
 		enum run_fault fault = o->fault;
@@ -326,6 +340,11 @@ worker_answer(FCGX_Request *req, enum worker_ran ran, struct stream_sse *sse,
 		else /* not the program's doing: a new sandbox would run it */
 			worker_send_message(req, sse, 503, NULL, "sandbox_unavailable",
 			                    "the run's sandbox was killed from outside; retry");
+		break;
+	case WORKER_SESSION_BUSY:
+		worker_send_message(req, sse, 409, NULL, "session_busy",
+		                    "the session is still stopping its last execution; retry in a "
+		                    "moment");
 		break;
 	case WORKER_FAILED:
 		worker_send_message(req, sse, 500, NULL, "sandbox_error",
@@ -495,6 +514,15 @@ session_body_bound(json_t *root, const char *key, long max, unsigned *out, char 
 	return 0;
 }
 
+/* Whether this pool serves sessions (for this request's bounds). */
+static bool
+worker_sessions_on(const struct worker_request *w)
+{
+	/* a session's files must be out of every other's reach: its own mount namespace */
+	return w->wc->sessions_fd >= 0 && w->sl.max_sessions > 0 && w->run->warm &&
+	       (w->run->clone_flags & CLONE_NEWNS);
+}
+
 /* What came of starting a session (worker_session_start()). */
 enum worker_started {
 	WORKER_STARTED,
@@ -516,8 +544,7 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	struct run_spec spec;
 	int listen_fd, rc;
 
-	if (wc->sessions_fd < 0 || w->sl.max_sessions == 0 || !w->run->warm ||
-	    w->run->clone_flags == 0)
+	if (!worker_sessions_on(w))
 		return WORKER_START_OFF;
 	switch (slots_acquire(wc->slots, wc->index, w->l.max_concurrent_executions)) {
 	case SLOTS_TAKEN:
@@ -823,6 +850,8 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 				        "writing a background execution's answer failed");
 		}
 	}
+	if (rc == 0 && o.session_over) /* it holds the lock: nobody else removes it now */
+		session_remove(wc->sessions_fd, (struct session_rec *)rec);
 	if (rc == 0)
 		run_outcome_free(&o);
 	_exit(0);
@@ -876,8 +905,15 @@ worker_session_background(const struct worker_request *w, FCGX_Request *req,
 	child = fork();
 	if (child == 0) {
 		/* a grandchild: the supervisor (a child subreaper) reaps it, never this worker */
-		if (fork() != 0)
+		pid_t g = fork();
+		if (g > 0)
 			_exit(0);
+		if (g < 0) {
+			/* no watcher: the poll sees the lock free and no answer, and says lost */
+			log_msg(LOG_ERROR, "fork() of a background execution's watcher failed: %s",
+			        strerror(errno));
+			_exit(1);
+		}
 		worker_session_watch(w, rec, r, conn, lock_fd, &out, eid);
 	}
 	close(conn);
@@ -910,6 +946,9 @@ worker_session_read(int sdir, const char *id, const char *what, size_t max, size
 	fd = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && (size_t)st.st_size < max)
+		max = (size_t)st.st_size; /* what it holds now; a later append waits for the next */
 	char *buf = malloc(max + 1);
 	ssize_t r = buf ? util_read_max(fd, buf, max) : -1;
 	close(fd);
@@ -979,11 +1018,20 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
 		worker_answer(req, ran, streamed ? &sse : NULL, write_session_reply, &sr, true);
 	}
+	/* it ended with this execution, whose worker holds its lock: removed now */
+	if (ran == WORKER_RAN && o.session_over)
+		session_remove(wc->sessions_fd, (struct session_rec *)rec);
 	if (ran == WORKER_RAN)
 		run_outcome_free(&o);
 	close(ses.conn);
 	request_free(&r);
 }
+
+/* The longest a stream of a background execution lasts (it holds a worker and a slot). */
+#define WORKER_POLL_STREAM_MS 600000
+
+static void worker_session_tail(const struct worker_request *w, FCGX_Request *req,
+                                const struct session_rec *rec, struct stream_sse *sse);
 
 /* Keep-alives of a long stream, so that no proxy takes its silence for a dead peer. */
 #define WORKER_SSE_KEEPALIVE_MS 10000
@@ -1020,11 +1068,31 @@ worker_session_poll(const struct worker_request *w, FCGX_Request *req,
 			free(res);
 			return;
 		}
+		/* no answer and nobody holding the session: its watcher died without one */
+		bool lost = !session_locked(sdir, rec->id);
+		res = worker_session_read(sdir, rec->id, "result", 256u << 20, &len);
+		if (res != NULL) { /* it ended between the two looks */
+			http_send(req, 200, NULL, res, len);
+			free(res);
+			return;
+		}
 		out = worker_session_read(sdir, rec->id, "stdout", w->l.max_stdout_bytes, &out_len);
 		err = worker_session_read(sdir, rec->id, "stderr", w->l.max_stderr_bytes, &err_len);
-		json_t *doc = json_pack("{s:s, s:s, s:s%, s:s%}", "execution", eid, "state",
-		                        "running", "stdout", out ? out : "", out ? out_len : 0,
-		                        "stderr", err ? err : "", err ? err_len : 0);
+		/* the output so far as valid UTF-8: a character may be cut at its end */
+		char *out8 = malloc(out_len * 3 + 1), *err8 = malloc(err_len * 3 + 1);
+		size_t out8_len =
+		    out8 && out ? utf8_sanitize((unsigned char *)out, out_len, out8) : 0;
+		size_t err8_len =
+		    err8 && err ? utf8_sanitize((unsigned char *)err, err_len, err8) : 0;
+		json_t *doc =
+		    out8 && err8
+		        ? json_pack("{s:s, s:s, s:s%, s:s%, s:s?}", "execution", eid, "state",
+		                    lost ? "lost" : "running", "stdout", out8, out8_len, "stderr",
+		                    err8, err8_len, "error",
+		                    lost ? "the execution's watcher ended without an answer" : NULL)
+		        : NULL;
+		free(out8);
+		free(err8);
 		char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
 		if (text == NULL)
 			http_send_message(req, 500, NULL, "sandbox_error",
@@ -1037,9 +1105,38 @@ worker_session_poll(const struct worker_request *w, FCGX_Request *req,
 		free(err);
 		return;
 	}
-	/* the stream: the files' new bytes every 100 ms, until the answer is there */
+	/* the stream: the files' new bytes every 100 ms, until the answer is there. It holds a
+	 * worker, so it takes an execution slot, and lasts WORKER_POLL_STREAM_MS at most */
+	switch (slots_acquire(w->wc->slots, w->wc->index, w->l.max_concurrent_executions)) {
+	case SLOTS_TAKEN:
+		break;
+	case SLOTS_FULL:
+		metrics_record_busy();
+		http_send_message(
+		    req, 429, HTTP_BUSY_POOL, "sandbox_busy",
+		    "all execution slots are in use; poll without a stream, or retry");
+		return;
+	case SLOTS_STUCK:
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the sandbox cannot admit runs right now; retry shortly");
+		return;
+	}
+	worker_session_tail(w, req, rec, &sse);
+	slots_release(w->wc->slots, w->wc->index);
+}
+
+/* The stream of worker_session_poll(), its slot taken. */
+static void
+worker_session_tail(const struct worker_request *w, FCGX_Request *req,
+                    const struct session_rec *rec, struct stream_sse *sse_p)
+{
+	int sdir = w->wc->sessions_fd;
+	struct stream_sse sse = *sse_p;
+	size_t len = 0;
+	char *res;
+
 	{
-		long long deadline = util_now_ms() + w->sl.max_execution_seconds * 1000LL + 60000;
+		long long deadline = util_now_ms() + WORKER_POLL_STREAM_MS;
 		long long quiet = util_now_ms();
 		off_t off[2] = {0, 0};
 		char buf[65536];
@@ -1075,8 +1172,10 @@ worker_session_poll(const struct worker_request *w, FCGX_Request *req,
 			if (sse.failed || http_client_gone(req))
 				return;
 			if (util_now_ms() >= deadline) {
-				stream_sse_error(&sse, NULL, 0, "sandbox_error",
-				                 "the execution outlived its bound");
+				stream_sse_error(
+				    &sse, NULL, 0, "stream_limit",
+				    "this stream has lasted its longest; ask again to go "
+				    "on (the output starts from the beginning)");
 				return;
 			}
 			if (util_now_ms() - quiet >= WORKER_SSE_KEEPALIVE_MS) {
@@ -1152,7 +1251,9 @@ worker_sessions(void *port, FCGX_Request *req)
 		                  "use GET or DELETE /sessions/{id}");
 		return;
 	}
-	if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0) {
+	/* executions and DELETE take the session's lock; reading it and interrupting do not */
+	bool take = sub != NULL ? strcmp(sub, "execute") == 0 : strcmp(method, "DELETE") == 0;
+	if (session_find(wc->sessions_fd, id, auth, &rec, take, &lock_fd) < 0) {
 		worker_session_unknown(req);
 		return;
 	}
@@ -1189,7 +1290,14 @@ worker_sessions(void *port, FCGX_Request *req)
 	} else {
 		/* DELETE: the session's init kills it, a cell running or not; what it leaves is
 		 * removed now, or (an execution still reporting) by whoever finds it ended */
-		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+		if (run_session_ask(path, SESSION_OP_CLOSE, &a) < 0 && lock_fd >= 0 &&
+		    errno == EBUSY) {
+			/* not answered, not gone (a full backlog): left for its bounds to end */
+			close(lock_fd);
+			http_send_message(req, 409, NULL, "session_busy",
+			                  "the session did not answer; retry in a moment");
+			return;
+		}
 		for (int i = 0; lock_fd < 0 && i < 250; i++) {
 			struct timespec ms = {0, 20 * 1000 * 1000};
 			nanosleep(&ms, NULL);
@@ -1203,14 +1311,6 @@ worker_sessions(void *port, FCGX_Request *req)
 	}
 	if (lock_fd >= 0)
 		close(lock_fd);
-}
-
-/* Whether this pool serves sessions (for this request's bounds). */
-static bool
-worker_sessions_on(const struct worker_request *w)
-{
-	return w->wc->sessions_fd >= 0 && w->sl.max_sessions > 0 && w->run->warm &&
-	       w->run->clone_flags != 0;
 }
 
 /* tools/list's tools: GET /tool's, and where sessions are on, the "session" argument that
@@ -1419,6 +1519,9 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		mr.text = mcp_call_text(&o, l->max_result_bytes, mr.session_id, &mr.text_len);
 		if (mr.text != NULL && streamed && sse.started)
 			stream_sse_end(&sse, write_mcp_reply, &mr);
+		else if (mr.text == NULL && streamed && sse.started)
+			stream_sse_error(&sse, m->id, -32603, "sandbox_error",
+			                 "the worker is out of memory");
 		else if (mr.text == NULL || http_send_written(req, write_mcp_reply, &mr) < 0)
 			status = 500; /* answer NULL: out of memory */
 		free(mr.text);
@@ -1443,6 +1546,13 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		    mcp_call_error(m->id,
 		                   "the session ended before this call ran; its state is gone. "
 		                   "Pass \"session\": \"new\" to start another",
+		                   &len);
+		break;
+	case WORKER_SESSION_BUSY:
+		answer =
+		    mcp_call_error(m->id,
+		                   "the session is still stopping its last call; call again in "
+		                   "a moment",
 		                   &len);
 		break;
 	case WORKER_LOST:

@@ -82,11 +82,16 @@ print(y)'
 1/0'
 	assert_equal "$(field .status)" failed
 	assert_equal "$(field .exitCode)" 1
-	assert_equal "$(field .stderr)" 'Traceback (most recent call last):
-  File "main.py", line 2, in <module>
+	assert_regex "$(field .stderr)" '^Traceback \(most recent call last\):
+  File "/sandbox/run-[0-9a-f]+/main.py", line 2, in <module>
     1/0
-    ~^~
-ZeroDivisionError: division by zero'
+    ~\^~
+ZeroDivisionError: division by zero$'
+	# a cell that changes directory does not lose the session's own main.py
+	run_in "$sid" 'import os; os.makedirs("sub", exist_ok=True); os.chdir("sub")'
+	run_in "$sid" 'os.getcwd().endswith("/sub"), z'
+	assert_equal "$(field .value)" "(True, 1)"
+	run_in "$sid" 'os.chdir("..")'
 	run_in "$sid" 'sys_exit = __import__("sys").exit(3)'
 	assert_equal "$(field .exitCode)" 3
 	run_in "$sid" 'z, x.tolist()' '{stdin: "typed"}'
@@ -105,7 +110,7 @@ open("new.txt", "w").write("fresh")' '{artifacts: true}'
 	sreq GET "/sessions/$sid"
 	assert_equal "$code" 200
 	assert_equal "$(field .state)" idle
-	assert_equal "$(field .executions)" 9
+	assert_equal "$(field .executions)" 12
 	sreq DELETE "/sessions/$sid"
 	assert_equal "$code" 204
 	sreq DELETE "/sessions/$sid"
