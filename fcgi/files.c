@@ -561,17 +561,9 @@ open_regular(int dirfd, const char *path)
 static size_t
 read_upto(int fd, char *buf, size_t n)
 {
-	size_t got = 0;
+	ssize_t r = util_read_max(fd, buf, n);
 
-	while (got < n) {
-		ssize_t r = read(fd, buf + got, n - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	return got;
+	return r < 0 ? 0 : (size_t)r;
 }
 
 /* whether f is an input of the manifest's that the program left as it was: its size, then

@@ -125,15 +125,22 @@ realtime_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The record of session id, opened for its lock (a flock of this fd's own), or -1. */
+static int
+rec_open(int sdir, const char *id)
+{
+	char name[64];
+
+	rec_name(id, "rec", name, sizeof(name));
+	return openat(sdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+}
+
 static int
 rec_read(int sdir, const char *id, struct session_rec *rec, int *fd_out)
 {
-	char name[64];
-	int fd;
+	int fd = rec_open(sdir, id);
 	ssize_t n;
 
-	rec_name(id, "rec", name, sizeof(name));
-	fd = openat(sdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	n = pread(fd, rec, sizeof(*rec), 0);
@@ -178,12 +185,9 @@ session_file(const char *id, const char *what, char *name, size_t len)
 bool
 session_locked(int sdir, const char *id)
 {
-	char name[64];
-	int fd;
+	int fd = rec_open(sdir, id);
 	bool held;
 
-	rec_name(id, "rec", name, sizeof(name));
-	fd = openat(sdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return false;
 	held = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
@@ -262,7 +266,6 @@ static bool
 count_live(int sdir, struct session_rec *rec, void *ctx)
 {
 	long *n = ctx;
-	char name[64];
 	int fd;
 
 	if (rec_alive(sdir, rec)) {
@@ -271,8 +274,7 @@ count_live(int sdir, struct session_rec *rec, void *ctx)
 	}
 	/* ended: removed under its lock (an execution still reporting holds it, and its
 	 * worker removes it, or the next look does) */
-	rec_name(rec->id, "rec", name, sizeof(name));
-	fd = openat(sdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	fd = rec_open(sdir, rec->id);
 	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
 		log_msg(LOG_INFO, "session %.8s... ended; removing what it left", rec->id);
 		session_remove(sdir, rec);

@@ -304,9 +304,9 @@ util_read_max(int fd, char *buf, size_t max)
 		ssize_t r = read(fd, buf + got, max - got);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0)
+		if (r < 0 && got == 0)
 			return -1;
-		if (r == 0)
+		if (r <= 0)
 			break;
 		got += (size_t)r;
 	}

@@ -24,8 +24,8 @@ int util_close_fds_except(const int *keep, int n);
  */
 ssize_t util_read_small(const char *path, char *buf, size_t size);
 
-/* Reads fd from its offset into buf until EOF or max bytes (EINTR retried). Returns the length
- * read, or -1 with errno set. */
+/* Reads fd from its offset into buf until EOF, an error or max bytes (EINTR retried). Returns
+ * the length read, or -1 with errno set when an error came before any byte. */
 ssize_t util_read_max(int fd, char *buf, size_t max);
 
 /* Writes text into the existing file dir/file (a cgroup or /proc control file) in one
