@@ -41,11 +41,24 @@ setsid bash -c "${cmds[0]}" </dev/null &
 pids=("$!" "${pids[@]}")
 statuses=()
 ended=()
-for ((i = 0; i < ${#cmds[@]}; i++)); do
+# each lane's own end, in the order they end (wait -n), so that the slowest is seen
+left=("${pids[@]}")
+while ((${#left[@]} > 0)); do
 	s=0
-	wait "${pids[i]}" || s=$?
-	statuses+=("$s")
-	ended+=($((SECONDS - start)))
+	done_pid=""
+	wait -n -p done_pid "${left[@]}" || s=$?
+	[[ -n $done_pid ]] || break # nothing left to wait for
+	rest=()
+	for ((i = 0; i < ${#cmds[@]}; i++)); do
+		if [[ ${pids[i]} == "$done_pid" ]]; then
+			statuses[i]=$s
+			ended[i]=$((SECONDS - start))
+		fi
+	done
+	for p in "${left[@]}"; do
+		[[ $p == "$done_pid" ]] || rest+=("$p")
+	done
+	left=("${rest[@]}")
 done
 pids=()
 for ((i = 1; i < ${#cmds[@]}; i++)); do
