@@ -382,13 +382,14 @@ def use():
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 before = use()
 before'
-	local before i body
+	local before i data
 	before=$(field .value)
-	body=$(jq -cn '{code: "n = globals().get(\"n\", 0) + 1"}')
+	# curl's config quotes the body as a JSON string does
+	data=$(jq -cn '{code: "n = globals().get(\"n\", 0) + 1"}' | jq -Rs 'rtrimstr("\n")')
 	local count=1000
 	[[ -z ${CODEBOX_ASAN:-} ]] || count=300
 	for ((i = 0; i < count; i++)); do
-		printf '%s\n' "url = \"$BASE/sessions/$sid/execute\"" "data = $(jq -Rn --arg b "$body" '$b')" \
+		printf '%s\n' "url = \"$BASE/sessions/$sid/execute\"" "data = $data" \
 			'header = "Content-Type: application/json"' 'output = /dev/null' 'write-out = "%{http_code}\n"'
 		((i < count - 1)) && echo next
 	done >"$BATS_TEST_TMPDIR/many.cfg"
