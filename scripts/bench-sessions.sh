@@ -72,7 +72,13 @@ stats() {
 		printf "%.1f %.1f\n", v[int((NR + 1) / 2)], v[int(NR * 0.95 + 0.999)] }'
 }
 
-echo "# sessions beside /execute (warm, every layer on, through nginx; $(nproc) cores)"
+bare=$(for _ in $(seq 11); do
+	t0=${EPOCHREALTIME/./}
+	"$PY" -I -c pass
+	echo $(((${EPOCHREALTIME/./} - t0) / 1000))
+done | sort -n | sed -n 6p)
+echo "# sessions beside /execute (warm, every layer on, through nginx)"
+echo "# host: $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores, kernel $(uname -r); bare python3 -I -c pass: $bare ms (median of 11); page tables: see bench-cost's line"
 printf "%-46s %8s %8s\n" "sequential, one keep-alive connection (ms)" "p50" "p95"
 read -r p50 p95 < <("$PY" "$driver" "$base" create 30 | stats)
 printf "%-46s %8s %8s\n" "POST /sessions (a new session, 30 made)" "$p50" "$p95"
