@@ -176,7 +176,7 @@ ASAN_A = $(wildcard tests/[0-4]*.bats) tests/99-leftovers.bats
 ASAN_B = $(wildcard tests/[5-8]*.bats) tests/99-leftovers.bats
 ASAN_ENV = CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1
 # the warm pass is the longest lane: two of its suites run after the first sanitizer half
-WARM_B = tests/80-mcp.bats tests/86-sessions.bats
+WARM_B = tests/80-mcp.bats tests/85-fleet.bats tests/86-sessions.bats
 WARM_A = $(filter-out $(WARM_B),$(wildcard tests/*.bats))
 lane-warm:
 	CODEBOX_TEST_PASS=warm CODEBOX_MANIFESTS=elsewhere CODEBOX_POOL=$(CURDIR)/$(POOL) \
