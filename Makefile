@@ -29,6 +29,14 @@ endif
 SRCS     = $(wildcard fcgi/*.c)
 OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
+# codebox-init: a warm run's init, exec'd (the one-copy start, fcgi/initexec.c), beside the
+# pool's binary; static (a sanitized build links it as the sanitizers need)
+INIT     = $(BUILD)/codebox-init
+INIT_OBJS = $(addprefix $(BUILD)/,initexec.o sandbox.o mounts.o files.o result.o jsonw.o \
+            utf8.o util.o capture.o workspace.o landlock.o log.o seccomp.o isolation.o \
+            userns.o proc.o)
+INIT_LDFLAGS = $(if $(SANITIZE),$(LDFLAGS),-static-pie -Wl,-z,relro,-z,now)
+POOL_OBJS = $(filter-out $(BUILD)/initexec.o,$(OBJS))
 # codebox's nginx module (codebox_body_deadline), for the nginx installed here; one build
 # whatever BUILD is (nginx itself is not sanitized)
 NGX_MOD  = build/nginx/ngx_http_codebox_module.so
@@ -118,8 +126,11 @@ $(BUILD)/tests/%.o: fcgi/tests/%.c $(wildcard fcgi/*.h) $(wildcard fcgi/tests/*.
 $(BUILD)/.dir:
 	mkdir -p $(BUILD)/tests && touch $@
 
-$(POOL): $(OBJS)
+$(POOL): $(POOL_OBJS) | $(INIT)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(INIT): $(INIT_OBJS)
+	$(CC) $(INIT_LDFLAGS) -o $@ $^ -ljansson -lseccomp
 
 .SECONDEXPANSION:
 $(BUILD)/test-%: $(BUILD)/tests/test-%.o $$(addsuffix .o,$$(addprefix $(BUILD)/,$$(UNIT_DEPS_$$*)))

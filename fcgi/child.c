@@ -120,18 +120,15 @@ child_set_fds(struct child_spec *c, const int fds[CHILD_FD_COUNT])
  * signals, message queues, nested namespaces...) is the run uid's, not root's. Only the
  * effective ids change, for the one call; the saved ids stay 0 and bring root back.
  */
-pid_t
-child_clone(const struct run_config *cfg, int flags, int *pidfd)
+/* Makes the effective ids the run's for a clone that creates a user namespace under a root
+ * pool. Returns 1 switched, 0 nothing to switch, -1 failed (errno). */
+static int
+child_run_ids(const struct run_config *cfg, int flags)
 {
-	pid_t pid;
 	int err;
 
-	if (pidfd != NULL) {
-		*pidfd = -1;
-		flags |= CLONE_PIDFD;
-	}
 	if (!cfg->drop_privileges || !(flags & CLONE_NEWUSER))
-		return (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
+		return 0;
 	if (setresgid((gid_t)-1, cfg->run_gid, (gid_t)-1) < 0)
 		return -1;
 	if (setresuid((uid_t)-1, cfg->run_uid, (uid_t)-1) < 0) {
@@ -141,16 +138,55 @@ child_clone(const struct run_config *cfg, int flags, int *pidfd)
 		errno = err;
 		return -1;
 	}
-	pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
-	if (pid == 0)
-		return 0; /* init switches all its ids once the maps exist */
-	err = errno;
+	return 1;
+}
+
+/* Root again after the clone, errno kept. */
+static void
+child_root_again(void)
+{
+	int err = errno;
+
 	if (setresuid((uid_t)-1, 0, (uid_t)-1) < 0 || setresgid((gid_t)-1, 0, (gid_t)-1) < 0) {
 		log_msg(LOG_ERROR, "cannot become root again after clone(): %s", strerror(errno));
 		_exit(1); /* a worker that is not root cannot serve; the pool starts another */
 	}
-	/* the euid change made the worker non-dumpable; it was dumpable before */
+	/* the euid change made the process non-dumpable; it was dumpable before */
 	(void)prctl(PR_SET_DUMPABLE, 1);
 	errno = err;
+}
+
+pid_t
+child_clone(const struct run_config *cfg, int flags, int *pidfd)
+{
+	int switched;
+	pid_t pid;
+
+	if (pidfd != NULL) {
+		*pidfd = -1;
+		flags |= CLONE_PIDFD;
+	}
+	switched = child_run_ids(cfg, flags);
+	if (switched < 0)
+		return -1;
+	pid = (pid_t)syscall(SYS_clone, flags | SIGCHLD, 0, pidfd, 0, 0);
+	if (pid == 0)
+		return 0; /* init switches all its ids once the maps exist */
+	if (switched)
+		child_root_again();
+	return pid;
+}
+
+pid_t
+child_clone_vm(const struct run_config *cfg, int flags, int (*fn)(void *), void *stack, void *arg)
+{
+	int switched = child_run_ids(cfg, flags);
+	pid_t pid;
+
+	if (switched < 0)
+		return -1;
+	pid = clone(fn, stack, flags | CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+	if (switched)
+		child_root_again();
 	return pid;
 }

@@ -380,6 +380,59 @@ agent_setup(struct pool_config *pc, const struct isolation *iso, unsigned long l
 	        bytes, ac->timeout_ms);
 }
 
+/* codebox-init, beside this binary: the sealed copy cannot name it, so it is opened here and
+ * its fd passed through the exec (CODEBOX_INIT_FD). */
+#define MAIN_INIT_FD_ENV "CODEBOX_INIT_FD"
+
+static int
+main_open_init(void)
+{
+	char path[4096], *slash;
+	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+
+	if (n <= 0)
+		return -1;
+	path[n] = '\0';
+	/* the sealed copy has no directory: only main_pass_init() could have found it */
+	if (strncmp(path, "/memfd:", 7) == 0)
+		return -1;
+	slash = strrchr(path, '/');
+	if (slash == NULL || (size_t)(slash + 1 - path) + sizeof("codebox-init") > sizeof(path))
+		return -1;
+	memcpy(slash + 1, "codebox-init", sizeof("codebox-init"));
+	return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static void
+main_pass_init(void)
+{
+	char num[16];
+	int fd = main_open_init();
+
+	if (fd < 0 || fcntl(fd, F_SETFD, 0) < 0)
+		return;
+	snprintf(num, sizeof(num), "%d", fd);
+	(void)setenv(MAIN_INIT_FD_ENV, num, 1);
+}
+
+/* The fd main_pass_init() passed, close-on-exec again, or the file beside this binary when
+ * the pool runs from it; -1 when there is none. */
+static int
+main_init_source(void)
+{
+	const char *env = getenv(MAIN_INIT_FD_ENV);
+	char *end;
+	long fd;
+
+	if (env == NULL)
+		return main_open_init();
+	fd = strtol(env, &end, 10);
+	(void)unsetenv(MAIN_INIT_FD_ENV);
+	if (*end != '\0' || fd < 3 || fd > 1 << 20 || fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0)
+		return -1;
+	return (int)fd;
+}
+
 /*
  * Runs the pool from a sealed anonymous copy of its own binary. Warm runs are clones of the
  * pool's processes, so the binary stays mapped in them: from a file, /proc/self/maps and
@@ -408,6 +461,7 @@ main_exec_from_memfd(char **argv)
 	mfd = memfd_create("codebox", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd < 0)
 		goto fail;
+	main_pass_init();
 	for (off_t done = 0; done < st.st_size;) {
 		ssize_t w = sendfile(mfd, src, NULL, (size_t)(st.st_size - done));
 		if (w <= 0)
@@ -749,6 +803,7 @@ main(int argc, char **argv)
 		zygote_main();
 	}
 	log_set_component("pool");
+	pc.init_src = main_init_source();
 	/* the argument area, contiguous from argv[0] to the end of the last argument */
 	sandbox_set_title_area(argv[0],
 	                       (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]));

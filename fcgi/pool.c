@@ -149,8 +149,9 @@ pool_run(struct pool_config *pc)
 	}
 	/* before the handlers and the workers: the zygote is exec'd, and workers are forked with
 	 * their end of its tiers' sockets */
-	if (pc->warm.enabled && warm_pool_start(&pc->warm, pc->worker.run.python,
-	                                        pc->worker.run.seccomp, pc->worker.run.etc_fd) == 0)
+	if (pc->warm.enabled &&
+	    warm_pool_start(&pc->warm, pc->worker.run.python, pc->worker.run.seccomp,
+	                    pc->worker.run.etc_fd, pc->init_src) == 0)
 		log_msg(LOG_INFO, "warm interpreters: the zygote is ready");
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGCHLD, &sa, NULL);

@@ -265,8 +265,8 @@ reply_capabilities(const struct probe_info *info, const struct limits *l, bool f
 
 char *
 reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
-                unsigned long long workspace_bytes, unsigned long long workspace_inodes,
-                json_t *sessions, size_t *len)
+                const char *warm_start, unsigned long long workspace_bytes,
+                unsigned long long workspace_inodes, json_t *sessions, size_t *len)
 {
 	json_t *doc, *layers = json_object(), *off = json_object();
 	json_t *workspace = workspace_bytes == 0
@@ -310,9 +310,12 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
 	    "maxInputFiles", (json_int_t)FILES_MAX_COUNT, "maxInputBytes",
 	    (json_int_t)files_max_bytes(l), "maxArtifacts", (json_int_t)ARTIFACTS_MAX_SENT,
 	    "maxArtifactBytes", (json_int_t)ARTIFACTS_MAX_BYTES, "workspace", workspace);
-	if (doc != NULL)
+	if (doc != NULL) {
+		json_object_set_new(json_object_get(doc, "details"), "warmStart",
+		                    warm && warm_start != NULL ? json_string(warm_start)
+		                                               : json_null());
 		json_object_set_new(doc, "sessions", sessions != NULL ? sessions : json_null());
-	else
+	} else
 		json_decref(sessions);
 	return dump_doc(doc, len);
 }

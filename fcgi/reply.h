@@ -55,10 +55,11 @@ char *reply_capabilities(const struct probe_info *info, const struct limits *l,
  * off, the uids runs execute as, whether this worker's runs fork from a warm interpreter
  * (details.interpreter "warm") or start one (cold), the limits /capabilities cannot carry, and
  * port 8888's workspace bounds ("workspace": {"bytes", "inodes"}, or null when workspace_bytes
- * is 0: the agent protocol is off).
+ * is 0: the agent protocol is off). warm_start: how a warm run starts (details.warmStart:
+ * "one-copy" or "copy", null when cold).
  */
 char *reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
-                      unsigned long long workspace_bytes, unsigned long long workspace_inodes,
-                      json_t *sessions, size_t *len);
+                      const char *warm_start, unsigned long long workspace_bytes,
+                      unsigned long long workspace_inodes, json_t *sessions, size_t *len);
 
 #endif

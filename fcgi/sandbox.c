@@ -740,13 +740,29 @@ sandbox_on_chld(int sig)
  * Zeroes the stack below the caller's frame, where the mount steps left the host paths they
  * built: a program forked from init copies it. noinline, so that the array is below.
  */
-static __attribute__((noinline)) void
+__attribute__((noinline)) void
 sandbox_scrub_stack(void)
 {
 	char below[128 * 1024];
 
 	explicit_bzero(below, sizeof(below));
 	__asm__ volatile("" : : "r"(below) : "memory");
+}
+
+/* SIGCHLD is taken only inside ppoll() (init's mask for it into waitmask), so no exit is
+ * missed; a handler, so that it interrupts ppoll() (the default action is ignore). */
+static void
+sandbox_init_signals(sigset_t *waitmask)
+{
+	struct sigaction sa = {.sa_handler = sandbox_on_chld};
+	sigset_t chld;
+
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, waitmask);
+	sigdelset(waitmask, SIGCHLD);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGCHLD, &sa, NULL);
 }
 
 /*
@@ -756,22 +772,10 @@ sandbox_scrub_stack(void)
 static void
 sandbox_init_begin(const struct sandbox_spec *s, sigset_t *waitmask)
 {
-	sigset_t chld;
-
 	/* no page of the pool's admission, metrics or audit trail in a run (a cold init is a
 	 * copy of its worker) */
 	util_unmap_shared();
-	/* SIGCHLD is taken only inside ppoll(), so no exit is missed */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, waitmask);
-	sigdelset(waitmask, SIGCHLD);
-	{
-		/* a handler, so that SIGCHLD interrupts ppoll() (the default action is ignore) */
-		struct sigaction sa = {.sa_handler = sandbox_on_chld};
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGCHLD, &sa, NULL);
-	}
+	sandbox_init_signals(waitmask);
 	{
 		/* nothing of the worker (its FastCGI connection, the listen socket) stays in init
 		 */
@@ -872,6 +876,57 @@ sandbox_init_fork(struct sandbox_spec *s)
 }
 
 /*
+ * Init's side of the program's handoff (the result's size limit, the artifacts wanted, the
+ * inputs' manifest, a session's bounds), read from hp once the program has taken the request.
+ * If the program ended before it, rep says how (or, when the worker gave the sandbox up, init
+ * ends).
+ */
+static void
+sandbox_init_handoff(struct sandbox_spec *s, pid_t prog, int hp, struct sandbox_report *rep)
+{
+	struct sandbox_handoff handoff = {0, 0, 0, 0, 0};
+	ssize_t r;
+	int st;
+
+	close(s->stdout_fd);
+	close(s->stderr_fd);
+	close(s->error_fd);
+	/* until the program has read the request, the control pipe is its own */
+	do
+		r = read(hp, &handoff, sizeof(handoff));
+	while (r < 0 && errno == EINTR);
+	/* the manifest: bounded, and none unless the program said it wants the artifacts */
+	if (r == (ssize_t)sizeof(handoff) && handoff.manifest_len > 0) {
+		s->manifest = handoff.manifest_len <= FILES_MANIFEST_MAX && handoff.artifacts
+		                  ? malloc(handoff.manifest_len)
+		                  : NULL;
+		if (s->manifest == NULL || read_full(hp, s->manifest, handoff.manifest_len) < 0) {
+			free(s->manifest);
+			s->manifest = NULL;
+		} else {
+			s->manifest_len = (size_t)handoff.manifest_len;
+		}
+	}
+	close(hp);
+	if (r != (ssize_t)sizeof(handoff)) {
+		/* gone before the request: the worker gave the sandbox up (status 0),
+		 * or a step failed (reported on the error pipe); report what happened */
+		while (waitpid(prog, &st, 0) < 0 && errno == EINTR)
+			;
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			_exit(0);
+		rep->program_reaped = 1;
+		rep->program_status = st;
+	}
+	s->max_result_bytes = (size_t)handoff.max_result_bytes;
+	s->session_idle_ms = handoff.session_idle_ms;
+	s->session_life_ms = handoff.session_life_ms;
+	s->artifacts = handoff.artifacts == ARTIFACTS_ALL      ? ARTIFACTS_ALL
+	               : handoff.artifacts == ARTIFACTS_IMAGES ? ARTIFACTS_IMAGES
+	                                                       : ARTIFACTS_NONE;
+}
+
+/*
  * Warm: init forks the program now, and the program reads the request itself
  * (sandbox_program_ahead()). Returns the program's pid; if it ended before it handed init
  * the result's size limit, rep says how (or, when the worker gave the sandbox up, init ends).
@@ -879,9 +934,7 @@ sandbox_init_fork(struct sandbox_spec *s)
 static pid_t
 sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep, int *cell_fd)
 {
-	int hp[2], cp[2] = {-1, -1}, st;
-	struct sandbox_handoff handoff = {0, 0, 0, 0, 0};
-	ssize_t r;
+	int hp[2], cp[2] = {-1, -1};
 	pid_t prog;
 
 	if (pipe2(hp, O_CLOEXEC) < 0)
@@ -907,43 +960,7 @@ sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep, int 
 		close(cp[1]);
 		*cell_fd = cp[0];
 	}
-	close(s->stdout_fd);
-	close(s->stderr_fd);
-	close(s->error_fd);
-	/* until the program has read the request, the control pipe is its own */
-	do
-		r = read(hp[0], &handoff, sizeof(handoff));
-	while (r < 0 && errno == EINTR);
-	/* the manifest: bounded, and none unless the program said it wants the artifacts */
-	if (r == (ssize_t)sizeof(handoff) && handoff.manifest_len > 0) {
-		s->manifest = handoff.manifest_len <= FILES_MANIFEST_MAX && handoff.artifacts
-		                  ? malloc(handoff.manifest_len)
-		                  : NULL;
-		if (s->manifest == NULL ||
-		    read_full(hp[0], s->manifest, handoff.manifest_len) < 0) {
-			free(s->manifest);
-			s->manifest = NULL;
-		} else {
-			s->manifest_len = (size_t)handoff.manifest_len;
-		}
-	}
-	close(hp[0]);
-	if (r != (ssize_t)sizeof(handoff)) {
-		/* gone before the request: the worker gave the sandbox up (status 0),
-		 * or a step failed (reported on the error pipe); report what happened */
-		while (waitpid(prog, &st, 0) < 0 && errno == EINTR)
-			;
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-			_exit(0);
-		rep->program_reaped = 1;
-		rep->program_status = st;
-	}
-	s->max_result_bytes = (size_t)handoff.max_result_bytes;
-	s->session_idle_ms = handoff.session_idle_ms;
-	s->session_life_ms = handoff.session_life_ms;
-	s->artifacts = handoff.artifacts == ARTIFACTS_ALL      ? ARTIFACTS_ALL
-	               : handoff.artifacts == ARTIFACTS_IMAGES ? ARTIFACTS_IMAGES
-	                                                       : ARTIFACTS_NONE;
+	sandbox_init_handoff(s, prog, hp[0], rep);
 	return prog;
 }
 
@@ -1423,6 +1440,306 @@ sandbox_init(const struct sandbox_spec *spec)
 	    s->prepare != NULL ? sandbox_init_fork_ahead(s, &rep, &cell_fd) : sandbox_init_fork(s);
 	if (cell_fd >= 0 && !rep.program_reaped)
 		sandbox_init_session(s, prog, cell_fd, &waitmask);
+	sandbox_init_wait(s, prog, &waitmask, &rep);
+	sandbox_init_kill_all(prog, &rep);
+	sandbox_init_report(s, &rep);
+}
+
+/* ---- the one-copy warm start (sandbox.h) ---- */
+
+/* Copies src into dst[len]; -1 if it does not fit. */
+static int
+wire_copy(char *dst, size_t len, const char *src)
+{
+	size_t n = src != NULL ? strlen(src) : 0;
+
+	if (n >= len)
+		return -1;
+	memcpy(dst, src != NULL ? src : "", n + 1);
+	return 0;
+}
+
+int
+sandbox_wire_pack(const struct sandbox_spec *s, const struct sandbox_stub *st,
+                  struct sandbox_wire *w)
+{
+	const struct mounts_spec *m = s->mounts;
+
+	memset(w, 0, sizeof(*w));
+	*w = (struct sandbox_wire){
+	    .magic = SANDBOX_WIRE_MAGIC,
+	    .ctl_fd = s->ctl_fd,
+	    .report_fd = s->report_fd,
+	    .error_fd = s->error_fd,
+	    .session_fd = s->session_fd,
+	    .workspace_fd = s->workspace_fd,
+	    .etc_fd = m != NULL ? m->etc_fd : -1,
+	    .ready_fd = st->ready_fd[1],
+	    .handoff_fd = st->handoff_fd[0],
+	    .cell_fd = st->cell_fd[0],
+	    .uid = s->uid,
+	    .gid = s->gid,
+	    .owner_uid = m != NULL ? m->owner_uid : 0,
+	    .owner_gid = m != NULL ? m->owner_gid : 0,
+	    .disk_bytes = m != NULL ? m->disk_bytes : 0,
+	    .set_ids = s->set_ids,
+	    .uts = s->uts,
+	    .cgroupns = s->cgroupns,
+	    .mask_proc = s->mask_proc,
+	    .ids_before_mounts = s->ids_before_mounts,
+	    .agent = s->agent,
+	    .mounts = m != NULL,
+	    .mount_proc = m != NULL && m->mount_proc,
+	};
+	if (wire_copy(w->workdir, sizeof(w->workdir), s->workdir) < 0 ||
+	    wire_copy(w->python, sizeof(w->python), s->python) < 0 ||
+	    (m != NULL &&
+	     (wire_copy(w->host_workdir, sizeof(w->host_workdir), m->workdir) < 0 ||
+	      wire_copy(w->inner_workdir, sizeof(w->inner_workdir), m->inner_workdir) < 0))) {
+		explicit_bzero(w, sizeof(*w));
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+/* The stub's pid as the host (the pool's pid namespace) sees it: its /proc still is the
+ * template's. */
+static pid_t
+stub_host_pid(void)
+{
+	char buf[24];
+	ssize_t n = readlink("/proc/self", buf, sizeof(buf) - 1);
+	long v = 0;
+
+	if (n <= 0 || n > 10)
+		return -1;
+	for (ssize_t i = 0; i < n; i++) {
+		if (buf[i] < '0' || buf[i] > '9')
+			return -1;
+		v = v * 10 + (buf[i] - '0');
+	}
+	return (pid_t)v;
+}
+
+/* A decimal into buf (at least 12 bytes), without the locale or an allocation. */
+static void
+stub_itoa(char *buf, long v)
+{
+	char tmp[24];
+	int n = 0, i = 0;
+
+	if (v < 0)
+		v = 0;
+	do
+		tmp[n++] = (char)('0' + v % 10);
+	while ((v /= 10) > 0 && n < 11);
+	while (n > 0)
+		buf[i++] = tmp[--n];
+	buf[i] = '\0';
+}
+
+int
+sandbox_ambient_caps(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2];
+
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return -1;
+	data[0].inheritable = data[0].permitted;
+	data[1].inheritable = data[1].permitted;
+	if (syscall(SYS_capset, &hdr, data) < 0)
+		return -1;
+	for (unsigned c = 0; c < 64; c++)
+		if (data[c / 32].permitted & (1u << (c % 32)) &&
+		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) < 0)
+			return -1;
+	return 0;
+}
+
+/*
+ * The program of a one-copy start: forked by the stub before init's exec, so a copy of the
+ * template's interpreter and nothing of init's. It keeps only the run's fds, waits for init's
+ * word that the run's view of the system is built (mounts, masks, hostname), then takes in
+ * itself the steps init took for it before (the cgroup namespace, its Landlock ruleset, ids,
+ * capabilities, dumpable, the working directory), and goes on as the program ahead.
+ */
+static noreturn void
+sandbox_program_one_copy(struct sandbox_stub *st)
+{
+	struct sandbox_spec *s = st->spec;
+	ssize_t r;
+	char c;
+
+	(void)prctl(PR_SET_NAME, SANDBOX_PROGRAM_NAME);
+	{
+		/* nothing of the template's (its serving socket, codebox-init), of init's ends,
+		 * nor a session's listening socket */
+		int keep[] = {s->stdout_fd,   s->stderr_fd,    s->error_fd,       s->ctl_fd,
+		              s->landlock_fd, st->ready_fd[0], st->handoff_fd[1], st->cell_fd[1]};
+		if (util_close_fds_except(keep, 8) < 0)
+			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
+	}
+	s->report_fd = s->session_fd = s->workspace_fd = -1;
+	s->cell_fd = st->cell_fd[1];
+	do
+		r = read(st->ready_fd[0], &c, 1);
+	while (r < 0 && errno == EINTR);
+	if (r != 1)
+		_exit(0); /* init failed (it said why on the error pipe) */
+	close(st->ready_fd[0]);
+	if (s->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
+		sandbox_fail(s, SANDBOX_CGROUPNS, 0);
+	if (s->mounts != NULL && s->landlock_abi > 0 && sandbox_landlock(s) < 0)
+		sandbox_fail(s, SANDBOX_LANDLOCK, 0);
+	if (sandbox_ids(s) < 0)
+		sandbox_fail(s, SANDBOX_IDS, 0);
+	if (sandbox_drop_caps() < 0)
+		sandbox_fail(s, SANDBOX_CAPS, 0);
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		sandbox_fail(s, SANDBOX_CAPS, 1);
+	if (chdir(s->workdir) < 0)
+		sandbox_fail(s, SANDBOX_CHDIR, 0);
+	sandbox_program_ahead(s, st->handoff_fd[1]);
+}
+
+int
+sandbox_stub_main(void *arg)
+{
+	struct sandbox_stub *st = arg;
+	struct sandbox_spec *s = st->spec;
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	struct pollfd go = {.fd = s->ctl_fd, .events = POLLIN};
+	char prog_arg[24], wire_arg[24];
+	char *argv[] = {"codebox-init", prog_arg, wire_arg, NULL}, *envp[] = {NULL};
+	pid_t host, prog;
+	int pidfd;
+
+	/* the template ignores SIGCHLD (the kernel reaps its inits); init reaps its own */
+	(void)sigaction(SIGCHLD, &dfl, NULL);
+	/* the worker's answer comes from here: the template is suspended until the exec */
+	host = stub_host_pid();
+	pidfd = (int)syscall(SYS_pidfd_open, 1, 0);
+	if (host <= 0 || pidfd < 0) {
+		st->err = host <= 0 ? ESRCH : errno;
+		_exit(127);
+	}
+	if (st->answer(st->ctx, host, pidfd) < 0) {
+		st->err = errno;
+		_exit(0); /* the worker gave the request up */
+	}
+	st->answered = 1;
+	close(pidfd);
+	/* the go: the uid maps written, init in the run's cgroup, so that the program is born
+	 * there. Bounded: a worker that stalls must not hold the template */
+	if (poll(&go, 1, SANDBOX_STUB_GO_MS) != 1)
+		_exit(0); /* the worker sees init end through its pidfd */
+	if (sandbox_wait_go(s) < 0)
+		sandbox_fail(s, SANDBOX_WAIT, 0);
+	/* through the template's /proc: ns_last_pid is the writer's pid namespace's */
+	if (s->high_pids && sandbox_high_pids() < 0)
+		sandbox_fail(s, SANDBOX_PIDS, 0);
+	/* the run's one copy of the interpreter; _Fork runs no atfork handler in the
+	 * template's memory */
+	prog = _Fork();
+	if (prog < 0)
+		sandbox_fail(s, SANDBOX_FORK, 0);
+	if (prog == 0)
+		sandbox_program_one_copy(st);
+	{
+		/* init's fds cross the exec; the rest (the output pipes, the template's) do not */
+		int cross[] = {st->wire_fd,
+		               s->ctl_fd,
+		               s->report_fd,
+		               s->error_fd,
+		               s->session_fd,
+		               s->workspace_fd,
+		               s->mounts != NULL ? s->mounts->etc_fd : -1,
+		               st->ready_fd[1],
+		               st->handoff_fd[0],
+		               st->cell_fd[0]};
+		for (size_t i = 0; i < sizeof(cross) / sizeof(cross[0]); i++)
+			if (cross[i] >= 0 && fcntl(cross[i], F_SETFD, 0) < 0)
+				sandbox_fail(s, SANDBOX_EXEC, 1);
+	}
+	/* an exec by a uid that is not the namespace's root clears the capabilities init still
+	 * needs (mounts, ids): carried across as ambient ones, dropped by init once confined */
+	if (sandbox_ambient_caps() < 0)
+		sandbox_fail(s, SANDBOX_CAPS, 2);
+	stub_itoa(prog_arg, prog);
+	stub_itoa(wire_arg, st->wire_fd);
+	(void)syscall(SYS_execveat, st->exe_fd, "", argv, envp, AT_EMPTY_PATH);
+	sandbox_fail(s, SANDBOX_EXEC, 1);
+}
+
+noreturn void
+sandbox_init_exec(struct sandbox_wire *w, pid_t prog)
+{
+	static struct mounts_spec ms;
+	struct sandbox_spec spec, *s = &spec;
+	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
+	sigset_t waitmask;
+
+	w->workdir[sizeof(w->workdir) - 1] = '\0';
+	w->host_workdir[sizeof(w->host_workdir) - 1] = '\0';
+	w->inner_workdir[sizeof(w->inner_workdir) - 1] = '\0';
+	w->python[sizeof(w->python) - 1] = '\0';
+	ms = (struct mounts_spec){
+	    .workdir = w->host_workdir,
+	    .inner_workdir = w->inner_workdir,
+	    .etc_fd = w->etc_fd,
+	    .python = w->python,
+	    .disk_bytes = w->disk_bytes,
+	    .owner_uid = w->owner_uid,
+	    .owner_gid = w->owner_gid,
+	    .mount_proc = w->mount_proc,
+	    .workspace_fd = w->workspace_fd,
+	};
+	spec = (struct sandbox_spec){
+	    .stdin_fd = -1,
+	    .stdout_fd = -1,
+	    .stderr_fd = -1,
+	    .error_fd = w->error_fd,
+	    .ctl_fd = w->ctl_fd,
+	    .report_fd = w->report_fd,
+	    .workdir = w->workdir,
+	    .python = w->python,
+	    .set_ids = w->set_ids,
+	    .uid = w->uid,
+	    .gid = w->gid,
+	    .parent_pid = 1,
+	    .landlock_fd = -1,
+	    .mounts = w->mounts ? &ms : NULL,
+	    .uts = w->uts,
+	    .cgroupns = w->cgroupns,
+	    .mask_proc = w->mask_proc,
+	    .ids_before_mounts = w->ids_before_mounts,
+	    .orphan_init = true,
+	    .agent = w->agent,
+	    .workspace_fd = w->workspace_fd,
+	    .session_fd = w->session_fd,
+	    .cell_fd = -1,
+	};
+	sandbox_init_signals(&waitmask);
+	{
+		int keep[] = {s->error_fd,   s->ctl_fd,   s->report_fd,  s->workspace_fd, w->etc_fd,
+		              s->session_fd, w->ready_fd, w->handoff_fd, w->cell_fd};
+		if (util_close_fds_except(keep, 9) < 0)
+			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
+	}
+	sandbox_retitle();
+	/* the go came to the stub; the program's pids are high already */
+	sandbox_init_confine(s);
+	/* the program confines itself now: its mounts, proc and hostname exist */
+	if (util_write_all(w->ready_fd, "R", 1) < 0 && errno != EPIPE)
+		sandbox_fail(s, SANDBOX_FORK, 2);
+	close(w->ready_fd);
+	sandbox_init_handoff(s, prog, w->handoff_fd, &rep);
+	if (w->cell_fd >= 0 && !rep.program_reaped)
+		sandbox_init_session(s, prog, w->cell_fd, &waitmask);
+	if (w->cell_fd >= 0)
+		close(w->cell_fd);
 	sandbox_init_wait(s, prog, &waitmask, &rep);
 	sandbox_init_kill_all(prog, &rep);
 	sandbox_init_report(s, &rep);

@@ -20,6 +20,8 @@
 #include "warmproto.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -29,6 +31,10 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 /* The run's configuration: the template's base and the worker's request. */
 static void
@@ -56,36 +62,137 @@ template_run_config(const struct template_base *base, const struct warm_box_requ
 	};
 }
 
-/* Clones the init of one run; its pid (or -errno) and pidfd into a and *pidfd. */
+/* The run's child spec: large, and the template is single-threaded. */
+static struct child_spec template_child;
+
+/* Fills template_child for req: the run's configuration, its pipes, the warm entries. */
+static void
+template_prepare(const struct template_base *base, const struct warm_box_request *req,
+                 const int *fds, struct run_config *run)
+{
+	struct child_spec *child = &template_child;
+
+	template_run_config(base, req, req->landlock_fd ? fds[WARM_BOX_FD_LANDLOCK] : -1,
+	                    req->workspace ? fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd] : -1,
+	                    run);
+	child_prepare(run, req->workdir, req->disk_bytes, child);
+	child_set_fds(child, fds); /* the first five, in enum child_fd's order */
+	child->sb.enter = interp_enter;
+	/* the program prepares the interpreter before the request */
+	child->sb.prepare = interp_prepare;
+	child->sb.orphan_init = true;
+	if (req->session) {
+		child->sb.session_fd = fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd];
+		child->sb.enter_session = interp_enter_session;
+	}
+}
+
+/* Clones the init of one run, a copy of this template; its pid (or -errno) and pidfd into a
+ * and *pidfd. */
 static void
 template_clone(const struct template_base *base, struct warm_box_request *req, const int *fds,
                int *pidfd, struct warm_box_answer *a)
 {
-	static struct child_spec child; /* large; the template is single-threaded */
 	struct run_config run;
 	pid_t pid;
 
-	template_run_config(base, req, req->landlock_fd ? fds[WARM_BOX_FD_LANDLOCK] : -1,
-	                    req->workspace ? fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd] : -1,
-	                    &run);
-	child_prepare(&run, req->workdir, req->disk_bytes, &child);
-	child_set_fds(&child, fds); /* the first five, in enum child_fd's order */
-	child.sb.enter = interp_enter;
-	/* init forks the program, which prepares the interpreter, before the request */
-	child.sb.prepare = interp_prepare;
-	child.sb.orphan_init = true;
-	if (req->session) {
-		child.sb.session_fd = fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd];
-		child.sb.enter_session = interp_enter_session;
-	}
+	template_prepare(base, req, fds, &run);
 	pid = child_clone(&run, run.clone_flags, pidfd);
 	if (pid == 0)
-		sandbox_init(&child.sb);
+		sandbox_init(&template_child.sb);
 	a->pid = pid < 0 ? -errno : pid;
 	a->as_bytes = interp_address_space_bytes();
 	/* the next clone must not carry this run's host path */
 	explicit_bzero(req->workdir, sizeof(req->workdir));
-	explicit_bzero(&child, sizeof(child));
+	explicit_bzero(&template_child, sizeof(template_child));
+}
+
+/* The stub's answer to the worker (sandbox_stub_main()), sent from its stack. */
+struct template_answer {
+	int sock;
+	uint64_t as_bytes;
+};
+
+static int
+template_answer(void *ctx, pid_t pid, int pidfd)
+{
+	const struct template_answer *t = ctx;
+	struct warm_box_answer a = {.pid = pid, .as_bytes = t->as_bytes};
+
+	return util_send_fds(t->sock, &a, sizeof(a), &pidfd, 1, 0);
+}
+
+/* The room left on this stack between the caller's frames and the stub's. */
+#define TEMPLATE_STUB_GAP (64 * 1024)
+
+/*
+ * The one-copy start (sandbox.h): init is cloned sharing this memory, suspended here until it
+ * execs codebox-init, having forked the program, and it answers the worker itself. Returns
+ * false when it could not begin (nothing was cloned: the caller clones a copy instead);
+ * otherwise a says the error, if init could not answer.
+ */
+static bool
+template_clone_one_copy(const struct template_base *base, struct warm_box_request *req,
+                        const int *fds, struct warm_box_answer *a, bool *answered)
+{
+	static struct sandbox_wire wire;
+	struct template_answer ctx = {.sock = fds[WARM_BOX_FD_ANSWER],
+	                              .as_bytes = interp_address_space_bytes()};
+	struct sandbox_stub st = {.exe_fd = base->init_fd,
+	                          .wire_fd = -1,
+	                          .ready_fd = {-1, -1},
+	                          .handoff_fd = {-1, -1},
+	                          .cell_fd = {-1, -1},
+	                          .answer = template_answer,
+	                          .ctx = &ctx};
+	int wp[2] = {-1, -1}, *ends[] = {wp, st.ready_fd, st.handoff_fd, st.cell_fd};
+	struct run_config run;
+	bool ok = false;
+	char *stack;
+	pid_t pid;
+
+	*answered = false;
+	template_prepare(base, req, fds, &run);
+	st.spec = &template_child.sb;
+	/* the wire is written whole before init reads it: a pipe too small must not block */
+	if (pipe2(wp, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(st.ready_fd, O_CLOEXEC) < 0 ||
+	    pipe2(st.handoff_fd, O_CLOEXEC) < 0 ||
+	    (req->session &&
+	     socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, st.cell_fd) < 0) ||
+	    sandbox_wire_pack(&template_child.sb, &st, &wire) < 0 ||
+	    write(wp[1], &wire, sizeof(wire)) != (ssize_t)sizeof(wire))
+		goto out;
+	explicit_bzero(&wire, sizeof(wire));
+	close(wp[1]);
+	wp[1] = -1;
+	st.wire_fd = wp[0];
+	/* the program is a copy of this memory: no host path may be left in it (init was told
+	 * the run's directory on the wire) */
+	explicit_bzero(req->workdir, sizeof(req->workdir));
+	sandbox_scrub_stack();
+	ok = true;
+	stack = (char *)((uintptr_t)((char *)__builtin_frame_address(0) - TEMPLATE_STUB_GAP) &
+	                 ~(uintptr_t)15);
+	pid = child_clone_vm(&run, run.clone_flags, sandbox_stub_main, stack, &st);
+#if defined(__SANITIZE_ADDRESS__)
+	/* the stub's frames never returned: their red zones are still marked on this stack */
+	__asan_unpoison_memory_region(stack - 256 * 1024, 256 * 1024);
+#endif
+	*answered = st.answered != 0;
+	if (!*answered) {
+		a->pid = pid < 0 ? -errno : -(st.err != 0 ? st.err : EIO);
+		a->as_bytes = ctx.as_bytes;
+	}
+out:
+	explicit_bzero(&wire, sizeof(wire));
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+		for (int j = 0; j < 2; j++)
+			if (ends[i][j] >= 0)
+				close(ends[i][j]);
+	if (!ok)
+		return false;
+	explicit_bzero(&template_child, sizeof(template_child));
+	return true;
 }
 
 /* Whether req is one this template serves, with n fds. */
@@ -118,8 +225,8 @@ template_main(const struct template_base *base, const struct template_args *t)
 	{
 		/* nothing of the zygote's: its socket to the supervisor (which must see EOF the
 		 * moment the zygote dies), the other templates' pipes */
-		int keep[] = {t->serve_fd, t->note_fd, t->retire_fd, base->etc_fd};
-		(void)util_close_fds_except(keep, 4);
+		int keep[] = {t->serve_fd, t->note_fd, t->retire_fd, base->etc_fd, base->init_fd};
+		(void)util_close_fds_except(keep, 5);
 	}
 	(void)prctl(PR_SET_NAME, t->heavy ? "codebox-heavy" : "codebox-warm");
 	if (!t->heavy) {
@@ -150,6 +257,7 @@ template_main(const struct template_base *base, const struct template_args *t)
 		struct warm_box_answer a = {0};
 		int fds[WARM_BOX_FDS] = {-1, -1, -1, -1, -1, -1, -1, -1};
 		int n, pidfd = -1, wait_ms;
+		bool answered = false; /* by the stub of a one-copy start */
 		long long now = util_now_ms(),
 		          life_ms = (long long)ws->max_seconds * 1000 - (now - t0);
 		struct pollfd pfd[2] = {{.fd = t->serve_fd, .events = POLLIN},
@@ -209,14 +317,18 @@ template_main(const struct template_base *base, const struct template_args *t)
 		if (a.pid == 0 && !template_request_ok(&req, n)) {
 			a.pid = -EPROTO;
 		} else if (a.pid == 0) {
-			template_clone(base, &req, fds, &pidfd, &a);
+			if (base->init_fd < 0 ||
+			    !template_clone_one_copy(base, &req, fds, &a, &answered))
+				template_clone(base, &req, fds, &pidfd, &a);
 			runs++;
 		}
 		explicit_bzero(&req, sizeof(req));
 		for (int i = 0; i < n; i++)
 			if (i != WARM_BOX_FD_ANSWER && fds[i] >= 0)
 				close(fds[i]);
-		if (n > WARM_BOX_FD_ANSWER) {
+		if (n > WARM_BOX_FD_ANSWER && answered) {
+			close(fds[WARM_BOX_FD_ANSWER]);
+		} else if (n > WARM_BOX_FD_ANSWER) {
 			if (util_send_fds(fds[WARM_BOX_FD_ANSWER], &a, sizeof(a), &pidfd, 1, 0) <
 			        0 &&
 			    pidfd >= 0)

@@ -18,6 +18,7 @@ struct template_base {
 	const char *python;
 	const struct seccomp_filter *seccomp; /* prog.filter NULL: none */
 	int etc_fd;                           /* the sandbox's /etc (O_PATH) */
+	int init_fd; /* codebox-init, a sealed memfd: the one-copy start (sandbox.h); -1: off */
 };
 
 /* One template process, as the zygote sees it. */

@@ -25,8 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -134,8 +138,13 @@ warm_parse_settings(struct warm_settings *s, char *why, size_t why_len)
 				s->n_heavy++;
 	}
 	if (parse_ulong("CODEBOX_WARM_MAX_RUNS", 1000, 1, &s->max_runs, why, why_len) < 0 ||
-	    parse_ulong("CODEBOX_WARM_MAX_SECONDS", 900, 1, &s->max_seconds, why, why_len) < 0)
+	    parse_ulong("CODEBOX_WARM_MAX_SECONDS", 900, 1, &s->max_seconds, why, why_len) < 0 ||
+	    parse_ulong("CODEBOX_WARM_ONE_COPY", 1, 0, &s->one_copy, why, why_len) < 0)
 		return -1;
+	if (s->one_copy > 1) {
+		snprintf(why, why_len, "CODEBOX_WARM_ONE_COPY must be 0 or 1");
+		return -1;
+	}
 	return 0;
 }
 
@@ -149,6 +158,84 @@ warm_wants_heavy(const char *code, size_t len)
 }
 
 /* ---- the supervisor's side ---- */
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+
+/* codebox-init is small: anything larger is not it */
+#define WARM_INIT_MAX_BYTES (64L << 20)
+
+/*
+ * codebox-init (read from src, which this closes) as a sealed memfd that the templates exec
+ * for the one-copy start: the pool runs the program it started with, whatever happens to the
+ * file. Tried once here. Returns the fd, or -1 with why (the templates then copy).
+ */
+static int
+warm_init_exe(int src, char *why, size_t why_len)
+{
+	char *argv[] = {"codebox-init", "--check", NULL}, *envp[] = {NULL};
+	struct stat st;
+	int mfd = -1, pidfd = -1, status = -1;
+	pid_t pid;
+
+	if (src < 0) {
+		snprintf(why, why_len, "codebox-init is not beside codebox-pool");
+		return -1;
+	}
+	if (fstat(src, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+	    st.st_size > WARM_INIT_MAX_BYTES) {
+		snprintf(why, why_len, "codebox-init is not a program of the right size");
+		goto fail;
+	}
+	mfd = memfd_create("codebox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+	if (mfd < 0 && errno == EINVAL)
+		mfd = memfd_create("codebox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0) {
+		snprintf(why, why_len, "memfd_create(): %s", strerror(errno));
+		goto fail;
+	}
+	for (off_t done = 0; done < st.st_size;) {
+		ssize_t w = sendfile(mfd, src, NULL, (size_t)(st.st_size - done));
+		if (w <= 0) {
+			snprintf(why, why_len, "copying codebox-init: %s",
+			         w == 0 ? "it shrank" : strerror(errno));
+			goto fail;
+		}
+		done += w;
+	}
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		snprintf(why, why_len, "sealing codebox-init: %s", strerror(errno));
+		goto fail;
+	}
+	/* that it runs here (an exec'd memfd may be denied: vm.memfd_noexec, an LSM) */
+	pid = fork();
+	if (pid == 0) {
+		(void)syscall(SYS_execveat, mfd, "", argv, envp, AT_EMPTY_PATH);
+		_exit(127);
+	}
+	if (pid > 0) {
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (pidfd < 0 || util_wait_readable(pidfd, 5000) != 1)
+			(void)kill(pid, SIGKILL);
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+	if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(why, why_len, "codebox-init does not run here (%s %d)",
+		         pid < 0 ? "fork:" : "wait status", pid < 0 ? errno : status);
+		goto fail;
+	}
+	close(src);
+	return mfd;
+fail:
+	close(src);
+	if (mfd >= 0)
+		close(mfd);
+	return -1;
+}
 
 struct zygote_gen {
 	pid_t pid; /* -1: none */
@@ -164,13 +251,16 @@ static struct zygote_gen zy_cur = ZYGOTE_NONE, zy_next = ZYGOTE_NONE, zy_old = Z
 static long long zy_last_start_ms;
 static struct warm_zygote_config warm_config;
 static int warm_etc_fd = -1;
+/* codebox-init, a sealed memfd, for the one-copy start (sandbox.h); -1: two copies */
+static int warm_init_fd = -1;
 /* the tiers' sockets: [0] the workers' ends, [1] the templates'; index 0 light, 1 heavy */
 static int tier_sock[2][2] = {{-1, -1}, {-1, -1}};
 
 /* The supervisor's word to its workers: whether a zygote serves. Shared by the pool's own
  * processes only (the zygote is exec'd, and a run's first process unmaps it). */
 struct warm_state {
-	unsigned tiers; /* WARM_TIER_*: the serving zygote's tiers that serve now; 0: none */
+	unsigned tiers;    /* WARM_TIER_*: the serving zygote's tiers that serve now; 0: none */
+	unsigned one_copy; /* its templates start runs with one copy of the interpreter */
 };
 static struct warm_state *warm_state;
 /* a zygote failed for a reason a new one would meet again (an import, a thread): no more */
@@ -242,7 +332,9 @@ zygote_spawn(struct zygote_gen *z)
 	fds[WARM_FD_LIGHT] = tier_sock[0][1];
 	fds[WARM_FD_HEAVY] = tier_sock[1][1];
 	fds[WARM_FD_ETC] = warm_etc_fd;
-	if (util_send_fds(sv[0], &warm_config, sizeof(warm_config), fds, WARM_FD_COUNT, 0) < 0) {
+	fds[WARM_FD_INIT] = warm_init_fd;
+	if (util_send_fds(sv[0], &warm_config, sizeof(warm_config), fds,
+	                  WARM_FD_COUNT - (warm_init_fd >= 0 ? 0 : 1), 0) < 0) {
 		log_msg(LOG_ERROR, "sending the zygote its configuration failed: %s",
 		        strerror(errno));
 		proc_kill(pid, SIGKILL, "the zygote");
@@ -265,8 +357,12 @@ zygote_read_ready(struct zygote_gen *z, bool *retry, unsigned *tiers)
 
 	*retry = false;
 	*tiers = ready.tiers;
-	if (r == (ssize_t)sizeof(ready) && ready.ok)
+	if (r == (ssize_t)sizeof(ready) && ready.ok) {
+		if (warm_state != NULL)
+			__atomic_store_n(&warm_state->one_copy, ready.one_copy != 0,
+			                 __ATOMIC_RELEASE);
 		return 1;
+	}
 	ready.why[sizeof(ready.why) - 1] = '\0';
 	/* killed before it was ready (the OOM killer, an operator): that says nothing of the
 	 * modules, so it may be started again */
@@ -369,8 +465,9 @@ zygote_kill(struct zygote_gen *z)
 
 int
 warm_pool_start(const struct warm_settings *s, const char *python, const struct seccomp_filter *f,
-                int etc_fd)
+                int etc_fd, int init_src)
 {
+	char why[256];
 	unsigned tiers = 0;
 
 	/* whatever fails below, warm_pool_check() starts nothing: the pool is cold for good */
@@ -395,6 +492,13 @@ warm_pool_start(const struct warm_settings *s, const char *python, const struct 
 		       sizeof(struct sock_filter) * f->prog.len);
 	}
 	warm_etc_fd = etc_fd;
+	if (!s->one_copy)
+		snprintf(why, sizeof(why), "CODEBOX_WARM_ONE_COPY=0");
+	else
+		warm_init_fd = warm_init_exe(init_src, why, sizeof(why));
+	warm_config.has_init = warm_init_fd >= 0;
+	if (warm_init_fd < 0)
+		log_msg(LOG_WARN, "warm runs start with two copies of the interpreter: %s", why);
 	warm_state = util_map_shared(NULL, sizeof(*warm_state));
 	if (warm_state == NULL) {
 		log_msg(LOG_ERROR, "warm interpreters: mmap() failed: %s", strerror(errno));
@@ -604,6 +708,12 @@ bool
 warm_serving(void)
 {
 	return warm_state != NULL && __atomic_load_n(&warm_state->tiers, __ATOMIC_ACQUIRE) != 0;
+}
+
+bool
+warm_one_copy(void)
+{
+	return warm_state != NULL && __atomic_load_n(&warm_state->one_copy, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* Whether the serving zygote's template of that tier serves now. */

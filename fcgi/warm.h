@@ -35,6 +35,8 @@ struct warm_settings {
 	int n_heavy;               /* modules not in the light tier; 0: one tier */
 	unsigned long max_runs;    /* CODEBOX_WARM_MAX_RUNS: a template's runs before renewal */
 	unsigned long max_seconds; /* CODEBOX_WARM_MAX_SECONDS: a template's and zygote's life */
+	unsigned long one_copy;    /* CODEBOX_WARM_ONE_COPY: 1 (default) starts a run with one copy
+	                            * of the interpreter (codebox-init exec'd), 0 with two */
 };
 
 /*
@@ -49,11 +51,12 @@ struct pollfd;
 /*
  * Supervisor, before the first worker: makes the tiers' sockets and execs the zygote with s,
  * the interpreter python, the runs' seccomp filter f (NULL: none) and the sandbox's /etc
- * (etc_fd, kept open by the caller); waits (bounded) until it is ready. Returns 0, or -1
- * (logged; runs are cold).
+ * (etc_fd, kept open by the caller), and codebox-init (init_src, read and closed here, or -1:
+ * runs start with two copies); waits (bounded) until it is ready. Returns 0, or -1 (logged;
+ * runs are cold).
  */
 int warm_pool_start(const struct warm_settings *s, const char *python,
-                    const struct seccomp_filter *f, int etc_fd);
+                    const struct seccomp_filter *f, int etc_fd, int init_src);
 
 /* Supervisor: appends to pfd (room for 2) what warm_pool_check() needs to hear. */
 void warm_pool_poll_fds(struct pollfd *pfd, int *n);
@@ -75,6 +78,10 @@ void warm_worker_init(void);
 
 /* Worker: whether a zygote serves warm runs now. */
 bool warm_serving(void);
+
+/* Whether the serving zygote's templates start runs with one copy of the interpreter
+ * (codebox-init exec'd: sandbox.h), not two. */
+bool warm_one_copy(void);
 
 /*
  * Worker: whether code needs the heavy tier: it names one of the heavy tier's modules as a

@@ -45,10 +45,12 @@ struct warm_zygote_config {
 	uint32_t seccomp_len; /* instructions; 0: no filter */
 	uint32_t seccomp_denies_unix;
 	struct sock_filter seccomp[WARM_SECCOMP_MAX];
+	uint32_t has_init; /* codebox-init is the last fd: the one-copy start (sandbox.h) */
 };
 /* its fds, in this order: the light tier's serving socket, the heavy tier's (when it has
- * one), the sandbox's /etc directory (O_PATH) */
-enum { WARM_FD_LIGHT, WARM_FD_HEAVY, WARM_FD_ETC, WARM_FD_COUNT };
+ * one), the sandbox's /etc directory (O_PATH), and with has_init codebox-init (a sealed
+ * memfd) */
+enum { WARM_FD_LIGHT, WARM_FD_HEAVY, WARM_FD_ETC, WARM_FD_INIT, WARM_FD_COUNT };
 
 /* The zygote's ready report, and later, whenever a tier starts or stops serving, the same
  * message with tiers updated (the supervisor tells its workers). */
@@ -56,7 +58,8 @@ enum { WARM_FD_LIGHT, WARM_FD_HEAVY, WARM_FD_ETC, WARM_FD_COUNT };
 #define WARM_TIER_HEAVY 2u
 struct warm_ready {
 	int32_t ok;
-	uint32_t tiers; /* WARM_TIER_*: the tiers whose template serves now */
+	uint32_t tiers;   /* WARM_TIER_*: the tiers whose template serves now */
+	int32_t one_copy; /* its templates start runs with one copy (codebox-init exec'd) */
 	char why[240];
 };
 

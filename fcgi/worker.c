@@ -1607,7 +1607,8 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	                    (json_int_t)w->l.memory_bytes, "diskBytes", (json_int_t)w->l.disk_bytes)
 	        : NULL;
 
-	return reply_isolation(wc->iso, &w->l, w->run->warm && warm_serving(), ws_bytes,
+	return reply_isolation(wc->iso, &w->l, w->run->warm && warm_serving(),
+	                       warm_one_copy() ? "one-copy" : "copy", ws_bytes,
 	                       agent_on ? workspace_inodes(ws_bytes) : 0, sessions, len);
 }
 

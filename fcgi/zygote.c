@@ -17,6 +17,7 @@
 #include "interp.h"
 #include "log.h"
 #include "proc.h"
+#include "sandbox.h"
 #include "template.h"
 #include "util.h"
 #include "warmproto.h"
@@ -24,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,7 +342,7 @@ zygote_configure(int sock, struct warm_zygote_config *cfg, int fds[WARM_FD_COUNT
 		return -1;
 	}
 	n = util_recv_fds(sock, cfg, sizeof(*cfg), fds, WARM_FD_COUNT, 0);
-	if (n != WARM_FD_COUNT || cfg->magic != WARM_CONFIG_MAGIC ||
+	if (n != WARM_FD_COUNT - (cfg->has_init ? 0 : 1) || cfg->magic != WARM_CONFIG_MAGIC ||
 	    memchr(cfg->python, '\0', sizeof(cfg->python)) == NULL ||
 	    cfg->seccomp_len > WARM_SECCOMP_MAX || cfg->settings.n_modules > WARM_MAX_MODULES) {
 		snprintf(why, why_len, "a malformed configuration (%d fds)", n);
@@ -352,8 +354,58 @@ zygote_configure(int sock, struct warm_zygote_config *cfg, int fds[WARM_FD_COUNT
 	zygote_base = (struct template_base){.settings = &cfg->settings,
 	                                     .python = cfg->python,
 	                                     .seccomp = &filter,
-	                                     .etc_fd = fds[WARM_FD_ETC]};
+	                                     .etc_fd = fds[WARM_FD_ETC],
+	                                     .init_fd = cfg->has_init ? fds[WARM_FD_INIT] : -1};
 	return 0;
+}
+
+/* The probe's stub: what a run's stub does before its exec, without a run. */
+static int
+zygote_probe_stub(void *arg)
+{
+	char *argv[] = {"codebox-init", "--check-caps", NULL}, *envp[] = {NULL};
+
+	if (sandbox_ambient_caps() < 0)
+		_exit(1);
+	(void)syscall(SYS_execveat, *(int *)arg, "", argv, envp, AT_EMPTY_PATH);
+	_exit(127);
+}
+
+/*
+ * Whether the one-copy start works here: a stub cloned as a run's is (sharing this memory, in
+ * a user namespace whose root it is not) execs codebox-init and still holds the capabilities
+ * init needs. A host that forbids ambient capabilities (a locked SECBIT_NO_CAP_AMBIENT_RAISE)
+ * fails it. Returns true, or false with why.
+ */
+static bool
+zygote_probe_one_copy(int init_fd, char *why, size_t why_len)
+{
+	static char stack[64 * 1024] __attribute__((aligned(16)));
+	int fd = init_fd, st = -1, pidfd;
+	pid_t pid;
+
+	pid = clone(zygote_probe_stub, stack + sizeof(stack),
+	            CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | SIGCHLD, &fd);
+	if (pid < 0 && errno == EPERM) /* no user namespace: a run's init is root */
+		return true;
+	if (pid < 0) {
+		snprintf(why, why_len, "clone(): %s", strerror(errno));
+		return false;
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0 || util_wait_readable(pidfd, 5000) != 1)
+		(void)kill(pid, SIGKILL);
+	if (pidfd >= 0)
+		close(pidfd);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == SANDBOX_CAPS_OK)
+		return true;
+	snprintf(why, why_len,
+	         "codebox-init, exec'd in a user namespace, lacks the capabilities init needs "
+	         "(wait status %d)",
+	         st);
+	return false;
 }
 
 noreturn void
@@ -362,7 +414,7 @@ zygote_main(void)
 	static struct warm_zygote_config cfg;
 	struct warm_ready ready = {0};
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
-	int fds[WARM_FD_COUNT] = {-1, -1, -1}, sock = WARM_ZYGOTE_FD, devnull;
+	int fds[WARM_FD_COUNT] = {-1, -1, -1, -1}, sock = WARM_ZYGOTE_FD, devnull;
 	long long t0 = util_now_ms();
 
 	log_set_component("zygote");
@@ -384,9 +436,18 @@ zygote_main(void)
 	if (zygote_configure(sock, &cfg, fds, ready.why, sizeof(ready.why)) < 0)
 		goto report;
 	{
-		int keep[] = {sock, fds[0], fds[1], fds[2]};
-		(void)util_close_fds_except(keep, 4);
+		int keep[] = {sock, fds[0], fds[1], fds[2], fds[3]};
+		(void)util_close_fds_except(keep, 5);
 	}
+	if (zygote_base.init_fd >= 0 &&
+	    !zygote_probe_one_copy(zygote_base.init_fd, ready.why, sizeof(ready.why))) {
+		log_msg(LOG_WARN, "warm runs start with two copies of the interpreter: %s",
+		        ready.why);
+		ready.why[0] = '\0';
+		close(zygote_base.init_fd);
+		zygote_base.init_fd = -1;
+	}
+	ready.one_copy = zygote_base.init_fd >= 0;
 	zygote_tiers[0] = (struct tier){.heavy = false,
 	                                .serve_fd = fds[WARM_FD_LIGHT],
 	                                .cur = TMPL_NONE,

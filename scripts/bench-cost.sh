@@ -179,11 +179,15 @@ if ((have_perf)); then
 else
 	echo "# perf is not usable here (not installed, or perf_event_paranoid): no split by role"
 fi
-for mode in warm cold; do
+# warm: the one-copy start (the default); warm-copy: init a copy of the template, as before
+# (CODEBOX_WARM_ONE_COPY=0); cold: every run starts its interpreter
+for mode in warm warm-copy cold; do
 	port=$(codebox_free_port)
 	metrics_port=$(codebox_free_port)
 	metrics="http://127.0.0.1:$metrics_port"
-	CODEBOX_WARM=$([[ $mode == warm ]] && echo 1 || echo 0) "$here/scripts/codebox-run.sh" --port "$port" \
+	CODEBOX_WARM=$([[ $mode == warm* ]] && echo 1 || echo 0) \
+		CODEBOX_WARM_ONE_COPY=$([[ $mode == warm-copy ]] && echo 0 || echo 1) \
+		"$here/scripts/codebox-run.sh" --port "$port" \
 		--rundir "$work/$mode" --agent-port "$(codebox_free_port)" --metrics-port "$metrics_port" \
 		--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/$mode.out" 2>&1 &
 	stack=$!
@@ -192,6 +196,8 @@ for mode in warm cold; do
 		cat "$work/$mode.out" >&2
 		exit 1
 	}
+	echo "# $mode: /isolation says interpreter $(curl -s --max-time 5 "$base/isolation" |
+		jq -r '.details | "\(.interpreter), warmStart \(.warmStart)"')"
 	for prog in "${programs[@]}"; do
 		post_lua "${body[$prog]}"
 		# warm-up: both tiers' templates, the workers' boxes built ahead, the page cache
@@ -253,3 +259,10 @@ if [[ -f $peer ]]; then
 else
 	echo "# no cold_peer.py at $peer (--peer PATH): no reference service"
 fi
+echo "# the one-copy start against the two-copy one (CODEBOX_WARM_ONE_COPY=0), same host, same run"
+for prog in "${programs[@]}"; do
+	[[ -n ${cost[warm-$prog]:-} && -n ${cost[warm-copy-$prog]:-} ]] || continue
+	awk -v w="${cost[warm-$prog]}" -v c="${cost[warm-copy-$prog]}" -v rw="${rps[warm-$prog]}" \
+		-v rc="${rps[warm-copy-$prog]}" -v n="${name[$prog]}" \
+		'BEGIN { printf "%-34s CPU/request %.2fx the two-copy start, throughput %.2fx\n", "one-copy: " n, (c > 0 ? w / c : 0), (rc > 0 ? rw / rc : 0) }'
+done

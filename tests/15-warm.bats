@@ -48,6 +48,38 @@ warm_remote() {
 	run -0 grep -c "zygote ready: 6 modules imported" "$STACK_DIR/logs/pool.log"
 }
 
+# box_exes: each box's init and program as "INIT-EXE PROGRAM-EXE INIT-RSS-KB" lines (the boxes
+# built ahead on both tiers: an init and its one child)
+box_exes() {
+	local i p
+	for i in $(box_inits); do
+		p=$(pgrep -P "$i" | head -1)
+		[[ -n $p ]] || continue
+		echo "$(readlink "/proc/$i/exe") $(readlink "/proc/$p/exe") $(awk '/^VmRSS/ { print $2 }' "/proc/$i/status")"
+	done
+}
+
+@test "warm: a run starts with one copy of the interpreter: its init is codebox-init, exec'd" {
+	local line n=0
+	run -0 curl -s "$BASE/isolation"
+	assert_equal "$(jq -r .details.warmStart <<<"$output")" one-copy
+	# a box built ahead on each tier: its init and program exist before the request
+	execute 'print(1)'
+	execute 'import numpy; print(2)'
+	assert_equal "$(field .stdout)" 2
+	while read -r line; do
+		[[ -n $line ]] || continue
+		read -r init prog rss <<<"$line"
+		# init is a program of its own, a few hundred kB resident; the program is the one
+		# copy of the template (the pool's sealed image)
+		[[ $init == "/memfd:codebox-init (deleted)" && $prog == "/memfd:codebox (deleted)" ]] ||
+			fail "a box's init runs $init, its program $prog"
+		((rss < 16384)) || fail "a box's init is resident for $rss kB: a copy of the template?"
+		n=$((n + 1))
+	done < <(box_exes)
+	((n >= 2)) || fail "only $n boxes built ahead"
+}
+
 @test "warm: the program sees what python3 -I -u main.py sees cold" {
 	local programs=(
 		$'import os, sys\nprint(__name__, __file__ == os.path.join(os.getcwd(), "main.py"), sys.argv, sys.orig_argv)'
@@ -567,4 +599,30 @@ importing_zygote() {
 	run grep -c "starting a new zygote" "$STACK_DIR/logs/pool.log"
 	assert_output 0
 	[[ -z $(zygote_pid) ]]
+}
+
+@test "warm: without codebox-init beside the pool, or with CODEBOX_WARM_ONE_COPY=0, runs start with two copies and say so" {
+	local dir line
+	stack_stop
+	CODEBOX_WARM_MODULES=json CODEBOX_WARM_ONE_COPY=0 stack_start
+	run -0 curl -s "$BASE/isolation"
+	assert_equal "$(jq -r .details.warmStart <<<"$output")" copy
+	run -0 grep -c "two copies of the interpreter: CODEBOX_WARM_ONE_COPY=0" "$STACK_DIR/logs/pool.log"
+	execute 'import json; print(json.dumps([1]))'
+	assert_equal "$(field .stdout)" '[1]'
+	while read -r line; do
+		[[ -z $line || $line == "/memfd:codebox (deleted) /memfd:codebox (deleted) "* ]] ||
+			fail "a box of a two-copy start: $line"
+	done < <(box_exes)
+	stack_stop
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	cp "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" "$dir/codebox-pool"
+	CODEBOX_WARM_MODULES=json CODEBOX_POOL="$dir/codebox-pool" stack_start
+	run -0 curl -s "$BASE/isolation"
+	assert_equal "$(jq -r .details.warmStart <<<"$output")" copy
+	run -0 grep -c "two copies of the interpreter: codebox-init is not beside codebox-pool" "$STACK_DIR/logs/pool.log"
+	execute 'print(3)'
+	assert_equal "$(field .stdout)" 3
+	stack_stop
+	rm -rf "$dir"
 }

@@ -288,10 +288,11 @@ while True: pass' '{timeoutSeconds: 1}'
 	session_new
 	run_in "$sid" 'n = 0'
 	# longer than the execution timeout a request may have (30 s): 202 at once
+	# long enough to be still running at the GET below on a loaded machine
 	run_in "$sid" 'import time
 for i in range(3):
     print("step", i, flush=True)
-    time.sleep(0.4)
+    time.sleep(1.5)
 n = 99
 n' '{background: true, timeoutSeconds: 600}'
 	assert_equal "$code" 202
