@@ -35,15 +35,29 @@ bg_execute() {
 }
 
 # held_pid: the host pid of a run's program that wrote "held" into its directory (seen by
-# root through /proc/<pid>/cwd); fails while there is none.
+# root through /proc/<pid>/cwd) and descends from this stack's pool; fails while there is
+# none. Without a fork per process: on a loaded machine each costs tens of ms, and a run
+# holds for 20 s at most.
 held_pid() {
-	local i p
-	for i in $(box_inits); do
-		for p in $(pgrep -P "$i"); do
-			if [[ -e /proc/$p/cwd/held ]]; then
+	local pool d p cur k v depth
+	pool=$(pool_pid)
+	[[ -n $pool ]] || return 1
+	for d in /proc/[0-9]*; do
+		[[ -e $d/cwd/held ]] || continue
+		p=${d#/proc/}
+		cur=$p
+		for ((depth = 0; depth < 8; depth++)); do
+			v=""
+			while read -r k v; do
+				[[ $k == PPid: ]] && break
+				v=""
+			done <"/proc/$cur/status" 2>/dev/null || break
+			[[ -n $v && $v != 0 ]] || break
+			if [[ $v == "$pool" ]]; then
 				echo "$p"
 				return 0
 			fi
+			cur=$v
 		done
 	done
 	return 1
