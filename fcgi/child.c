@@ -178,14 +178,16 @@ child_clone(const struct run_config *cfg, int flags, int *pidfd)
 }
 
 pid_t
-child_clone_vm(const struct run_config *cfg, int flags, int (*fn)(void *), void *stack, void *arg)
+child_clone_vm(const struct run_config *cfg, int flags, int (*fn)(void *), void *stack, void *arg,
+               volatile pid_t *ptid)
 {
 	int switched = child_run_ids(cfg, flags);
 	pid_t pid;
 
 	if (switched < 0)
 		return -1;
-	pid = clone(fn, stack, flags | CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+	pid = clone(fn, stack, flags | CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD, arg,
+	            (pid_t *)ptid);
 	if (switched)
 		child_root_again();
 	return pid;

@@ -56,10 +56,10 @@ pid_t child_clone(const struct run_config *cfg, int flags, int *pidfd);
 
 /*
  * The same clone, sharing the caller's memory and suspending it until the child execs or
- * ends (CLONE_VM | CLONE_VFORK): fn(arg) runs on stack (its top). Returns the child's pid, or
- * -1 with errno.
+ * ends (CLONE_VM | CLONE_VFORK): fn(arg) runs on stack (its top), and the child's pid is in
+ * *ptid before it does. Returns the child's pid, or -1 with errno.
  */
 pid_t child_clone_vm(const struct run_config *cfg, int flags, int (*fn)(void *), void *stack,
-                     void *arg);
+                     void *arg, volatile pid_t *ptid);
 
 #endif

@@ -72,6 +72,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -79,6 +80,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/rseq.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -1503,23 +1506,19 @@ sandbox_wire_pack(const struct sandbox_spec *s, const struct sandbox_stub *st,
 	return 0;
 }
 
-/* The stub's pid as the host (the pool's pid namespace) sees it: its /proc still is the
- * template's. */
-static pid_t
-stub_host_pid(void)
+/* The program's pids high (sandbox_high_pids()) from the stub, through the template's /proc
+ * (ns_last_pid is the writer's pid namespace's); where its /proc/sys is read-only (a
+ * container's), through a /proc of the run's own, mounted over it in the run's mount
+ * namespace (private first: nothing propagates out), which init's new root replaces. */
+static int
+stub_high_pids(void)
 {
-	char buf[24];
-	ssize_t n = readlink("/proc/self", buf, sizeof(buf) - 1);
-	long v = 0;
-
-	if (n <= 0 || n > 10)
+	if (sandbox_high_pids() == 0)
+		return 0;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return -1;
-	for (ssize_t i = 0; i < n; i++) {
-		if (buf[i] < '0' || buf[i] > '9')
-			return -1;
-		v = v * 10 + (buf[i] - '0');
-	}
-	return (pid_t)v;
+	return sandbox_high_pids();
 }
 
 /* A decimal into buf (at least 12 bytes), without the locale or an allocation. */
@@ -1573,6 +1572,13 @@ sandbox_program_one_copy(struct sandbox_stub *st)
 	char c;
 
 	(void)prctl(PR_SET_NAME, SANDBOX_PROGRAM_NAME);
+	/* a CLONE_VM child has no rseq area registered, nor so a fork of it: glibc's (in the
+	 * thread's control block) is registered again, or sched_getcpu() would read a stale cpu */
+	if (__rseq_size > 0)
+		(void)syscall(SYS_rseq, (char *)__builtin_thread_pointer() + __rseq_offset,
+		              /* glibc registers at least the original 32 bytes (its __rseq_size is
+		               * the features' size, 20 on 2.36) */
+		              __rseq_size < 32 ? 32u : (uint32_t)__rseq_size, 0, RSEQ_SIG);
 	{
 		/* nothing of the template's (its serving socket, codebox-init), of init's ends,
 		 * nor a session's listening socket */
@@ -1613,32 +1619,35 @@ sandbox_stub_main(void *arg)
 	struct pollfd go = {.fd = s->ctl_fd, .events = POLLIN};
 	char prog_arg[24], wire_arg[24];
 	char *argv[] = {"codebox-init", prog_arg, wire_arg, NULL}, *envp[] = {NULL};
-	pid_t host, prog;
+	pid_t prog;
 	int pidfd;
 
 	/* the template ignores SIGCHLD (the kernel reaps its inits); init reaps its own */
 	(void)sigaction(SIGCHLD, &dfl, NULL);
-	/* the worker's answer comes from here: the template is suspended until the exec */
-	host = stub_host_pid();
+	/* the worker's answer comes from here (the template is suspended until the exec): init's
+	 * host pid, which clone() wrote into the template's memory, and its pidfd */
 	pidfd = (int)syscall(SYS_pidfd_open, 1, 0);
-	if (host <= 0 || pidfd < 0) {
-		st->err = host <= 0 ? ESRCH : errno;
+	if (st->host_pid <= 0 || pidfd < 0) {
+		st->err = st->host_pid <= 0 ? ESRCH : errno;
 		_exit(127);
 	}
-	if (st->answer(st->ctx, host, pidfd) < 0) {
+	if (st->answer(st->ctx, st->host_pid, pidfd) < 0) {
 		st->err = errno;
 		_exit(0); /* the worker gave the request up */
 	}
 	st->answered = 1;
 	close(pidfd);
+	/* the program is forked from this memory: nothing of the answer (init's host pid) may
+	 * be left in it, here or on the stack below */
+	st->host_pid = 0;
+	sandbox_scrub_stack();
 	/* the go: the uid maps written, init in the run's cgroup, so that the program is born
 	 * there. Bounded: a worker that stalls must not hold the template */
 	if (poll(&go, 1, SANDBOX_STUB_GO_MS) != 1)
 		_exit(0); /* the worker sees init end through its pidfd */
 	if (sandbox_wait_go(s) < 0)
 		sandbox_fail(s, SANDBOX_WAIT, 0);
-	/* through the template's /proc: ns_last_pid is the writer's pid namespace's */
-	if (s->high_pids && sandbox_high_pids() < 0)
+	if (s->high_pids && stub_high_pids() < 0)
 		sandbox_fail(s, SANDBOX_PIDS, 0);
 	/* the run's one copy of the interpreter; _Fork runs no atfork handler in the
 	 * template's memory */
@@ -1663,6 +1672,12 @@ sandbox_stub_main(void *arg)
 			if (cross[i] >= 0 && fcntl(cross[i], F_SETFD, 0) < 0)
 				sandbox_fail(s, SANDBOX_EXEC, 1);
 	}
+	/* an exec whose real and effective ids differ is a set-id exec to kernels before 6.15,
+	 * which clears the ambient capabilities: in a user namespace, the run's ids in all three
+	 * first (init takes them anyway; its capabilities stay, as no id was the namespace's
+	 * root) */
+	if (s->ids_before_mounts && sandbox_ids(s) < 0)
+		sandbox_fail(s, SANDBOX_IDS, 0);
 	/* an exec by a uid that is not the namespace's root clears the capabilities init still
 	 * needs (mounts, ids): carried across as ambient ones, dropped by init once confined */
 	if (sandbox_ambient_caps() < 0)
@@ -1725,7 +1740,8 @@ sandbox_init_exec(struct sandbox_wire *w, pid_t prog)
 	{
 		int keep[] = {s->error_fd,   s->ctl_fd,   s->report_fd,  s->workspace_fd, w->etc_fd,
 		              s->session_fd, w->ready_fd, w->handoff_fd, w->cell_fd};
-		if (util_close_fds_except(keep, 9) < 0)
+		if (util_close_fds_except(keep, 9) < 0 ||
+		    syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}
 	sandbox_retitle();

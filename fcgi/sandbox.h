@@ -257,6 +257,8 @@ struct sandbox_stub {
 	/* answers the worker with init's host pid and pidfd (template.c); 0 or -1 */
 	int (*answer)(void *ctx, pid_t pid, int pidfd);
 	void *ctx;
+	/* init's host pid, written by clone() (CLONE_PARENT_SETTID) before the stub runs */
+	volatile pid_t host_pid;
 	/* set by the stub: whether the worker was answered, and else why not (errno) */
 	volatile int answered;
 	volatile int err;

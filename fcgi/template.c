@@ -167,17 +167,20 @@ template_clone_one_copy(const struct template_base *base, struct warm_box_reques
 	wp[1] = -1;
 	st.wire_fd = wp[0];
 	/* the program is a copy of this memory: no host path may be left in it (init was told
-	 * the run's directory on the wire) */
-	explicit_bzero(req->workdir, sizeof(req->workdir));
+	 * the run's directory on the wire). Without a mount namespace the path is the program's
+	 * working directory, seen as it is: it keeps it */
+	if (template_child.sb.mounts != NULL)
+		explicit_bzero(req->workdir, sizeof(req->workdir));
 	sandbox_scrub_stack();
 	ok = true;
 	stack = (char *)((uintptr_t)((char *)__builtin_frame_address(0) - TEMPLATE_STUB_GAP) &
 	                 ~(uintptr_t)15);
-	pid = child_clone_vm(&run, run.clone_flags, sandbox_stub_main, stack, &st);
+	pid = child_clone_vm(&run, run.clone_flags, sandbox_stub_main, stack, &st, &st.host_pid);
 #if defined(__SANITIZE_ADDRESS__)
 	/* the stub's frames never returned: their red zones are still marked on this stack */
 	__asan_unpoison_memory_region(stack - 256 * 1024, 256 * 1024);
 #endif
+	explicit_bzero(req->workdir, sizeof(req->workdir));
 	*answered = st.answered != 0;
 	if (!*answered) {
 		a->pid = pid < 0 ? -errno : -(st.err != 0 ? st.err : EIO);
