@@ -76,7 +76,8 @@ host_kind() {
 	pvm="page tables: unknown (no perf)"
 	if ((have_perf)); then
 		perf record -q -a -o pvm.data -- sh -c 'for i in 1 2 3 4 5 6 7 8 9 10; do '"$PY"' -I -c pass; done' >/dev/null 2>&1
-		if perf report -q -i pvm.data --sort sym --stdio 2>/dev/null | grep -q 'pvm_'; then
+		# grep reads it all: -q would end perf with SIGPIPE, and pipefail would say no
+		if perf report -q -i pvm.data --sort sym --stdio 2>/dev/null | grep 'pvm_' >/dev/null; then
 			pvm="software page tables (pvm_* in perf's samples)"
 		else
 			pvm="hardware page tables (no pvm_* in perf's samples)"
