@@ -796,6 +796,22 @@ sandbox_init_begin(const struct sandbox_spec *s, sigset_t *waitmask)
 		sandbox_fail(s, SANDBOX_WAIT, 0);
 }
 
+/* The last steps of init's confinement, and of the one-copy program's: the run's ids (when
+ * ids), no capability (nothing a compromised program could borrow), not dumpable (its memory
+ * unreadable through /proc), the working directory. */
+static void
+sandbox_settle(const struct sandbox_spec *s, bool ids)
+{
+	if (ids && sandbox_ids(s) < 0)
+		sandbox_fail(s, SANDBOX_IDS, 0);
+	if (sandbox_drop_caps() < 0)
+		sandbox_fail(s, SANDBOX_CAPS, 0);
+	if (prctl(PR_SET_DUMPABLE, 0) < 0)
+		sandbox_fail(s, SANDBOX_CAPS, 1);
+	if (chdir(s->workdir) < 0)
+		sandbox_fail(s, SANDBOX_CHDIR, 0);
+}
+
 /*
  * Init's second phase, once the worker has written the uid maps and moved it into the run's
  * cgroup: the run's view of the system, before its request exists, in this order.
@@ -841,14 +857,7 @@ sandbox_init_confine(struct sandbox_spec *s)
 		close(s->workspace_fd);
 		s->workspace_fd = -1;
 	}
-	if (!s->ids_before_mounts && sandbox_ids(s) < 0)
-		sandbox_fail(s, SANDBOX_IDS, 0);
-	if (sandbox_drop_caps() < 0)
-		sandbox_fail(s, SANDBOX_CAPS, 0);
-	if (prctl(PR_SET_DUMPABLE, 0) < 0)
-		sandbox_fail(s, SANDBOX_CAPS, 1);
-	if (chdir(s->workdir) < 0)
-		sandbox_fail(s, SANDBOX_CHDIR, 0);
+	sandbox_settle(s, !s->ids_before_mounts);
 }
 
 /* Cold: init takes the request and forks the program. Returns the program's pid. */
@@ -1599,14 +1608,7 @@ sandbox_program_one_copy(struct sandbox_stub *st)
 		sandbox_fail(s, SANDBOX_CGROUPNS, 0);
 	if (s->mounts != NULL && s->landlock_abi > 0 && sandbox_landlock(s) < 0)
 		sandbox_fail(s, SANDBOX_LANDLOCK, 0);
-	if (sandbox_ids(s) < 0)
-		sandbox_fail(s, SANDBOX_IDS, 0);
-	if (sandbox_drop_caps() < 0)
-		sandbox_fail(s, SANDBOX_CAPS, 0);
-	if (prctl(PR_SET_DUMPABLE, 0) < 0)
-		sandbox_fail(s, SANDBOX_CAPS, 1);
-	if (chdir(s->workdir) < 0)
-		sandbox_fail(s, SANDBOX_CHDIR, 0);
+	sandbox_settle(s, true);
 	sandbox_program_ahead(s, st->handoff_fd[1]);
 }
 
