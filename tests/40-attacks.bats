@@ -461,8 +461,10 @@ print(struct.unpack("I", uid)[0])' "$pid"
 		skip "no pool-wide budget on this host"
 	fi
 	assert_equal "$(jq -r .details.poolMemoryBytes <<<"$output")" 419430400
-	# A holds 150 MiB; B then grows towards its own 300 MiB, and the pool's 400 MiB runs out
-	jq -cn '{code: "import signal\nb = bytearray(b\"\\x01\") * (150 << 20)\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\nopen(\"held\", \"w\").close()\nsignal.sigtimedwait([signal.SIGUSR1], 30)\nprint(\"A done\")"}' \
+	# A holds 150 MiB; B then grows towards its own 300 MiB, and the pool's 400 MiB runs out.
+	# A's bound is the longest a request may ask: where page faults are slow (software page
+	# tables, a loaded machine) A waits for B longer than the default timeout
+	jq -cn '{code: "import signal\nb = bytearray(b\"\\x01\") * (150 << 20)\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\nopen(\"held\", \"w\").close()\nsignal.sigtimedwait([signal.SIGUSR1], 25)\nprint(\"A done\")", timeoutSeconds: 30}' \
 		>"$BATS_TEST_TMPDIR/a.req"
 	curl -s --max-time 60 -H 'Content-Type: application/json' --data-binary @"$BATS_TEST_TMPDIR/a.req" \
 		"$BASE/execute" >"$BATS_TEST_TMPDIR/bg.json" 3>&- &
