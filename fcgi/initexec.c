@@ -6,9 +6,8 @@
  * the template did before (sandbox_init_exec()).
  *
  *   codebox-init <the program's pid> <the wire's fd>
- *   codebox-init --check         exits 0: the supervisor's test that it can run here
  *   codebox-init --check-caps    exits SANDBOX_CAPS_OK if it holds what init needs, exec'd
- *                                as the stub execs it (the zygote's test)
+ *                                as the stub execs it (the zygote's test that it runs here)
  */
 #include "sandbox.h"
 
@@ -58,8 +57,6 @@ main(int argc, char **argv)
 
 	/* exec'd from an fd, its name is the fd's number until now */
 	(void)prctl(PR_SET_NAME, "codebox-init");
-	if (argc == 2 && strcmp(argv[1], "--check") == 0)
-		return 0;
 	if (argc == 2 && strcmp(argv[1], "--check-caps") == 0)
 		return initexec_has_caps() ? SANDBOX_CAPS_OK : 1;
 	if (argc != 3 || (prog = initexec_number(argv[1])) <= 0 ||

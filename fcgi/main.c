@@ -380,43 +380,38 @@ agent_setup(struct pool_config *pc, const struct isolation *iso, unsigned long l
 	        bytes, ac->timeout_ms);
 }
 
-/* codebox-init, beside this binary: the sealed copy cannot name it, so it is opened here and
- * its fd passed through the exec (CODEBOX_INIT_FD). */
+/* codebox-init, beside this binary, as a sealed copy: the sealed copy of this binary cannot
+ * name its directory, so the file is copied before the exec and the copy's fd passed through
+ * it (CODEBOX_INIT_FD). */
 #define MAIN_INIT_FD_ENV "CODEBOX_INIT_FD"
+#define MAIN_INIT_MAX_BYTES (64LL << 20)
 
 static int
-main_open_init(void)
+main_seal_init(void)
 {
 	char path[4096], *slash;
 	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	int src, mfd;
 
 	if (n <= 0)
 		return -1;
 	path[n] = '\0';
-	/* the sealed copy has no directory: only main_pass_init() could have found it */
-	if (strncmp(path, "/memfd:", 7) == 0)
-		return -1;
 	slash = strrchr(path, '/');
-	if (slash == NULL || (size_t)(slash + 1 - path) + sizeof("codebox-init") > sizeof(path))
+	/* the sealed copy has no directory: only the exec's env can say */
+	if (strncmp(path, "/memfd:", 7) == 0 || slash == NULL ||
+	    (size_t)(slash + 1 - path) + sizeof("codebox-init") > sizeof(path))
 		return -1;
 	memcpy(slash + 1, "codebox-init", sizeof("codebox-init"));
-	return open(path, O_RDONLY | O_CLOEXEC);
+	src = open(path, O_RDONLY | O_CLOEXEC);
+	if (src < 0)
+		return -1;
+	mfd = util_sealed_copy(src, "codebox-init", MAIN_INIT_MAX_BYTES, true);
+	close(src);
+	return mfd;
 }
 
-static void
-main_pass_init(void)
-{
-	char num[16];
-	int fd = main_open_init();
-
-	if (fd < 0 || fcntl(fd, F_SETFD, 0) < 0)
-		return;
-	snprintf(num, sizeof(num), "%d", fd);
-	(void)setenv(MAIN_INIT_FD_ENV, num, 1);
-}
-
-/* The fd main_pass_init() passed, close-on-exec again, or the file beside this binary when
- * the pool runs from it; -1 when there is none. */
+/* The sealed codebox-init: the one passed through the exec, or made now when the pool runs
+ * from its file; -1 when there is none. */
 static int
 main_init_source(void)
 {
@@ -425,7 +420,7 @@ main_init_source(void)
 	long fd;
 
 	if (env == NULL)
-		return main_open_init();
+		return main_seal_init();
 	fd = strtol(env, &end, 10);
 	(void)unsetenv(MAIN_INIT_FD_ENV);
 	if (*end != '\0' || fd < 3 || fd > 1 << 20 || fcntl((int)fd, F_SETFD, FD_CLOEXEC) < 0)
@@ -444,7 +439,6 @@ static void
 main_exec_from_memfd(char **argv)
 {
 	char exe[64];
-	struct stat st;
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	int src = -1, mfd = -1;
 
@@ -456,20 +450,20 @@ main_exec_from_memfd(char **argv)
 		}
 	}
 	src = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-	if (src < 0 || fstat(src, &st) < 0 || st.st_size <= 0 || st.st_size > (256 << 20))
+	if (src < 0)
 		goto fail;
-	mfd = memfd_create("codebox", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	mfd = util_sealed_copy(src, "codebox", 256LL << 20, false);
 	if (mfd < 0)
 		goto fail;
-	main_pass_init();
-	for (off_t done = 0; done < st.st_size;) {
-		ssize_t w = sendfile(mfd, src, NULL, (size_t)(st.st_size - done));
-		if (w <= 0)
-			goto fail;
-		done += w;
+	{
+		/* codebox-init crosses the exec, sealed too */
+		char num[16];
+		int init = main_seal_init();
+		if (init >= 0 && fcntl(init, F_SETFD, 0) == 0) {
+			snprintf(num, sizeof(num), "%d", init);
+			(void)setenv(MAIN_INIT_FD_ENV, num, 1);
+		}
 	}
-	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
-		goto fail;
 	close(src);
 	fexecve(mfd, argv, environ);
 	src = -1;
@@ -803,7 +797,7 @@ main(int argc, char **argv)
 		zygote_main();
 	}
 	log_set_component("pool");
-	pc.init_src = main_init_source();
+	pc.init_fd = main_init_source();
 	/* the argument area, contiguous from argv[0] to the end of the last argument */
 	sandbox_set_title_area(argv[0],
 	                       (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]));

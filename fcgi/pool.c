@@ -151,7 +151,7 @@ pool_run(struct pool_config *pc)
 	 * their end of its tiers' sockets */
 	if (pc->warm.enabled &&
 	    warm_pool_start(&pc->warm, pc->worker.run.python, pc->worker.run.seccomp,
-	                    pc->worker.run.etc_fd, pc->init_src) == 0)
+	                    pc->worker.run.etc_fd, pc->init_fd) == 0)
 		log_msg(LOG_INFO, "warm interpreters: the zygote is ready");
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGCHLD, &sa, NULL);

@@ -15,7 +15,7 @@ struct pool_config {
 	const char *socket_path;     /* removed when stopping starts, so nothing new connects */
 	struct worker_config worker; /* template; index and run uid are set per worker */
 	struct warm_settings warm;   /* warm interpreters (warm.c; the zygote: zygote.c) */
-	int init_src; /* codebox-init's file, read once by warm_pool_start(); -1: not found */
+	int init_fd; /* codebox-init, a sealed memfd (warm_pool_start()); -1: not found */
 };
 
 /*

@@ -1515,6 +1515,16 @@ sandbox_wire_pack(const struct sandbox_spec *s, const struct sandbox_stub *st,
 	return 0;
 }
 
+void
+sandbox_wire_fds(const struct sandbox_wire *w, int wire_fd, int fds[SANDBOX_WIRE_FDS])
+{
+	const int all[SANDBOX_WIRE_FDS] = {
+	    wire_fd,         w->ctl_fd, w->report_fd, w->error_fd,   w->session_fd,
+	    w->workspace_fd, w->etc_fd, w->ready_fd,  w->handoff_fd, w->cell_fd};
+
+	memcpy(fds, all, sizeof(all));
+}
+
 /* The program's pids high (sandbox_high_pids()) from the stub, through the template's /proc
  * (ns_last_pid is the writer's pid namespace's); where its /proc/sys is read-only (a
  * container's), through a /proc of the run's own, mounted over it in the run's mount
@@ -1528,23 +1538,6 @@ stub_high_pids(void)
 	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		return -1;
 	return sandbox_high_pids();
-}
-
-/* A decimal into buf (at least 12 bytes), without the locale or an allocation. */
-static void
-stub_itoa(char *buf, long v)
-{
-	char tmp[24];
-	int n = 0, i = 0;
-
-	if (v < 0)
-		v = 0;
-	do
-		tmp[n++] = (char)('0' + v % 10);
-	while ((v /= 10) > 0 && n < 11);
-	while (n > 0)
-		buf[i++] = tmp[--n];
-	buf[i] = '\0';
 }
 
 int
@@ -1660,17 +1653,9 @@ sandbox_stub_main(void *arg)
 		sandbox_program_one_copy(st);
 	{
 		/* init's fds cross the exec; the rest (the output pipes, the template's) do not */
-		int cross[] = {st->wire_fd,
-		               s->ctl_fd,
-		               s->report_fd,
-		               s->error_fd,
-		               s->session_fd,
-		               s->workspace_fd,
-		               s->mounts != NULL ? s->mounts->etc_fd : -1,
-		               st->ready_fd[1],
-		               st->handoff_fd[0],
-		               st->cell_fd[0]};
-		for (size_t i = 0; i < sizeof(cross) / sizeof(cross[0]); i++)
+		int cross[SANDBOX_WIRE_FDS];
+		sandbox_wire_fds(st->wire, st->wire_fd, cross);
+		for (size_t i = 0; i < SANDBOX_WIRE_FDS; i++)
 			if (cross[i] >= 0 && fcntl(cross[i], F_SETFD, 0) < 0)
 				sandbox_fail(s, SANDBOX_EXEC, 1);
 	}
@@ -1684,8 +1669,9 @@ sandbox_stub_main(void *arg)
 	 * needs (mounts, ids): carried across as ambient ones, dropped by init once confined */
 	if (sandbox_ambient_caps() < 0)
 		sandbox_fail(s, SANDBOX_CAPS, 2);
-	stub_itoa(prog_arg, prog);
-	stub_itoa(wire_arg, st->wire_fd);
+	/* snprintf() of an int neither allocates nor locks */
+	snprintf(prog_arg, sizeof(prog_arg), "%d", (int)prog);
+	snprintf(wire_arg, sizeof(wire_arg), "%d", st->wire_fd);
 	(void)syscall(SYS_execveat, st->exe_fd, "", argv, envp, AT_EMPTY_PATH);
 	sandbox_fail(s, SANDBOX_EXEC, 1);
 }
@@ -1740,9 +1726,9 @@ sandbox_init_exec(struct sandbox_wire *w, pid_t prog)
 	};
 	sandbox_init_signals(&waitmask);
 	{
-		int keep[] = {s->error_fd,   s->ctl_fd,   s->report_fd,  s->workspace_fd, w->etc_fd,
-		              s->session_fd, w->ready_fd, w->handoff_fd, w->cell_fd};
-		if (util_close_fds_except(keep, 9) < 0 ||
+		int keep[SANDBOX_WIRE_FDS];
+		sandbox_wire_fds(w, -1, keep);
+		if (util_close_fds_except(keep, SANDBOX_WIRE_FDS) < 0 ||
 		    syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
 			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
 	}

@@ -246,14 +246,23 @@ struct sandbox_wire {
 	char python[4200];
 };
 
+/* How many fds codebox-init keeps (sandbox_wire_fds()): the wire's own and the run's. */
+#define SANDBOX_WIRE_FDS 10
+
+/* The fds of w that init keeps, and wire_fd (the pipe it is read from), into fds (-1 for
+ * the ones this run has not): the one list the stub clears close-on-exec on and init keeps. */
+void sandbox_wire_fds(const struct sandbox_wire *w, int wire_fd, int fds[SANDBOX_WIRE_FDS]);
+
 /* What the stub is given, in the template's memory (it shares it). */
 struct sandbox_stub {
 	struct sandbox_spec *spec; /* the run's, with its fds */
-	int exe_fd;                /* codebox-init (a sealed memfd) */
-	int wire_fd;               /* read end of the pipe holding the struct sandbox_wire */
-	int ready_fd[2];           /* init -> program: the run's view is built */
-	int handoff_fd[2];         /* program -> init: struct sandbox_handoff */
-	int cell_fd[2];            /* a session: [0] init's end, [1] the program's; else -1 */
+	/* the wire init reads, its host path wiped (the program is a copy of this memory) */
+	const struct sandbox_wire *wire;
+	int exe_fd;        /* codebox-init (a sealed memfd) */
+	int wire_fd;       /* read end of the pipe holding the struct sandbox_wire */
+	int ready_fd[2];   /* init -> program: the run's view is built */
+	int handoff_fd[2]; /* program -> init: struct sandbox_handoff */
+	int cell_fd[2];    /* a session: [0] init's end, [1] the program's; else -1 */
 	/* answers the worker with init's host pid and pidfd (template.c); 0 or -1 */
 	int (*answer)(void *ctx, pid_t pid, int pidfd);
 	void *ctx;

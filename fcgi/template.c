@@ -162,10 +162,12 @@ template_clone_one_copy(const struct template_base *base, struct warm_box_reques
 	    sandbox_wire_pack(&template_child.sb, &st, &wire) < 0 ||
 	    write(wp[1], &wire, sizeof(wire)) != (ssize_t)sizeof(wire))
 		goto out;
-	explicit_bzero(&wire, sizeof(wire));
 	close(wp[1]);
 	wp[1] = -1;
 	st.wire_fd = wp[0];
+	/* the stub reads its fds from it; init has the path */
+	explicit_bzero(wire.host_workdir, sizeof(wire.host_workdir));
+	st.wire = &wire;
 	/* the program is a copy of this memory: no host path may be left in it (init was told
 	 * the run's directory on the wire). Without a mount namespace the path is the program's
 	 * working directory, seen as it is: it keeps it */

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -126,6 +128,45 @@ util_close_fds_except(const int *keep, int n)
 			return -1;
 		from = next + 1;
 	}
+}
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+
+int
+util_sealed_copy(int src, const char *name, long long max, bool exec)
+{
+	struct stat st;
+	int mfd = -1, err;
+
+	if (fstat(src, &st) < 0)
+		return -1;
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > max) {
+		errno = EFBIG;
+		return -1;
+	}
+	if (exec)
+		mfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+	if (mfd < 0)
+		mfd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (mfd < 0)
+		return -1;
+	for (off_t done = 0; done < st.st_size;) {
+		ssize_t w = sendfile(mfd, src, NULL, (size_t)(st.st_size - done));
+		if (w <= 0) {
+			err = w == 0 ? EIO : errno;
+			goto fail;
+		}
+		done += w;
+	}
+	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) == 0)
+		return mfd;
+	err = errno;
+fail:
+	close(mfd);
+	errno = err;
+	return -1;
 }
 
 /* The pool's shared mappings: few, made at start-up by the supervisor. */

@@ -16,6 +16,14 @@ int util_write_all(int fd, const void *buf, size_t n);
 int util_close_fds_except(const int *keep, int n);
 
 /*
+ * A sealed memfd named name holding the regular file open at src (at most max bytes): a copy
+ * of a program that no change to the file reaches. exec: ask for an executable memfd
+ * (MFD_EXEC, where the kernel has it). Returns the fd (close-on-exec), or -1 with errno;
+ * src stays open.
+ */
+int util_sealed_copy(int src, const char *name, long long max, bool exec);
+
+/*
  * Reads the small file at path (a /proc or sysfs file, a cgroup's control file) into buf: at
  * most size - 1 bytes, in as many reads as it takes (EINTR retried), through a close-on-exec fd
  * closed before it returns; buf is NUL-terminated whatever happens. Returns the length read (0:

@@ -25,11 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,84 +155,6 @@ warm_wants_heavy(const char *code, size_t len)
 }
 
 /* ---- the supervisor's side ---- */
-
-#ifndef MFD_EXEC
-#define MFD_EXEC 0x0010U
-#endif
-
-/* codebox-init is small: anything larger is not it */
-#define WARM_INIT_MAX_BYTES (64L << 20)
-
-/*
- * codebox-init (read from src, which this closes) as a sealed memfd that the templates exec
- * for the one-copy start: the pool runs the program it started with, whatever happens to the
- * file. Tried once here. Returns the fd, or -1 with why (the templates then copy).
- */
-static int
-warm_init_exe(int src, char *why, size_t why_len)
-{
-	char *argv[] = {"codebox-init", "--check", NULL}, *envp[] = {NULL};
-	struct stat st;
-	int mfd = -1, pidfd = -1, status = -1;
-	pid_t pid;
-
-	if (src < 0) {
-		snprintf(why, why_len, "codebox-init is not beside codebox-pool");
-		return -1;
-	}
-	if (fstat(src, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
-	    st.st_size > WARM_INIT_MAX_BYTES) {
-		snprintf(why, why_len, "codebox-init is not a program of the right size");
-		goto fail;
-	}
-	mfd = memfd_create("codebox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
-	if (mfd < 0 && errno == EINVAL)
-		mfd = memfd_create("codebox-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (mfd < 0) {
-		snprintf(why, why_len, "memfd_create(): %s", strerror(errno));
-		goto fail;
-	}
-	for (off_t done = 0; done < st.st_size;) {
-		ssize_t w = sendfile(mfd, src, NULL, (size_t)(st.st_size - done));
-		if (w <= 0) {
-			snprintf(why, why_len, "copying codebox-init: %s",
-			         w == 0 ? "it shrank" : strerror(errno));
-			goto fail;
-		}
-		done += w;
-	}
-	if (fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
-		snprintf(why, why_len, "sealing codebox-init: %s", strerror(errno));
-		goto fail;
-	}
-	/* that it runs here (an exec'd memfd may be denied: vm.memfd_noexec, an LSM) */
-	pid = fork();
-	if (pid == 0) {
-		(void)syscall(SYS_execveat, mfd, "", argv, envp, AT_EMPTY_PATH);
-		_exit(127);
-	}
-	if (pid > 0) {
-		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-		if (pidfd < 0 || util_wait_readable(pidfd, 5000) != 1)
-			(void)kill(pid, SIGKILL);
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-		if (pidfd >= 0)
-			close(pidfd);
-	}
-	if (pid < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		snprintf(why, why_len, "codebox-init does not run here (%s %d)",
-		         pid < 0 ? "fork:" : "wait status", pid < 0 ? errno : status);
-		goto fail;
-	}
-	close(src);
-	return mfd;
-fail:
-	close(src);
-	if (mfd >= 0)
-		close(mfd);
-	return -1;
-}
 
 struct zygote_gen {
 	pid_t pid; /* -1: none */
@@ -465,9 +384,8 @@ zygote_kill(struct zygote_gen *z)
 
 int
 warm_pool_start(const struct warm_settings *s, const char *python, const struct seccomp_filter *f,
-                int etc_fd, int init_src)
+                int etc_fd, int init_fd)
 {
-	char why[256];
 	unsigned tiers = 0;
 
 	/* whatever fails below, warm_pool_check() starts nothing: the pool is cold for good */
@@ -492,13 +410,16 @@ warm_pool_start(const struct warm_settings *s, const char *python, const struct 
 		       sizeof(struct sock_filter) * f->prog.len);
 	}
 	warm_etc_fd = etc_fd;
-	if (!s->one_copy)
-		snprintf(why, sizeof(why), "CODEBOX_WARM_ONE_COPY=0");
-	else
-		warm_init_fd = warm_init_exe(init_src, why, sizeof(why));
+	/* whether it runs here, and keeps what init needs, the zygote tries (zygote.c) */
+	if (s->one_copy)
+		warm_init_fd = init_fd;
+	else if (init_fd >= 0)
+		close(init_fd);
 	warm_config.has_init = warm_init_fd >= 0;
 	if (warm_init_fd < 0)
-		log_msg(LOG_WARN, "warm runs start with two copies of the interpreter: %s", why);
+		log_msg(LOG_WARN, "warm runs start with two copies of the interpreter: %s",
+		        s->one_copy ? "codebox-init is not beside codebox-pool"
+		                    : "CODEBOX_WARM_ONE_COPY=0");
 	warm_state = util_map_shared(NULL, sizeof(*warm_state));
 	if (warm_state == NULL) {
 		log_msg(LOG_ERROR, "warm interpreters: mmap() failed: %s", strerror(errno));

@@ -51,12 +51,12 @@ struct pollfd;
 /*
  * Supervisor, before the first worker: makes the tiers' sockets and execs the zygote with s,
  * the interpreter python, the runs' seccomp filter f (NULL: none) and the sandbox's /etc
- * (etc_fd, kept open by the caller), and codebox-init (init_src, read and closed here, or -1:
- * runs start with two copies); waits (bounded) until it is ready. Returns 0, or -1 (logged;
+ * (etc_fd, kept open by the caller), and codebox-init (init_fd, a sealed memfd this keeps,
+ * or -1: runs start with two copies); waits (bounded) until it is ready. Returns 0, or -1 (logged;
  * runs are cold).
  */
 int warm_pool_start(const struct warm_settings *s, const char *python,
-                    const struct seccomp_filter *f, int etc_fd, int init_src);
+                    const struct seccomp_filter *f, int etc_fd, int init_fd);
 
 /* Supervisor: appends to pfd (room for 2) what warm_pool_check() needs to hear. */
 void warm_pool_poll_fds(struct pollfd *pfd, int *n);

@@ -374,8 +374,8 @@ zygote_probe_stub(void *arg)
 /*
  * Whether the one-copy start works here: a stub cloned as a run's is (sharing this memory, in
  * a user namespace whose root it is not) execs codebox-init and still holds the capabilities
- * init needs. A host that forbids ambient capabilities (a locked SECBIT_NO_CAP_AMBIENT_RAISE)
- * fails it. Returns true, or false with why.
+ * init needs. A host that forbids executing a memfd (vm.memfd_noexec, an LSM) or ambient
+ * capabilities (a locked SECBIT_NO_CAP_AMBIENT_RAISE) fails it. Returns true, or false with why.
  */
 static bool
 zygote_probe_one_copy(int init_fd, char *why, size_t why_len)
@@ -386,8 +386,9 @@ zygote_probe_one_copy(int init_fd, char *why, size_t why_len)
 
 	pid = clone(zygote_probe_stub, stack + sizeof(stack),
 	            CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | SIGCHLD, &fd);
-	if (pid < 0 && errno == EPERM) /* no user namespace: a run's init is root */
-		return true;
+	if (pid < 0 && errno == EPERM) /* no user namespace: a run's init is root, as this is */
+		pid = clone(zygote_probe_stub, stack + sizeof(stack),
+		            CLONE_VM | CLONE_VFORK | SIGCHLD, &fd);
 	if (pid < 0) {
 		snprintf(why, why_len, "clone(): %s", strerror(errno));
 		return false;
@@ -401,10 +402,11 @@ zygote_probe_one_copy(int init_fd, char *why, size_t why_len)
 		;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == SANDBOX_CAPS_OK)
 		return true;
-	snprintf(why, why_len,
-	         "codebox-init, exec'd in a user namespace, lacks the capabilities init needs "
-	         "(wait status %d)",
-	         st);
+	snprintf(
+	    why, why_len,
+	    "codebox-init, exec'd as a run's init is, fails or lacks the capabilities init needs "
+	    "(wait status %d)",
+	    st);
 	return false;
 }
 
