@@ -21,7 +21,9 @@ teardown_file() {
 				--data-binary @- "$BASE/execute" >"$BATS_TEST_TMPDIR/c$i" 3>&- &
 	done
 	wait
-	((SECONDS - start < 12))
+	# the bound is the product's: a sanitized build (several times slower under ASan, beside
+	# the other lanes) is held to each request's own 30 s
+	[[ -n ${CODEBOX_ASAN:-} ]] || ((SECONDS - start < 12))
 	for i in $(seq 1 20); do
 		assert_equal "$(cat "$BATS_TEST_TMPDIR/c$i")" 200
 		run -0 jq -e --arg i "$i" '.status == "succeeded" and .resultError == null and
