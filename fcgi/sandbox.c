@@ -76,6 +76,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -740,15 +741,23 @@ sandbox_on_chld(int sig)
 }
 
 /*
- * Zeroes the stack below the caller's frame, where the mount steps left the host paths they
- * built: a program forked from init copies it. noinline, so that the array is below.
+ * Empties the stack below the caller's frame, where the mount steps left the host paths they
+ * built: a program forked from here copies it. Its whole pages are given back to the kernel
+ * (MADV_DONTNEED: read again, they are zero), not written: once a run's program has been
+ * forked from this memory, every write to one of them would copy it, with a TLB flush, in the
+ * template. The ends are zeroed. noinline, so that the array is below.
  */
 __attribute__((noinline)) void
 sandbox_scrub_stack(void)
 {
 	char below[128 * 1024];
+	uintptr_t lo = ((uintptr_t)below + 4095) & ~(uintptr_t)4095,
+	          hi = ((uintptr_t)below + sizeof(below)) & ~(uintptr_t)4095;
 
-	explicit_bzero(below, sizeof(below));
+	if (madvise((void *)lo, hi - lo, MADV_DONTNEED) < 0)
+		lo = hi = (uintptr_t)below + sizeof(below); /* zeroed whole, below */
+	explicit_bzero(below, lo - (uintptr_t)below);
+	explicit_bzero((char *)hi, (uintptr_t)below + sizeof(below) - hi);
 	__asm__ volatile("" : : "r"(below) : "memory");
 }
 
