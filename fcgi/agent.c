@@ -898,9 +898,12 @@ agent_exists(void *port, FCGX_Request *req)
 /* Port 8888's endpoints, by nginx.conf's CODEBOX_ENDPOINT. nginx.conf refuses a wrong method
  * (codebox-405-post.conf); /download/, /list/ and /exists/ answer any. */
 static const struct http_endpoint agent_endpoints[] = {
-    {"agent_execute", NULL, NULL, agent_execute},   {"agent_upload", NULL, NULL, agent_upload},
-    {"agent_download", NULL, NULL, agent_download}, {"agent_list", NULL, NULL, agent_list},
-    {"agent_exists", NULL, NULL, agent_exists},     {NULL, NULL, NULL, NULL},
+    {"agent_execute", NULL, NULL, agent_execute, false},
+    {"agent_upload", NULL, NULL, agent_upload, false},
+    {"agent_download", NULL, NULL, agent_download, false},
+    {"agent_list", NULL, NULL, agent_list, false},
+    {"agent_exists", NULL, NULL, agent_exists, false},
+    {NULL, NULL, NULL, NULL, false},
 };
 
 void

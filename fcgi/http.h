@@ -94,6 +94,9 @@ struct http_endpoint {
 	const char *wrong_method;
 	/* port: what the port's endpoints share for this request (worker.c's, agent.c's) */
 	void (*handle)(void *port, FCGX_Request *req);
+	/* served without reading the request's limits (a probe's, which must answer even when
+	 * they are malformed) */
+	bool unlimited;
 };
 
 /* The entry of table for endpoint, or NULL when there is none (endpoint NULL included). */

@@ -111,15 +111,6 @@ run_init_reaper(void)
 	return 0;
 }
 
-static void
-close_fd(int *fd)
-{
-	if (*fd >= 0) {
-		close(*fd);
-		*fd = -1;
-	}
-}
-
 /* Drains what is available on *fd into c; closes it at EOF. */
 static void
 drain(int *fd, struct capture *c)
@@ -136,7 +127,7 @@ drain(int *fd, struct capture *c)
 			continue;
 		if (r < 0 && errno == EAGAIN)
 			return;
-		close_fd(fd); /* EOF, or an error that will not go away */
+		util_close_fd(fd); /* EOF, or an error that will not go away */
 	}
 }
 
@@ -214,7 +205,7 @@ drain_report(int *fd, struct report_buf *rb)
 			continue;
 		if (r < 0 && errno == EAGAIN)
 			return;
-		close_fd(fd);
+		util_close_fd(fd);
 	}
 }
 
@@ -308,12 +299,12 @@ box_fits(const struct run_box *box, const struct run_caps *caps)
 static void
 box_close_fds(struct run_box *box)
 {
-	close_fd(&box->pidfd);
-	close_fd(&box->out_r);
-	close_fd(&box->err_r);
-	close_fd(&box->fail_r);
-	close_fd(&box->ctl_w);
-	close_fd(&box->rep_r);
+	util_close_fd(&box->pidfd);
+	util_close_fd(&box->out_r);
+	util_close_fd(&box->err_r);
+	util_close_fd(&box->fail_r);
+	util_close_fd(&box->ctl_w);
+	util_close_fd(&box->rep_r);
 }
 
 /* Kills everything of the box: in direct mode its process group and every process reparented
@@ -432,8 +423,8 @@ static void
 box_pipes_close(int p[5][2])
 {
 	for (int i = 0; i < 5; i++) {
-		close_fd(&p[i][0]);
-		close_fd(&p[i][1]);
+		util_close_fd(&p[i][0]);
+		util_close_fd(&p[i][1]);
 	}
 }
 
@@ -548,11 +539,11 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 		sandbox_run_program(&child.sb);
 	}
 
-	close_fd(&out_p[1]);
-	close_fd(&err_p[1]);
-	close_fd(&fail_p[1]);
-	close_fd(&ctl_p[0]);
-	close_fd(&rep_p[1]);
+	util_close_fd(&out_p[1]);
+	util_close_fd(&err_p[1]);
+	util_close_fd(&fail_p[1]);
+	util_close_fd(&ctl_p[0]);
+	util_close_fd(&rep_p[1]);
 	box->out_r = out_p[0];
 	box->err_r = err_p[0];
 	box->fail_r = fail_p[0];
@@ -930,7 +921,7 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 			if (r == (ssize_t)sizeof(w->failure))
 				w->setup_failed = true;
 			if (r != -1 || errno != EINTR)
-				close_fd(&box->fail_r);
+				util_close_fd(&box->fail_r);
 		}
 		if (!w->main_reaped && box->foreign && pfd[RUN_WATCH_PID].revents) {
 			/* init is gone (the kernel reaps it); what it reported is all there is */
@@ -1235,7 +1226,7 @@ session_ask(int conn, enum session_op op, const int *fds, int n, struct session_
 	got = util_recv_fds(conn, a, sizeof(*a), pidfd, pidfd ? 1 : 0, 0);
 	if (got < 0 || a->magic != SESSION_MSG_MAGIC || !a->ok || (pidfd && got != 1)) {
 		if (pidfd && got == 1)
-			close_fd(pidfd);
+			util_close_fd(pidfd);
 		/* a cell still ending (its client left, its worker died): busy, not gone */
 		if (got >= 0 && a->magic == SESSION_MSG_MAGIC && a->busy)
 			errno = EBUSY;
@@ -1424,7 +1415,7 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 		}
 	}
 	for (int i = 0; i < 4; i++)
-		close_fd(&p[i][i == 2 ? 0 : 1]);
+		util_close_fd(&p[i][i == 2 ? 0 : 1]);
 	memset(&box, 0, sizeof(box));
 	box.active = box.ns_mode = box.foreign = box.warm = true;
 	box.pid = 1; /* init's pid in its namespace: only the pidfd names it here */
@@ -1518,13 +1509,13 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 close_box:
 	free(w.rb.buf);
 	box.pid = -1;
-	close_fd(&box.cg.oom_fd);
+	util_close_fd(&box.cg.oom_fd);
 	box.cg.active = false; /* the session's, not this execution's */
 	box_close_fds(&box);
 close_pipes:
 	for (int i = 0; i < 4; i++) {
-		close_fd(&p[i][0]);
-		close_fd(&p[i][1]);
+		util_close_fd(&p[i][0]);
+		util_close_fd(&p[i][1]);
 	}
 	return rc;
 }

@@ -9,10 +9,12 @@
  *
  * Between fork and execve a child may not take locks the copied image might hold, so the
  * program's steps are system calls on data the worker prepared. Init is long-lived but runs
- * only this file's code; it allocates only for the inputs' manifest (which files the program
- * left as they were given) and, after every other process of the run is dead, to read
- * result.json and the artifacts (the worker and the templates are single-threaded, so the
- * malloc state init copies is consistent).
+ * only this file's code: a copy of its parent (cold runs, and warm ones started with two
+ * copies), or codebox-init (initexec.c, the one-copy start below), a program of its own. It
+ * allocates for the inputs' manifest (which files the program left as they were given), for
+ * a session's cells, and, after every other process of the run is dead, to read result.json
+ * and the artifacts (the worker and the templates are single-threaded, so the malloc state a
+ * copied init holds is consistent).
  *
  * The request is taken (sandbox_take_request()) before the program's confinement: read from
  * the control pipe, stdin made a memfd of its data, main.py and the input files written into
@@ -45,6 +47,14 @@
  * prepares (spec->prepare: reseeding, environment, signals), and only then does the program
  * take the request (stdin, main.py), set the rlimits, hand init the result's size limit and
  * enter the interpreter. Init does not read the control pipe until that handoff.
+ *
+ * The one-copy start (docs/DESIGN.md, "The cost of a run"): the template clones a stub that
+ * shares its memory (sandbox_stub_main()); the stub answers the worker, forks the program
+ * (sandbox_program_one_copy(), the run's one copy of the interpreter) and execs codebox-init,
+ * which reads its spec from a pipe (struct sandbox_wire) and takes init's phases below. Of
+ * init's confinement, the program then takes in itself what must be its own: the cgroup
+ * namespace, its Landlock ruleset, ids, no capabilities, not dumpable, chdir
+ * (sandbox_settle()).
  *
  * Init's phases (sandbox_init()), each a function:
  *   begin         nothing of the worker's fds or pages, its own name, parent death, then the

@@ -112,6 +112,14 @@ util_fault_string(const struct fault *f, char *buf, size_t len)
 	return buf;
 }
 
+void
+util_close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
 int
 util_close_fds_except(const int *keep, int n)
 {

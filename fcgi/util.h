@@ -12,6 +12,9 @@
  * Async-signal-safe (the sandbox's children use it between fork and execve). */
 int util_write_all(int fd, const void *buf, size_t n);
 
+/* Closes *fd if it is open, and leaves it -1. */
+void util_close_fd(int *fd);
+
 /* Closes every fd from 3 up but the n in keep (those < 0 are ignored); async-signal-safe. */
 int util_close_fds_except(const int *keep, int n);
 

@@ -194,14 +194,6 @@ warm_set_serving(unsigned tiers)
 		__atomic_store_n(&warm_state->tiers, tiers, __ATOMIC_RELEASE);
 }
 
-static void
-close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 /* The zygote's environment: what every run's is built from, nothing of the pool's (not even
  * the sanitizers' options, which may name host paths: a sanitized zygote runs with its
  * defaults). */
@@ -378,7 +370,7 @@ zygote_kill(struct zygote_gen *z)
 				break;
 			}
 	}
-	close_fd(&z->sock);
+	util_close_fd(&z->sock);
 	*z = ZYGOTE_NONE;
 }
 
@@ -479,7 +471,7 @@ warm_pool_check(void)
 				if (zy_cur.pid > 0) {
 					if (zy_old.pid > 0)
 						zygote_kill(&zy_old);
-					close_fd(&zy_cur.sock);
+					util_close_fd(&zy_cur.sock);
 					zy_old = zy_cur;
 				}
 				zy_cur = zy_next;
@@ -530,7 +522,7 @@ warm_pool_check(void)
 				break;
 			zy_tiers = 0;
 			orphans_settle();
-			close_fd(&zy_cur.sock);
+			util_close_fd(&zy_cur.sock);
 			break;
 		}
 	}
@@ -585,7 +577,7 @@ warm_pool_reaped(pid_t pid, int status)
 			        WEXITSTATUS(status));
 		if (all[i] == &zy_cur)
 			zy_tiers = 0;
-		close_fd(&all[i]->sock);
+		util_close_fd(&all[i]->sock);
 		*all[i] = ZYGOTE_NONE;
 		/* its templates are the pool's children now: they serve on */
 		orphans_find();
@@ -618,11 +610,11 @@ static long long tier_failed_ms[2] = {-1000000, -1000000};
 void
 warm_worker_init(void)
 {
-	close_fd(&zy_cur.sock);
-	close_fd(&zy_next.sock);
-	close_fd(&zy_old.sock);
-	close_fd(&tier_sock[0][1]);
-	close_fd(&tier_sock[1][1]);
+	util_close_fd(&zy_cur.sock);
+	util_close_fd(&zy_next.sock);
+	util_close_fd(&zy_old.sock);
+	util_close_fd(&tier_sock[0][1]);
+	util_close_fd(&tier_sock[1][1]);
 }
 
 bool

@@ -9,9 +9,13 @@
  * several workers wake for one connection the losers get EAGAIN from libfcgi's accept() and
  * go back to waiting instead of sleeping in accept() where SIGTERM cannot reach them.
  *
- * Status codes: 200 for any outcome of the program; 400/405/404/413 for the client's
- * mistakes; 500 misconfigured when nginx's limits are missing or malformed, 500 sandbox_error
- * when the sandbox could not run the program.
+ * Status codes: 200 for any outcome of the program (201 a session made, 202 a background
+ * execution started, 204 a session closed); 400/404/405/413/415 for the client's mistakes,
+ * 403 an MCP request from a host or origin not allowed, 409 a session already running a cell;
+ * 429 (Retry-After: 1) when every execution slot or session is taken; 503 when the slots'
+ * lock is not free in time, a run's init was killed from outside, or sessions are off; 500
+ * misconfigured when nginx's limits are missing or malformed, 500 sandbox_error when the
+ * sandbox could not run the program.
  */
 #include "worker.h"
 
@@ -1860,18 +1864,18 @@ worker_agent(void *port, FCGX_Request *req)
  * method here as well: a request sent to the socket directly meets the same 405 as nginx's.
  */
 static const struct http_endpoint worker_endpoints[] = {
-    {"execute", "POST", "use POST for /execute", worker_execute},
+    {"execute", "POST", "use POST for /execute", worker_execute, false},
     /* no stream from the server (GET), no session to end (DELETE) */
     {"mcp", "POST", "use POST for /mcp: this server sends no stream and keeps no session",
-     worker_mcp},
-    {"sessions", NULL, NULL, worker_sessions},
-    {"capabilities", NULL, NULL, worker_capabilities},
-    {"isolation", NULL, NULL, worker_isolation},
-    {"tool", NULL, NULL, worker_tool},
-    {"readyz", NULL, NULL, worker_readyz}, /* the probe's (image/codebox-probe): no method */
-    {"metrics", NULL, NULL, worker_metrics},
-    {"agent_*", NULL, NULL, worker_agent},
-    {NULL, NULL, NULL, NULL},
+     worker_mcp, false},
+    {"sessions", NULL, NULL, worker_sessions, false},
+    {"capabilities", NULL, NULL, worker_capabilities, false},
+    {"isolation", NULL, NULL, worker_isolation, false},
+    {"tool", NULL, NULL, worker_tool, false},
+    {"readyz", NULL, NULL, worker_readyz, true}, /* the probe's (image/codebox-probe) */
+    {"metrics", NULL, NULL, worker_metrics, false},
+    {"agent_*", NULL, NULL, worker_agent, false},
+    {NULL, NULL, NULL, NULL, false},
 };
 
 /* The request's limits (nginx.conf's codebox-limits.conf), capped at the pool's ceilings.
@@ -1915,8 +1919,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 	log_set_request_id(w.request_id);
 	/* everything named but the probe's readyz, an unknown name included, is served only
 	 * under well-formed limits */
-	if (w.endpoint != NULL && (e == NULL || e->handle != worker_readyz) &&
-	    worker_limits(&w, req) < 0)
+	if (w.endpoint != NULL && (e == NULL || !e->unlimited) && worker_limits(&w, req) < 0)
 		goto out;
 	if (http_route(req, e))
 		e->handle(&w, req);

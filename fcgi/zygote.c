@@ -61,14 +61,6 @@ struct tier {
 static struct tier zygote_tiers[2];
 static struct template_base zygote_base;
 
-static void
-close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 static const char *
 tier_name(const struct tier *t)
 {
@@ -86,15 +78,15 @@ tmpl_retire(struct tmpl *h)
 	if (h->retire_fd >= 0 && write(h->retire_fd, "X", 1) != 1)
 		log_msg(LOG_WARN, "telling a %s to retire failed: %s",
 		        h->pid > 0 ? "template" : "?", strerror(errno));
-	close_fd(&h->retire_fd);
+	util_close_fd(&h->retire_fd);
 }
 
 static void
 tmpl_close(struct tmpl *h)
 {
-	close_fd(&h->pidfd);
-	close_fd(&h->note_fd);
-	close_fd(&h->retire_fd);
+	util_close_fd(&h->pidfd);
+	util_close_fd(&h->note_fd);
+	util_close_fd(&h->retire_fd);
 	*h = TMPL_NONE;
 }
 
@@ -159,7 +151,7 @@ tier_off(struct tier *t)
 	tmpl_kill(&t->next);
 	tmpl_kill(&t->cur);
 	tmpl_kill(&t->old);
-	close_fd(&t->serve_fd);
+	util_close_fd(&t->serve_fd);
 }
 
 /* Forks the tier's first template and waits (bounded) until it is ready. */
@@ -210,7 +202,8 @@ tier_check(struct tier *t)
 			if (read(t->cur.note_fd, &c, 1) == 1 && c == 'R')
 				t->cur.retiring = true;
 			else
-				close_fd(&t->cur.note_fd); /* it is ending: its pidfd says when */
+				util_close_fd(
+				    &t->cur.note_fd); /* it is ending: its pidfd says when */
 		}
 	}
 	if (t->next.pid > 0) {
@@ -310,7 +303,7 @@ zygote_retire(void)
 		tmpl_kill(&t->next); /* a successor still importing serves nothing yet */
 		tmpl_retire(&t->cur);
 		tmpl_retire(&t->old);
-		close_fd(&t->serve_fd);
+		util_close_fd(&t->serve_fd);
 	}
 	for (int i = 0; i < 2; i++) {
 		struct tmpl *all[] = {&zygote_tiers[i].cur, &zygote_tiers[i].old};
@@ -463,7 +456,7 @@ zygote_main(void)
 	                                .old = TMPL_NONE,
 	                                .backoff_ms = 1000};
 	if (cfg.settings.n_heavy == 0)
-		close_fd(&zygote_tiers[1].serve_fd);
+		util_close_fd(&zygote_tiers[1].serve_fd);
 	if (interp_init(&cfg.settings, cfg.python, ready.why, sizeof(ready.why)) == 0) {
 		int threads = interp_threads();
 		if (threads != 1) {

@@ -48,10 +48,10 @@ handle(void *port, FCGX_Request *r)
 }
 
 static const struct http_endpoint table[] = {
-    {"execute", "POST", "use POST for /execute", handle},
-    {"readyz", NULL, NULL, handle},
-    {"agent_*", NULL, NULL, handle},
-    {NULL, NULL, NULL, NULL},
+    {"execute", "POST", "use POST for /execute", handle, false},
+    {"readyz", NULL, NULL, handle, true},
+    {"agent_*", NULL, NULL, handle, false},
+    {NULL, NULL, NULL, NULL, false},
 };
 
 /* What was answered, as a C string. */
