@@ -32,7 +32,7 @@ POOL     = $(BUILD)/codebox-pool
 # codebox-init: a warm run's init, exec'd (the one-copy start, fcgi/initexec.c), beside the
 # pool's binary; static (a sanitized build links it as the sanitizers need)
 INIT     = $(BUILD)/codebox-init
-INIT_OBJS = $(addprefix $(BUILD)/,initexec.o sandbox.o mounts.o files.o result.o jsonw.o \
+INIT_OBJS = $(addprefix $(BUILD)/,initexec.o sandbox.o mounts.o files.o result.o jsonw.o buf.o \
             utf8.o util.o capture.o workspace.o landlock.o log.o seccomp.o isolation.o \
             userns.o proc.o)
 INIT_LDFLAGS = $(if $(SANITIZE),$(LDFLAGS),-static-pie -Wl,-z,relro,-z,now)
@@ -43,29 +43,30 @@ NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp files tool util http stream
+           outcome tier pycmd mcp files tool util http stream buf
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
-UNIT_DEPS_result  = result jsonw utf8
-UNIT_DEPS_request = request limits files capture utf8 workspace userns util proc log jsonw
+UNIT_DEPS_result  = result jsonw buf utf8
+UNIT_DEPS_request = request limits files capture utf8 workspace userns util proc log jsonw buf
 UNIT_DEPS_limits  = limits
-UNIT_DEPS_reply   = reply jsonw capture result outcome isolation utf8 files workspace userns util proc log
-UNIT_DEPS_jsonw   = jsonw
-UNIT_DEPS_workdir = workdir log jsonw util proc
+UNIT_DEPS_reply   = reply jsonw buf capture result outcome isolation utf8 files workspace userns util proc log
+UNIT_DEPS_jsonw   = jsonw buf
+UNIT_DEPS_workdir = workdir log jsonw buf util proc
 UNIT_DEPS_isolation = isolation
-UNIT_DEPS_multipart = multipart workspace userns util proc log jsonw
-UNIT_DEPS_slots   = slots util proc log jsonw
-UNIT_DEPS_landlock = landlock log jsonw
-UNIT_DEPS_seccomp = seccomp log jsonw isolation
+UNIT_DEPS_multipart = multipart workspace userns util proc log jsonw buf
+UNIT_DEPS_slots   = slots util proc log jsonw buf
+UNIT_DEPS_landlock = landlock log jsonw buf
+UNIT_DEPS_seccomp = seccomp log jsonw buf isolation
 UNIT_DEPS_outcome = outcome capture utf8
 UNIT_DEPS_tier    = tier
 UNIT_DEPS_pycmd   = pycmd
 UNIT_DEPS_mcp     = mcp $(UNIT_DEPS_reply)
-UNIT_DEPS_files   = files capture utf8 workspace userns util proc log jsonw
+UNIT_DEPS_files   = files capture utf8 workspace userns util proc log jsonw buf
 UNIT_DEPS_tool    = tool
 UNIT_DEPS_util    = util
 UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
-UNIT_DEPS_stream  = stream jsonw capture utf8
+UNIT_DEPS_stream  = stream jsonw buf capture utf8
+UNIT_DEPS_buf     = buf
 
 .PHONY: all help deps build run test unit unit-bins parallel-build bats asan asan-build bats-run asan-run check lint \
         lane-warm lane-asan-a lane-asan-b-cold \

@@ -30,6 +30,7 @@
  */
 #include "agent.h"
 
+#include "buf.h"
 #include "capture.h"
 #include "http.h"
 #include "jsonw.h"
@@ -38,6 +39,7 @@
 #include "metrics.h"
 #include "multipart.h"
 #include "pycmd.h"
+#include "serve.h"
 #include "warm.h"
 #include "workspace.h"
 
@@ -109,11 +111,18 @@ agent_denied(FCGX_Request *req)
 }
 
 static void
+agent_busy_reply(FCGX_Request *req)
+{
+	http_send_message(req, 429, HTTP_BUSY_WORKSPACE, "sandbox_busy",
+	                  "another command or upload is using the workspace; retry shortly");
+}
+
+/* The workspace is busy: the pool's own 429, counted. */
+static void
 agent_busy(FCGX_Request *req)
 {
 	metrics_record_busy();
-	http_send_message(req, 429, HTTP_BUSY_WORKSPACE, "sandbox_busy",
-	                  "another command or upload is using the workspace; retry shortly");
+	agent_busy_reply(req);
 }
 
 /*
@@ -274,168 +283,197 @@ agent_reply_run(FCGX_Request *req, const char *out, size_t out_len, const char *
 	http_send_doc(req, HTTP_JSON, body, len);
 }
 
-/* POST /execute: {"command": "..."} run in a fresh sandbox on the workspace. */
+/* A command that did not run, told on stderr with its exit code (a 200: see the top). */
+static void
+agent_reply_not_run(FCGX_Request *req, const char *msg, int exit_code)
+{
+	agent_reply_run(req, "", 0, msg, strlen(msg), exit_code);
+}
+
+/*
+ * The command of POST /execute's body {"command": "..."}: 0 with *root holding it (json_decref()
+ * it), or -1 answered. A command that cannot run is a failed execution, as the example runtime
+ * answers one its shlex.split() or subprocess refuses (200, exit_code 1), not a request error
+ * the client would raise.
+ */
+static int
+agent_command(FCGX_Request *req, const struct limits *l, json_t **root, const json_t **cmd)
+{
+	json_error_t jerr;
+	char *body = NULL, msg[160];
+	size_t len;
+	long n;
+
+	*root = NULL;
+	n = http_read_body(req, AGENT_MAX_JSON_BODY, &body);
+	if (n == HTTP_BODY_TOO_LARGE) {
+		http_send_message(req, 413, NULL, "request_too_large",
+		                  "the request body is too large");
+		return -1;
+	}
+	if (n >= 0)
+		*root = json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	free(body);
+	*cmd = json_is_object(*root) ? json_object_get(*root, "command") : NULL;
+	if (!json_is_string(*cmd)) {
+		http_send_message(req, 400, NULL, "invalid_request",
+		                  "body must be {\"command\": \"<shell command>\"}");
+		goto refused;
+	}
+	len = json_string_length(*cmd);
+	if (len == 0)
+		snprintf(msg, sizeof(msg), "codebox: the command is empty; nothing ran\n");
+	else if (len > l->max_code_bytes)
+		snprintf(msg, sizeof(msg),
+		         "codebox: the command is longer than %zu bytes; it did not run\n",
+		         l->max_code_bytes);
+	else if (strlen(json_string_value(*cmd)) != len)
+		snprintf(msg, sizeof(msg),
+		         "codebox: the command contains a NUL byte; it did not run\n");
+	else
+		return 0;
+	agent_reply_not_run(req, msg, 1);
+refused:
+	json_decref(*root);
+	*root = NULL;
+	return -1;
+}
+
+/* Appends to err what the command cannot say itself: truncation and the timeout. */
+static void
+agent_notes(const struct agent_config *ac, const struct limits *l, const struct run_outcome *o,
+            char **err, size_t *err_len)
+{
+	char note[512] = "";
+	int k = 0;
+	/* each note on a line of its own */
+#define AGENT_NL (k == 0 && *err_len && (*err)[*err_len - 1] != '\n' ? "\n" : "")
+
+	if (capture_truncated(&o->out))
+		k +=
+		    snprintf(note + k, sizeof(note) - (size_t)k,
+		             "%scodebox: stdout was truncated to its first %zu bytes (of %llu)\n",
+		             AGENT_NL, l->max_stdout_bytes, (unsigned long long)o->out.total_bytes);
+	if (capture_truncated(&o->err))
+		k +=
+		    snprintf(note + k, sizeof(note) - (size_t)k,
+		             "%scodebox: stderr was truncated to its first %zu bytes (of %llu)\n",
+		             AGENT_NL, l->max_stderr_bytes, (unsigned long long)o->err.total_bytes);
+	if (o->status == RUN_TIMED_OUT)
+		k += snprintf(note + k, sizeof(note) - (size_t)k,
+		              "%scodebox: the command timed out after %.3g seconds and was killed "
+		              "with everything it started\n",
+		              AGENT_NL, (double)ac->timeout_ms / 1000);
+#undef AGENT_NL
+	if (k > 0) {
+		struct buf e = {*err, *err_len, *err_len};
+		/* out of memory: the command's own stderr, without them */
+		(void)buf_put(&e, note, (size_t)k);
+		*err = e.p;
+		*err_len = e.len;
+	}
+}
+
+/* Port 8888's admission (serve.h): the workspace's lock, one command or upload at a time. */
+static enum serve_ran
+agent_lock_take(void *ctx)
+{
+	return flock(*(int *)ctx, LOCK_EX | LOCK_NB) == 0 ? SERVE_RAN : SERVE_BUSY;
+}
+
+static void
+agent_lock_give(void *ctx)
+{
+	flock(*(int *)ctx, LOCK_UN);
+}
+
+/* POST /execute: {"command": "..."} run in a fresh sandbox on the workspace (serve_run()). */
 static void
 agent_execute(void *port, FCGX_Request *req)
 {
 	const struct agent_request *a = port;
 	const struct agent_config *ac = a->ac;
-	const struct run_config *run = a->run;
 	const struct limits *l = a->l;
 	int lock_fd = a->lock_fd;
+	/* a command reports an exit code whatever came of it (see the top) */
+	const struct serve_port p = {METRICS_PORT_AGENT, ac->history, AGENT_TIMED_OUT_EXIT,
+	                             AGENT_LOST_EXIT, AGENT_NOT_STARTED_EXIT};
+	const struct serve_admission admit = {agent_lock_take, agent_lock_give, &lock_fd};
 	struct run_config cfg;
+	struct serve_req q = {.admit = &admit,
+	                      .run = &cfg,
+	                      .stream = a->stream,
+	                      .session_conn = -1,
+	                      .request_id = FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp),
+	                      .in_flight = true};
 	struct run_outcome o;
-	json_t *root = NULL, *cmd;
-	json_error_t jerr;
-	char *body = NULL, *out = NULL, *err = NULL, why[512];
+	json_t *root;
+	const json_t *cmd;
+	char *out = NULL, *err = NULL;
 	size_t out_len = 0, err_len = 0;
-	long n;
 	int exit_code;
 
-	n = http_read_body(req, AGENT_MAX_JSON_BODY, &body);
-	if (n == HTTP_BODY_TOO_LARGE) {
-		http_send_message(req, 413, NULL, "request_too_large",
-		                  "the request body is too large");
+	if (agent_command(req, l, &root, &cmd) < 0)
 		return;
-	}
-	if (n >= 0)
-		root = json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-	free(body);
-	cmd = json_is_object(root) ? json_object_get(root, "command") : NULL;
-	if (!json_is_string(cmd)) {
-		json_decref(root);
-		http_send_message(req, 400, NULL, "invalid_request",
-		                  "body must be {\"command\": \"<shell command>\"}");
-		return;
-	}
-	/* a command that cannot run is a failed execution, as the example runtime answers one
-	 * its shlex.split() or subprocess refuses (200, exit_code 1), not a request error the
-	 * client would raise */
-	if (json_string_length(cmd) == 0 ||
-	    strlen(json_string_value(cmd)) != json_string_length(cmd) ||
-	    json_string_length(cmd) > l->max_code_bytes) {
-		char msg[160];
-		int k;
-		if (json_string_length(cmd) == 0)
-			k = snprintf(msg, sizeof(msg),
-			             "codebox: the command is empty; nothing ran\n");
-		else if (json_string_length(cmd) > l->max_code_bytes)
-			k = snprintf(
-			    msg, sizeof(msg),
-			    "codebox: the command is longer than %zu bytes; it did not run\n",
-			    l->max_code_bytes);
-		else
-			k = snprintf(msg, sizeof(msg),
-			             "codebox: the command contains a NUL byte; it did not run\n");
-		json_decref(root);
-		agent_reply_run(req, "", 0, msg, (size_t)k, 1);
-		return;
-	}
 	if (http_client_gone(req)) {
 		log_msg(LOG_INFO, "the client left before the command started; not running it");
-		json_decref(root);
-		return;
+		goto done;
 	}
-	if (flock(lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		json_decref(root);
-		agent_busy(req);
-		return;
+	if (agent_run_config(ac, a->run, &cfg) < 0) {
+		log_msg(LOG_ERROR, "agent: building the run's Landlock ruleset failed");
+		metrics_record_error(METRICS_PORT_AGENT);
+		agent_reply_not_run(req,
+		                    "codebox: the sandbox could not start the command; see the "
+		                    "service log\n",
+		                    AGENT_NOT_STARTED_EXIT);
+		goto done;
 	}
 	/* a client that hangs up has its command killed at once, and the workspace freed */
 	struct run_spec spec = run_spec_from_limits(
 	    l, json_string_value(cmd), json_string_length(cmd), ac->timeout_ms, req->ipcFd);
-	if (run->warm) {
+	if (a->run->warm) {
 		int tier = agent_warm_tier(ac, spec.code, spec.code_len);
 		spec.caps.warm_command = tier >= 0;
 		spec.caps.heavy = tier == 1;
 	}
-	if (agent_run_config(ac, run, &cfg) < 0) {
-		snprintf(why, sizeof(why), "building the agent run's Landlock ruleset failed");
-		memset(&o, 0, sizeof(o));
-		goto not_started;
-	}
-	history_begin(ac->history, "agent", spec.code, spec.code_len,
-	              FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp));
-	metrics_run_begin(run->worker_index);
-	if (run_execute(&cfg, &spec, a->stream, &o, why, sizeof(why)) < 0) {
-		metrics_run_end(run->worker_index);
-		goto not_started;
-	}
-	metrics_run_end(run->worker_index);
-	flock(lock_fd, LOCK_UN);
-	if (o.abandoned) {
-		history_end(ac->history, &o, o.exit_code, true);
-		log_msg(LOG_INFO, "the client left during the command; killed it after %lld ms",
-		        o.duration_ms);
+	switch (serve_run(&p, &q, &spec, &o)) {
+	case SERVE_RAN:
+		break;
+	case SERVE_BUSY:
+	case SERVE_STUCK:
+		agent_busy_reply(req);
+		goto done;
+	case SERVE_LOST: /* as a container runtime says it failed (125): not the command's doing */
+		agent_reply_not_run(
+		    req,
+		    "codebox: the command's sandbox was killed from outside while it "
+		    "ran; see the service log\n",
+		    AGENT_LOST_EXIT);
+		goto done;
+	case SERVE_FAILED:
+	case SERVE_GONE:
+	case SERVE_SESSION_BUSY:
+		agent_reply_not_run(req,
+		                    "codebox: the sandbox could not start the command; see the "
+		                    "service log\n",
+		                    AGENT_NOT_STARTED_EXIT);
+		goto done;
+	case SERVE_ABANDONED:
 		goto done;
 	}
-	metrics_record_run(METRICS_PORT_AGENT, &o);
-
 	out = capture_utf8(&o.out, &out_len);
 	err = capture_utf8(&o.err, &err_len);
 	if (out == NULL || err == NULL) {
 		http_send_message(req, 500, NULL, "sandbox_error", "out of memory");
-		goto done;
+	} else {
+		agent_notes(ac, l, &o, &err, &err_len);
+		(void)serve_exit_code(&p, &o, &exit_code);
+		agent_reply_run(req, out, out_len, err, err_len, exit_code);
 	}
-	{
-		/* what the command cannot say itself: truncation and the timeout, on stderr */
-		char note[512] = "";
-		int k = 0;
-		if (capture_truncated(&o.out))
-			k += snprintf(note + k, sizeof(note) - (size_t)k,
-			              "%scodebox: stdout was truncated to its first %zu bytes (of "
-			              "%llu)\n",
-			              err_len && err[err_len - 1] != '\n' ? "\n" : "",
-			              l->max_stdout_bytes, (unsigned long long)o.out.total_bytes);
-		if (capture_truncated(&o.err))
-			k += snprintf(note + k, sizeof(note) - (size_t)k,
-			              "%scodebox: stderr was truncated to its first %zu bytes (of "
-			              "%llu)\n",
-			              k == 0 && err_len && err[err_len - 1] != '\n' ? "\n" : "",
-			              l->max_stderr_bytes, (unsigned long long)o.err.total_bytes);
-		if (o.status == RUN_TIMED_OUT)
-			k += snprintf(note + k, sizeof(note) - (size_t)k,
-			              "%scodebox: the command timed out after %.3g seconds and was "
-			              "killed with everything it started\n",
-			              k == 0 && err_len && err[err_len - 1] != '\n' ? "\n" : "",
-			              (double)ac->timeout_ms / 1000);
-		if (k > 0) {
-			char *more = realloc(err, err_len + (size_t)k + 1);
-			if (more != NULL) {
-				memcpy(more + err_len, note, (size_t)k + 1);
-				err = more;
-				err_len += (size_t)k;
-			}
-		}
-	}
-	exit_code = o.status == RUN_TIMED_OUT ? AGENT_TIMED_OUT_EXIT : o.exit_code;
-	history_end(ac->history, &o, exit_code, true);
-	agent_reply_run(req, out, out_len, err, err_len, exit_code);
-	run_log_outcome("agent", &o, true, exit_code);
-done:
 	free(out);
 	free(err);
 	run_outcome_free(&o);
-	json_decref(root);
-	return;
-not_started:
-	flock(lock_fd, LOCK_UN);
-	metrics_record_error(METRICS_PORT_AGENT);
-	history_end(ac->history, NULL,
-	            o.fault == RUN_FAULT_LOST ? AGENT_LOST_EXIT : AGENT_NOT_STARTED_EXIT, true);
-	if (o.fault == RUN_FAULT_LOST) {
-		/* as a container runtime says it failed (125): not the command's doing */
-		static const char msg[] = "codebox: the command's sandbox was killed from outside "
-		                          "while it ran; see the service log\n";
-		log_msg(LOG_ERROR, "agent command lost: %s", why);
-		agent_reply_run(req, "", 0, msg, sizeof(msg) - 1, AGENT_LOST_EXIT);
-	} else {
-		static const char msg[] =
-		    "codebox: the sandbox could not start the command; see the service log\n";
-		log_msg(LOG_ERROR, "agent command could not start: %s", why);
-		agent_reply_run(req, "", 0, msg, sizeof(msg) - 1, AGENT_NOT_STARTED_EXIT);
-	}
-	run_outcome_free(&o);
+done:
 	json_decref(root);
 }
 
@@ -620,6 +658,27 @@ agent_upload_failed(FCGX_Request *req, const char *name, int e)
 	http_send_message(req, 400, NULL, "invalid_request", msg);
 }
 
+/* The file's data, from the body into fd: 0, an errno (writing failed: ENOSPC when the
+ * workspace is full), or -1 with *why (the body is not a well-formed form). */
+static int
+agent_upload_data(struct multipart_stream *ms, int fd, const char **why)
+{
+	const char *data;
+	long n;
+
+	while ((n = multipart_stream_data(ms, &data, why)) > 0) {
+		for (size_t done = 0; done < (size_t)n;) {
+			ssize_t w = write(fd, data + done, (size_t)n - done);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				return w < 0 ? errno : ENOSPC;
+			done += (size_t)w;
+		}
+	}
+	return n < 0 ? -1 : 0;
+}
+
 /* POST /upload: one multipart file into the workspace. */
 static void
 agent_upload(void *port, FCGX_Request *req)
@@ -630,9 +689,8 @@ agent_upload(void *port, FCGX_Request *req)
 	const struct agent_config *ac = a->ac;
 	int lock_fd = a->lock_fd;
 	char boundary[MULTIPART_MAX_BOUNDARY + 1], msg[4200];
-	const char *why = NULL, *data;
+	const char *why = NULL;
 	struct agent_body body = {.req = req};
-	long n;
 	int fd, e = 0;
 
 	if (multipart_boundary(FCGX_GetParam("CONTENT_TYPE", req->envp), boundary) < 0) {
@@ -684,22 +742,10 @@ agent_upload(void *port, FCGX_Request *req)
 		agent_upload_failed(req, f.filename, errno);
 		return;
 	}
-	while ((n = multipart_stream_data(&ms, &data, &why)) > 0) {
-		for (size_t done = 0; done < (size_t)n && e == 0;) {
-			ssize_t w = write(fd, data + done, (size_t)n - done);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				e = w < 0 ? errno : ENOSPC;
-			else
-				done += (size_t)w;
-		}
-		if (e != 0)
-			break;
-	}
-	if (e != 0 || n < 0) {
+	e = agent_upload_data(&ms, fd, &why);
+	if (e != 0) {
 		close(fd);
-		if (e != 0)
+		if (e > 0)
 			agent_upload_failed(req, f.filename, e);
 		else
 			http_send_message(req, 400, NULL, "invalid_request", why);
@@ -843,7 +889,7 @@ agent_list(void *port, FCGX_Request *req)
 		if (fstatat(dirfd(d), names[i], &sb, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !(S_ISREG(sb.st_mode) || S_ISDIR(sb.st_mode)))
 			continue;
-		if (w.len > 1)
+		if (w.b.len > 1)
 			jsonw_lit(&w, ",");
 		jsonw_lit(&w, "{\"name\":");
 		jsonw_cstr(&w, names[i]);

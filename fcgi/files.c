@@ -3,6 +3,7 @@
  */
 #include "files.h"
 
+#include "buf.h"
 #include "capture.h"
 #include "jsonw.h"
 #include "utf8.h"
@@ -124,40 +125,6 @@ paths_clash(const char *a, size_t an, const char *b, size_t bn)
 	return memcmp(a, b, n) == 0 && (an == bn || (an < bn ? b[an] : a[bn]) == '/');
 }
 
-struct blob {
-	char *buf;
-	size_t len, cap;
-};
-
-/* room for n more bytes */
-static int
-blob_reserve(struct blob *b, size_t n)
-{
-	if (b->cap - b->len < n) {
-		size_t cap = b->cap ? b->cap : 4096;
-		char *nb;
-		while (cap - b->len < n)
-			cap *= 2;
-		nb = realloc(b->buf, cap);
-		if (nb == NULL)
-			return -1;
-		b->buf = nb;
-		b->cap = cap;
-	}
-	return 0;
-}
-
-static int
-blob_put(struct blob *b, const void *p, size_t n)
-{
-	if (blob_reserve(b, n) < 0)
-		return -1;
-	if (n > 0)
-		memcpy(b->buf + b->len, p, n);
-	b->len += n;
-	return 0;
-}
-
 #define FILES_SHAPE                                                                                \
 	"files must be an array of at most 100 objects {\"path\": \"<relative path>\", "           \
 	"\"content\": \"<text>\"} or {\"path\", \"contentBase64\"}"
@@ -166,7 +133,7 @@ int
 files_parse(json_t *v, unsigned long long max_bytes, char **blob, size_t *blob_len, size_t *count,
             char *message, size_t message_len)
 {
-	struct blob b = {NULL, 0, 0};
+	struct buf b = BUF_EMPTY;
 	unsigned long long total = 0;
 	size_t i, n;
 	json_t *f;
@@ -270,21 +237,21 @@ files_parse(json_t *v, unsigned long long max_bytes, char **blob, size_t *blob_l
 		}
 		rec.path_len = (uint32_t)plen;
 		rec.data_len = (uint32_t)dlen;
-		if (blob_put(&b, &rec, sizeof(rec)) < 0 ||
-		    blob_put(&b, json_string_value(path), plen) < 0 ||
-		    blob_put(&b, decoded ? decoded : json_string_value(text), dlen) < 0) {
+		if (buf_put(&b, &rec, sizeof(rec)) < 0 ||
+		    buf_put(&b, json_string_value(path), plen) < 0 ||
+		    buf_put(&b, decoded ? decoded : json_string_value(text), dlen) < 0) {
 			free(decoded);
 			snprintf(message, message_len, "out of memory");
 			goto invalid;
 		}
 		free(decoded);
 	}
-	*blob = b.buf;
+	*blob = b.p;
 	*blob_len = b.len;
 	*count = n;
 	return 0;
 invalid:
-	free(b.buf);
+	free(b.p);
 	return -1;
 }
 
@@ -423,7 +390,7 @@ digest_final(uint64_t h, uint64_t bytes)
 int
 files_manifest(const char *inputs, size_t len, char **manifest, size_t *manifest_len)
 {
-	struct blob b = {NULL, 0, 0};
+	struct buf b = BUF_EMPTY;
 	const char *path, *data;
 	size_t off = 0, plen, dlen;
 
@@ -433,14 +400,14 @@ files_manifest(const char *inputs, size_t len, char **manifest, size_t *manifest
 		struct file_rec rec = {(uint32_t)plen, sizeof(struct file_digest)};
 		struct file_digest d = {dlen, digest_final(digest_update(0, data, dlen), dlen)};
 
-		if (blob_put(&b, &rec, sizeof(rec)) < 0 || blob_put(&b, path, plen) < 0 ||
-		    blob_put(&b, &d, sizeof(d)) < 0) {
-			free(b.buf);
+		if (buf_put(&b, &rec, sizeof(rec)) < 0 || buf_put(&b, path, plen) < 0 ||
+		    buf_put(&b, &d, sizeof(d)) < 0) {
+			free(b.p);
 			errno = ENOMEM;
 			return -1;
 		}
 	}
-	*manifest = b.buf;
+	*manifest = b.p;
 	*manifest_len = b.len;
 	return 0;
 }
@@ -634,7 +601,7 @@ artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
                         size_t *len)
 {
 	struct walk w = {NULL, 0, 0, 0, since};
-	struct blob b = {NULL, 0, 0};
+	struct buf b = BUF_EMPTY;
 	size_t sent = 0, total = 0;
 	int dfd, rc = -1;
 
@@ -681,15 +648,15 @@ artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
 		rec.path_len = (uint32_t)plen;
 		mark = b.len;
 		/* room for the data too, read straight into it */
-		if (blob_put(&b, &rec, sizeof(rec)) < 0 || blob_put(&b, w.v[i].path, plen) < 0 ||
-		    blob_reserve(&b, want) < 0)
+		if (buf_put(&b, &rec, sizeof(rec)) < 0 || buf_put(&b, w.v[i].path, plen) < 0 ||
+		    buf_reserve(&b, want) < 0)
 			goto out;
 		fd = open_regular(dirfd, w.v[i].path);
 		if (fd < 0) {
 			rec.omitted = ARTIFACT_UNREADABLE;
 			rec.data_len = 0;
 		} else {
-			rec.data_len = (uint32_t)read_upto(fd, b.buf + b.len, want);
+			rec.data_len = (uint32_t)read_upto(fd, b.p + b.len, want);
 			close(fd);
 			b.len += rec.data_len;
 			if (rec.omitted == ARTIFACT_SENT) {
@@ -700,7 +667,7 @@ artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
 				total += rec.data_len;
 			}
 		}
-		memcpy(b.buf + mark, &rec, sizeof(rec));
+		memcpy(b.p + mark, &rec, sizeof(rec));
 	}
 	rc = 0;
 out:
@@ -708,11 +675,11 @@ out:
 		free(w.v[i].path);
 	free(w.v);
 	if (rc < 0) {
-		free(b.buf);
+		free(b.p);
 		errno = ENOMEM;
 		return -1;
 	}
-	*blob = b.buf;
+	*blob = b.p;
 	*len = b.len;
 	return 0;
 }

@@ -34,7 +34,7 @@ jsonw_init_count(struct jsonw *w)
 void
 jsonw_free(struct jsonw *w)
 {
-	free(w->buf);
+	buf_free(&w->b);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -42,12 +42,12 @@ jsonw_free(struct jsonw *w)
 static void
 jsonw_flush(struct jsonw *w)
 {
-	if (w->failed || w->len == 0)
+	if (w->failed || w->b.len == 0)
 		return;
-	if (w->put(w->ctx, w->buf, w->len) < 0)
+	if (w->put(w->ctx, w->b.p, w->b.len) < 0)
 		w->failed = true;
-	w->out += w->len;
-	w->len = 0;
+	w->out += w->b.len;
+	w->b.len = 0;
 }
 
 long long
@@ -57,7 +57,7 @@ jsonw_end(struct jsonw *w)
 
 	if (w->put != NULL)
 		jsonw_flush(w);
-	total = w->failed ? -1 : (long long)(w->out + w->len);
+	total = w->failed ? -1 : (long long)(w->out + w->b.len);
 	jsonw_free(w);
 	return total;
 }
@@ -65,26 +65,9 @@ jsonw_end(struct jsonw *w)
 static bool
 jsonw_reserve(struct jsonw *w, size_t n)
 {
-	if (w->failed)
-		return false;
-	if (w->len + n + 1 <= w->cap)
-		return true;
-	size_t cap = w->cap ? w->cap : 256;
-	while (cap < w->len + n + 1) {
-		if (cap > ((size_t)-1) / 2) {
-			w->failed = true;
-			return false;
-		}
-		cap *= 2;
-	}
-	char *p = realloc(w->buf, cap);
-	if (p == NULL) {
+	if (!w->failed && buf_reserve(&w->b, n) < 0)
 		w->failed = true;
-		return false;
-	}
-	w->buf = p;
-	w->cap = cap;
-	return true;
+	return !w->failed;
 }
 
 void
@@ -97,7 +80,7 @@ jsonw_raw(struct jsonw *w, const char *s, size_t n)
 		return;
 	}
 	if (w->put != NULL) {
-		if (w->len + n > JSONW_WINDOW)
+		if (w->b.len + n > JSONW_WINDOW)
 			jsonw_flush(w);
 		if (n >= JSONW_WINDOW) {
 			/* a long piece goes out as it is */
@@ -109,9 +92,7 @@ jsonw_raw(struct jsonw *w, const char *s, size_t n)
 	}
 	if (!jsonw_reserve(w, n))
 		return;
-	memcpy(w->buf + w->len, s, n);
-	w->len += n;
-	w->buf[w->len] = '\0';
+	(void)buf_put(&w->b, s, n); /* reserved */
 }
 
 void
@@ -227,15 +208,15 @@ jsonw_take(struct jsonw *w, size_t *len)
 {
 	char *out;
 
-	if (!w->failed && w->buf == NULL)
+	if (!w->failed && w->b.p == NULL)
 		jsonw_raw(w, "", 0);
 	if (w->failed) {
 		jsonw_free(w);
 		return NULL;
 	}
-	out = w->buf;
+	out = w->b.p;
 	if (len != NULL)
-		*len = w->len;
+		*len = w->b.len;
 	memset(w, 0, sizeof(*w));
 	return out;
 }

@@ -4,6 +4,8 @@
 #ifndef CODEBOX_JSONW_H
 #define CODEBOX_JSONW_H
 
+#include "buf.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -18,10 +20,8 @@
 #define JSONW_WINDOW (64U << 10)
 
 struct jsonw {
-	char *buf; /* owned; NUL-terminated when not failed (buffer kind) */
-	size_t len;
-	size_t cap;
-	bool failed; /* an allocation or the sink failed; every later call is a no-op */
+	struct buf b; /* NUL-terminated when not failed (buffer kind); the window (sink kind) */
+	bool failed;  /* an allocation or the sink failed; every later call is a no-op */
 	/* the sink and its context (sink kind), or counting (count kind) */
 	int (*put)(void *ctx, const char *s, size_t n);
 	void *ctx;

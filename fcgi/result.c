@@ -254,7 +254,7 @@ parser_string(struct parser *ps)
 	}
 	if (s.failed)
 		goto out;
-	jsonw_str(&ps->w, s.buf ? s.buf : "", s.len);
+	jsonw_str(&ps->w, s.b.p ? s.b.p : "", s.b.len);
 	ok = true;
 out:
 	jsonw_free(&s);
@@ -347,7 +347,7 @@ result_parse(const char *in, size_t n, char **out, size_t *out_len)
 		goto invalid;
 	if (ps.w.failed)
 		goto invalid;
-	if (ps.w.len == 4 && memcmp(ps.w.buf, "null", 4) == 0) {
+	if (ps.w.b.len == 4 && memcmp(ps.w.b.p, "null", 4) == 0) {
 		jsonw_free(&ps.w);
 		return RESULT_NONE;
 	}

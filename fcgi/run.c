@@ -25,6 +25,7 @@
  */
 #include "run.h"
 
+#include "buf.h"
 #include "files.h"
 
 #include "cgroup.h"
@@ -146,9 +147,7 @@ drain_watched(int *fd, struct capture *c, int which,
 /* A bounded buffer for init's report: nothing is reserved ahead; it grows to the size the
  * report's fixed part announces (at most max), so print(1)'s costs a page, not the bound. */
 struct report_buf {
-	char *buf;
-	size_t len;
-	size_t cap;
+	struct buf b;
 	size_t max;
 };
 
@@ -165,26 +164,22 @@ report_grow(struct report_buf *rb)
 {
 	struct sandbox_report rep;
 	size_t want;
-	char *nb;
 
-	if (rb->len < rb->cap || rb->cap >= rb->max)
+	if (rb->b.len < rb->b.cap || rb->b.cap >= rb->max)
 		return;
-	if (rb->len < sizeof(rep))
+	if (rb->b.len < sizeof(rep))
 		want = REPORT_FIRST_BYTES;
 	else if (report_header(rb, &rep))
 		want = sizeof(rep) + (size_t)rep.result_len + (size_t)rep.artifacts_len +
 		       (size_t)rep.value_len + 1;
 	else
 		return; /* not a report: the rest is read and discarded */
-	if (want <= rb->cap)
+	if (want <= rb->b.cap)
 		return; /* all it announced is in: the rest only shows it too long */
 	if (want > rb->max)
 		want = rb->max;
-	nb = realloc(rb->buf, want);
-	if (nb == NULL)
-		return; /* the rest goes to the sink: an incomplete report, the sandbox's fault */
-	rb->buf = nb;
-	rb->cap = want;
+	/* failed: the rest goes to the sink, an incomplete report (the sandbox's fault) */
+	(void)buf_resize(&rb->b, want);
 }
 
 static void
@@ -193,12 +188,12 @@ drain_report(int *fd, struct report_buf *rb)
 	for (int i = 0; i < RUN_READS_PER_WAKE && *fd >= 0; i++) {
 		char sink[4096];
 		report_grow(rb);
-		char *dst = rb->len < rb->cap ? rb->buf + rb->len : sink;
-		size_t room = rb->len < rb->cap ? rb->cap - rb->len : sizeof(sink);
+		char *dst = rb->b.len < rb->b.cap ? rb->b.p + rb->b.len : sink;
+		size_t room = rb->b.len < rb->b.cap ? rb->b.cap - rb->b.len : sizeof(sink);
 		ssize_t r = read(*fd, dst, room);
 		if (r > 0) {
 			if (dst != sink)
-				rb->len += (size_t)r;
+				rb->b.len += (size_t)r;
 			continue;
 		}
 		if (r < 0 && errno == EINTR)
@@ -213,9 +208,9 @@ drain_report(int *fd, struct report_buf *rb)
 static bool
 report_header(const struct report_buf *rb, struct sandbox_report *rep)
 {
-	if (rb->len < sizeof(*rep))
+	if (rb->b.len < sizeof(*rep))
 		return false;
-	memcpy(rep, rb->buf, sizeof(*rep));
+	memcpy(rep, rb->b.p, sizeof(*rep));
 	return rep->magic == SANDBOX_REPORT_MAGIC;
 }
 
@@ -225,8 +220,8 @@ report_complete(const struct report_buf *rb)
 {
 	struct sandbox_report rep;
 
-	return report_header(rb, &rep) &&
-	       rb->len >= sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len + rep.value_len;
+	return report_header(rb, &rep) && rb->b.len >= sizeof(rep) + (size_t)rep.result_len +
+	                                                   rep.artifacts_len + rep.value_len;
 }
 
 /* The user namespace's maps: the run's one inner uid and gid onto its host ones (a root
@@ -782,7 +777,7 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 		        strerror(errno));
 		box_discard(cfg, &s->box);
 		if (box_build(cfg, &caps, &s->box, out, why, why_len) < 0) {
-			free(w->rb.buf);
+			buf_free(&w->rb.b);
 			w->box = NULL;
 			return -1;
 		}
@@ -964,7 +959,7 @@ run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_f
 	struct sandbox_report rep;
 
 	if (!report_header(rb, &rep) ||
-	    rb->len != sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len + rep.value_len ||
+	    rb->b.len != sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len + rep.value_len ||
 	    rep.result_len > max_result_bytes || rep.artifacts_len > ARTIFACTS_BLOB_MAX ||
 	    rep.value_len > SESSION_VALUE_MAX)
 		return false;
@@ -981,7 +976,7 @@ run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_f
 		if (out->result_json == NULL) {
 			out->result_status = RESULT_NONE;
 		} else {
-			memcpy(out->result_json, rb->buf + sizeof(rep), rep.result_len);
+			memcpy(out->result_json, rb->b.p + sizeof(rep), rep.result_len);
 			out->result_json[rep.result_len] = '\0';
 			out->result_len = rep.result_len;
 		}
@@ -990,20 +985,20 @@ run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_f
 		/* untrusted, like all of the report: artifacts_next() checks every record. The
 		 * outcome takes the report's buffer: the artifacts' bytes stay where they were read
 		 */
-		out->artifacts_mem = rb->buf;
-		out->artifacts = rb->buf + sizeof(rep) + rep.result_len;
+		out->artifacts_mem = rb->b.p;
+		out->artifacts = rb->b.p + sizeof(rep) + rep.result_len;
 		out->artifacts_len = rep.artifacts_len;
-		rb->buf = NULL;
-		rb->cap = 0;
+		rb->b.p = NULL;
+		rb->b.cap = 0;
 	}
 	if (out->has_value) {
 		/* after the artifacts, in the same buffer: whoever took it owns the value too */
-		const char *base = out->artifacts_mem != NULL ? out->artifacts_mem : rb->buf;
+		const char *base = out->artifacts_mem != NULL ? out->artifacts_mem : rb->b.p;
 		out->value = base + sizeof(rep) + rep.result_len + rep.artifacts_len;
 		if (out->artifacts_mem == NULL) {
-			out->value_mem = rb->buf;
-			rb->buf = NULL;
-			rb->cap = 0;
+			out->value_mem = rb->b.p;
+			rb->b.p = NULL;
+			rb->b.cap = 0;
 		}
 	}
 	out->cpu_ms = rusage_cpu_ms(&rep.children);
@@ -1100,7 +1095,7 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		out->tier = box->tier;
 		out->fallback = box->fallback;
 	}
-	free(w->rb.buf);
+	buf_free(&w->rb.b);
 	if (w->reported) {
 		/* reaped, and the box removed, after the reply (run_stream_finish()) */
 		box_discard(cfg, &s->dying);
@@ -1124,7 +1119,7 @@ run_never_began(const struct run_watch *w, const struct run_outcome *out)
 	int queued = 0;
 
 	if (!w->box->ns_mode || !w->main_reaped || w->timed_out || out->abandoned ||
-	    w->setup_failed || w->rb.len > 0 || out->out.len > 0 || out->err.len > 0)
+	    w->setup_failed || w->rb.b.len > 0 || out->out.len > 0 || out->err.len > 0)
 		return false;
 	return ioctl(w->box->ctl_w, FIONREAD, &queued) == 0 && queued > 0;
 }
@@ -1147,7 +1142,7 @@ run_execute(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		log_msg(LOG_WARN, "the sandbox built ahead died before it read the program; "
 		                  "running it in a new one");
 		box_teardown(cfg, w.box, &w.main_reaped, &w.main_status, &w.ru, &s->spent);
-		free(w.rb.buf);
+		buf_free(&w.rb.b);
 		run_outcome_free(out);
 		rc = run_start(cfg, spec, s, &w, out, why, why_len);
 		if (rc == 0)
@@ -1507,7 +1502,7 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 		}
 	}
 close_box:
-	free(w.rb.buf);
+	buf_free(&w.rb.b);
 	box.pid = -1;
 	util_close_fd(&box.cg.oom_fd);
 	box.cg.active = false; /* the session's, not this execution's */

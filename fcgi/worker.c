@@ -29,6 +29,7 @@
 #include "mcp.h"
 #include "metrics.h"
 #include "reply.h"
+#include "serve.h"
 #include "request.h"
 #include "session.h"
 #include "sessionproto.h"
@@ -90,18 +91,6 @@ struct worker_request {
 	const char *request_id; /* CODEBOX_REQUEST_ID */
 	struct limits l;        /* the request's, capped at the pool's ceilings (all but readyz) */
 	struct session_limits sl; /* the sessions' bounds (all but readyz) */
-};
-
-/* What came of admitting and running one request (worker_run()). */
-enum worker_ran {
-	WORKER_RAN,          /* o holds the outcome: answer it */
-	WORKER_BUSY,         /* every execution slot is in use: 429 */
-	WORKER_STUCK,        /* the slots' lock was not free in time: 503 */
-	WORKER_LOST,         /* the run's init was killed from outside: 503 */
-	WORKER_FAILED,       /* the sandbox could not run it: 500 */
-	WORKER_ABANDONED,    /* the client left: no answer */
-	WORKER_GONE,         /* the session ended before it took the execution: 404 */
-	WORKER_SESSION_BUSY, /* a cell of the session's is still ending: 409 */
 };
 
 /* A session's execution: where its init listens, and what of its box the worker needs. */
@@ -179,47 +168,75 @@ worker_send_message(FCGX_Request *req, struct stream_sse *sse, int status, const
 		http_send_message(req, status, extra_header, error, message);
 }
 
+/* Port 8080's admission (serve.h): one of the pool's execution slots, which the pool, not
+ * nginx, is the authority on: it knows what runs. */
+static enum serve_ran
+worker_slot_take(void *ctx)
+{
+	const struct worker_request *w = ctx;
+
+	switch (slots_acquire(w->wc->slots, w->wc->index, w->l.max_concurrent_executions)) {
+	case SLOTS_TAKEN:
+		return SERVE_RAN;
+	case SLOTS_FULL:
+		log_msg(LOG_INFO, "all %ld execution slots are in use: 429",
+		        w->l.max_concurrent_executions);
+		return SERVE_BUSY;
+	case SLOTS_STUCK:
+		break;
+	}
+	/* a bounded wait, not nginx's 504 much later: /readyz says the same meanwhile */
+	log_msg(LOG_ERROR,
+	        "the execution slots' lock was not free within %d ms: the pool cannot admit runs "
+	        "(503)",
+	        SLOTS_LOCK_WAIT_MS);
+	return SERVE_STUCK;
+}
+
+static void
+worker_slot_give(void *ctx)
+{
+	const struct worker_request *w = ctx;
+
+	slots_release(w->wc->slots, w->wc->index);
+}
+
+/* an event stream's head goes out once the run is admitted (stream.h) */
+static void
+worker_sse_admitted(void *ctx)
+{
+	stream_sse_start(ctx, NULL);
+}
+
 /*
- * Admits r (an execution slot of the pool's) and runs it, with its metrics, audit trail entry
- * and log lines, for POST /execute and MCP's tools/call alike. o is filled when WORKER_RAN
- * (run_outcome_free() it); the slot is free again before this returns.
+ * Runs r for POST /execute, a session's execution and MCP's tools/call alike (serve_run()),
+ * admitted by an execution slot, its output streamed to sse when not NULL. o is filled when
+ * SERVE_RAN (run_outcome_free() it).
  */
-static enum worker_ran
+static enum serve_ran
 worker_run(const struct worker_request *w, FCGX_Request *req, const struct request *r,
            enum artifacts_want want, enum metrics_port port, const struct worker_session *ses,
            struct stream_sse *sse, struct run_outcome *o)
 {
-	const struct worker_config *wc = w->wc;
-	const struct run_config *run = w->run;
-	const struct limits *l = &w->l;
-	char why[512];
-	int rc;
-
-	memset(o, 0, sizeof(*o));
-	/* the pool, not nginx, is the authority on execution slots: it knows what runs */
-	switch (slots_acquire(wc->slots, wc->index, l->max_concurrent_executions)) {
-	case SLOTS_TAKEN:
-		break;
-	case SLOTS_FULL:
-		log_msg(LOG_INFO, "all %ld execution slots are in use: 429",
-		        l->max_concurrent_executions);
-		metrics_record_busy();
-		return WORKER_BUSY;
-	case SLOTS_STUCK:
-		/* a bounded wait, not nginx's 504 much later: /readyz says the same meanwhile */
-		log_msg(LOG_ERROR,
-		        "the execution slots' lock was not free within %d ms: the pool cannot "
-		        "admit runs (503)",
-		        SLOTS_LOCK_WAIT_MS);
-		return WORKER_STUCK;
-	}
-
+	const struct serve_admission admit = {worker_slot_take, worker_slot_give, (void *)w};
+	/* port 8080's runs tell no exit code the program did not give */
+	const struct serve_port p = {port, &w->wc->history, -1, -1, -1};
+	struct serve_req q = {
+	    .admit = &admit,
+	    .run = w->run,
+	    .stream = &w->streams->execute,
+	    .session_conn = ses != NULL ? ses->conn : -1,
+	    .sb = ses != NULL ? ses->sb : NULL,
+	    .request_id = w->request_id,
+	    .in_flight = true,
+	};
 	struct run_spec spec =
-	    run_spec_from_limits(l, r->code, r->code_len, r->wall_ms, req->ipcFd);
+	    run_spec_from_limits(&w->l, r->code, r->code_len, r->wall_ms, req->ipcFd);
 
 	if (sse != NULL) {
 		/* admitted: the client hears the output as it comes (stream.h) */
-		stream_sse_start(sse, NULL);
+		q.admitted = worker_sse_admitted;
+		q.admitted_ctx = sse;
 		spec.on_output = worker_sse_output;
 		spec.output_ctx = sse;
 	}
@@ -228,43 +245,7 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	spec.files = r->files;
 	spec.files_len = r->files_len;
 	spec.artifacts = want;
-	history_begin(&wc->history, metrics_port_name(port), r->code, r->code_len, w->request_id);
-	metrics_run_begin(run->worker_index);
-	rc = ses != NULL ? run_session_execute(run, &spec, ses->conn, ses->sb, o, why, sizeof(why))
-	                 : run_execute(run, &spec, &w->streams->execute, o, why, sizeof(why));
-	/* the run is over (nothing of it is alive): the slot is free before the reply leaves,
-	 * so a client that sends its next request the moment it has this reply finds it free */
-	slots_release(wc->slots, wc->index);
-	metrics_run_end(run->worker_index);
-	if (rc == 0 && o->abandoned) {
-		history_end(&wc->history, o, o->exit_code, o->has_exit_code);
-		log_msg(LOG_INFO, "the client left during the run; killed it after %lld ms",
-		        o->duration_ms);
-		run_outcome_free(o);
-		return WORKER_ABANDONED;
-	}
-	if (rc == RUN_SESSION_GONE || rc == RUN_SESSION_BUSY) {
-		history_end(&wc->history, NULL, 0, false);
-		log_msg(LOG_INFO, "the session %s",
-		        rc == RUN_SESSION_GONE ? "ended before it took the execution"
-		                               : "was still ending a cell");
-		run_outcome_free(o);
-		return rc == RUN_SESSION_GONE ? WORKER_GONE : WORKER_SESSION_BUSY;
-	}
-	if (rc < 0) {
-		enum run_fault fault = o->fault;
-		metrics_record_error(port);
-		history_end(&wc->history, NULL, 0, false);
-		log_msg(LOG_ERROR, "run failed: %s", why);
-		run_outcome_free(o);
-		return fault == RUN_FAULT_LOST ? WORKER_LOST : WORKER_FAILED;
-	}
-	metrics_record_run(port, o);
-	history_end(&wc->history, o, o->exit_code, o->has_exit_code);
-	run_log_outcome(metrics_port_name(port), o, o->has_exit_code, o->exit_code);
-	/* the files' types, found once: the answer is written twice (http_send_written()) */
-	o->artifact_types = artifacts_types(o->artifacts, o->artifacts_len);
-	return WORKER_RAN;
+	return serve_run(&p, &q, &spec, o);
 }
 
 /* A run's answer on /execute, written twice by http_send_written() (counted, then streamed). */
@@ -317,27 +298,27 @@ write_mcp_reply(struct jsonw *jw, const void *ctx)
  * stream's head is out).
  */
 static void
-worker_answer(FCGX_Request *req, enum worker_ran ran, struct stream_sse *sse,
+worker_answer(FCGX_Request *req, enum serve_ran ran, struct stream_sse *sse,
               void (*write)(struct jsonw *w, const void *ctx), const void *ctx, bool session)
 {
 	switch (ran) {
-	case WORKER_RAN:
+	case SERVE_RAN:
 		if (sse != NULL && sse->started)
 			stream_sse_end(sse, write, ctx);
 		else if (http_send_written(req, write, ctx) < 0)
 			http_send_message(req, 500, NULL, "sandbox_error",
 			                  "the worker is out of memory");
 		break;
-	case WORKER_BUSY:
+	case SERVE_BUSY:
 		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
 		break;
-	case WORKER_STUCK:
+	case SERVE_STUCK:
 		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the sandbox cannot admit runs right now; retry shortly");
 		break;
-	case WORKER_LOST:
-	case WORKER_GONE:
+	case SERVE_LOST:
+	case SERVE_GONE:
 		if (session)
 			worker_send_message(req, sse, 404, NULL, "not_found",
 			                    WORKER_SESSION_UNKNOWN);
@@ -345,16 +326,16 @@ worker_answer(FCGX_Request *req, enum worker_ran ran, struct stream_sse *sse,
 			worker_send_message(req, sse, 503, NULL, "sandbox_unavailable",
 			                    "the run's sandbox was killed from outside; retry");
 		break;
-	case WORKER_SESSION_BUSY:
+	case SERVE_SESSION_BUSY:
 		worker_send_message(req, sse, 409, NULL, "session_busy",
 		                    "the session is still stopping its last execution; retry in a "
 		                    "moment");
 		break;
-	case WORKER_FAILED:
+	case SERVE_FAILED:
 		worker_send_message(req, sse, 500, NULL, "sandbox_error",
 		                    "the sandbox could not run the program; see the service log");
 		break;
-	case WORKER_ABANDONED:
+	case SERVE_ABANDONED:
 		break;
 	}
 }
@@ -369,7 +350,7 @@ worker_execute(void *port, FCGX_Request *req)
 	struct request r;
 	struct run_outcome o;
 	struct stream_sse sse;
-	enum worker_ran ran;
+	enum serve_ran ran;
 	bool streamed;
 	char message[256];
 	char *body = NULL;
@@ -412,7 +393,7 @@ worker_execute(void *port, FCGX_Request *req)
 		                                 r.artifacts};
 		worker_answer(req, ran, streamed ? &sse : NULL, write_execute_reply, &er, false);
 	}
-	if (ran == WORKER_RAN)
+	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
 	request_free(&r);
 }
@@ -804,10 +785,14 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 {
 	const struct worker_config *wc = w->wc;
 	int keep[] = {conn, lock_fd, out->fd[0], out->fd[1], wc->sessions_fd, wc->history.dir_fd};
+	const struct serve_port p = {METRICS_PORT_EXECUTE, &wc->history, -1, -1, -1};
+	const struct serve_req q = {
+	    .run = w->run, .session_conn = conn, .sb = &rec->sb, .request_id = w->request_id};
 	struct run_spec spec;
 	struct run_outcome o;
-	char why[512], name[64], tmp[80];
-	int rc, fd;
+	enum serve_ran ran;
+	char name[64], tmp[80];
+	int fd;
 
 	(void)util_close_fds_except(keep, 6);
 	log_set_component("background");
@@ -819,24 +804,15 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 	spec.artifacts = r->artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE;
 	spec.on_output = worker_bg_output;
 	spec.output_ctx = out;
-	history_begin(&wc->history, "execute", r->code, r->code_len, w->request_id);
-	rc = run_session_execute(w->run, &spec, conn, &rec->sb, &o, why, sizeof(why));
-	if (rc == 0) {
-		history_end(&wc->history, &o, o.exit_code, o.has_exit_code);
-		run_log_outcome("execute", &o, o.has_exit_code, o.exit_code);
-		o.artifact_types = artifacts_types(o.artifacts, o.artifacts_len);
-	} else {
-		history_end(&wc->history, NULL, 0, false);
-		log_msg(LOG_WARN, "a background execution of session %.8s... did not run: %s",
-		        rec->id, rc == RUN_SESSION_GONE ? "the session ended" : why);
-	}
+	/* admitted already: it holds the session's lock, and no execution slot */
+	ran = serve_run(&p, &q, &spec, &o);
 	{
 		const struct session_reply sr = {
 		    &o, w->l.max_result_bytes, r->details, w->request_id, r->artifacts, rec->id};
 		const struct worker_bg_result res = {
-		    eid, rc == 0 ? &sr : NULL,
-		    rc == 0 ? NULL
-		    : rc == RUN_SESSION_GONE || o.fault == RUN_FAULT_LOST
+		    eid, ran == SERVE_RAN ? &sr : NULL,
+		    ran == SERVE_RAN ? NULL
+		    : ran == SERVE_GONE || ran == SERVE_LOST
 		        ? "the session ended before the execution ran"
 		        : "the sandbox could not run the program; see the service log"};
 		struct jsonw jw;
@@ -854,9 +830,9 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 				        "writing a background execution's answer failed");
 		}
 	}
-	if (rc == 0 && o.session_over) /* it holds the lock: nobody else removes it now */
+	if (ran == SERVE_RAN && o.session_over) /* it holds the lock: nobody else removes it */
 		session_remove(wc->sessions_fd, (struct session_rec *)rec);
-	if (rc == 0)
+	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
 	_exit(0);
 }
@@ -978,7 +954,7 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	long n = http_read_body(req, wc->max_body_bytes, &body);
 	struct worker_session ses = {.conn = -1, .sb = &rec->sb};
 	struct stream_sse sse;
-	enum worker_ran ran;
+	enum serve_ran ran;
 	bool streamed, background;
 	long wall_ms;
 
@@ -1014,7 +990,7 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	worker_sse_init(req, &sse, NULL, &streamed);
 	ran = worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
 	                 METRICS_PORT_EXECUTE, &ses, streamed ? &sse : NULL, &o);
-	if (ran == WORKER_RAN && o.session_over)
+	if (ran == SERVE_RAN && o.session_over)
 		log_msg(LOG_INFO, "session %.8s... ended with its execution (%s)", rec->id,
 		        run_status_string(o.status));
 	{
@@ -1023,9 +999,9 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 		worker_answer(req, ran, streamed ? &sse : NULL, write_session_reply, &sr, true);
 	}
 	/* it ended with this execution, whose worker holds its lock: removed now */
-	if (ran == WORKER_RAN && o.session_over)
+	if (ran == SERVE_RAN && o.session_over)
 		session_remove(wc->sessions_fd, (struct session_rec *)rec);
-	if (ran == WORKER_RAN)
+	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
 	close(ses.conn);
 	request_free(&r);
@@ -1193,6 +1169,80 @@ worker_session_tail(const struct worker_request *w, FCGX_Request *req,
 	}
 }
 
+/* /sessions/{id}[/{sub}]: the id (a valid one) and what follows it checked against method,
+ * from rest (past "/sessions/"): 0, or -1 answered. */
+static int
+worker_session_route(FCGX_Request *req, const char *method, const char *rest,
+                     char id[SESSION_ID_LEN + 1], const char **sub)
+{
+	const char *slash;
+	size_t idlen;
+
+	slash = strchr(rest, '/');
+	idlen = slash ? (size_t)(slash - rest) : strlen(rest);
+	if (!session_id_valid(rest, idlen)) {
+		worker_session_unknown(req);
+		return -1;
+	}
+	memcpy(id, rest, idlen);
+	id[idlen] = '\0';
+	*sub = NULL;
+	if (slash != NULL) {
+		*sub = slash + 1;
+		const char *allow = strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0
+		                        ? "POST"
+		                    : strncmp(*sub, "executions/", 11) == 0 ? "GET"
+		                                                            : NULL;
+		if (allow == NULL) {
+			http_send_message(req, 404, NULL, "not_found", "no such endpoint");
+			return -1;
+		}
+		if (strcmp(method, allow) != 0) {
+			char hdr[32];
+			snprintf(hdr, sizeof(hdr), "Allow: %s", allow);
+			http_send_message(req, 405, hdr, "method_not_allowed",
+			                  "use POST /sessions/{id}/execute or /interrupt, GET "
+			                  "/sessions/{id}/executions/{execution}");
+			return -1;
+		}
+	} else if (strcmp(method, "GET") != 0 && strcmp(method, "DELETE") != 0) {
+		http_send_message(req, 405, "Allow: GET, DELETE", "method_not_allowed",
+		                  "use GET or DELETE /sessions/{id}");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * DELETE /sessions/{id}: the session's init kills it, a cell running or not; what it leaves is
+ * removed now, or (an execution still reporting) by whoever finds it ended. *lock_fd is the
+ * session's lock when it was free (-1 if not); it may be taken here, and is closed or left
+ * to the caller to close.
+ */
+static void
+worker_session_close(const struct worker_request *w, FCGX_Request *req, const char *id,
+                     const char *auth, struct session_rec *rec, const char *path, int *lock_fd)
+{
+	struct session_answer a;
+
+	if (run_session_ask(path, SESSION_OP_CLOSE, &a) < 0 && *lock_fd >= 0 && errno == EBUSY) {
+		/* not answered, not gone (a full backlog): left for its bounds to end */
+		http_send_message(req, 409, NULL, "session_busy",
+		                  "the session did not answer; retry in a moment");
+		return;
+	}
+	for (int i = 0; *lock_fd < 0 && i < 250; i++) {
+		struct timespec ms = {0, 20 * 1000 * 1000};
+		nanosleep(&ms, NULL);
+		if (session_find(w->wc->sessions_fd, id, auth, rec, true, lock_fd) < 0)
+			break; /* ended: removed by session_find(), or being reported */
+	}
+	if (*lock_fd >= 0)
+		session_remove(w->wc->sessions_fd, rec);
+	log_msg(LOG_INFO, "session %.8s... closed", id);
+	http_send(req, 204, NULL, "", 0);
+}
+
 static void
 worker_sessions(void *port, FCGX_Request *req)
 {
@@ -1204,8 +1254,7 @@ worker_sessions(void *port, FCGX_Request *req)
 	struct session_rec rec;
 	struct session_answer a;
 	char id[SESSION_ID_LEN + 1], path[128];
-	const char *rest, *slash, *sub = NULL;
-	size_t idlen;
+	const char *rest, *sub = NULL;
 	int lock_fd = -1;
 
 	method = method ? method : "";
@@ -1223,38 +1272,8 @@ worker_sessions(void *port, FCGX_Request *req)
 		worker_session_create(w, req, auth);
 		return;
 	}
-	rest++; /* past the '/' */
-	slash = strchr(rest, '/');
-	idlen = slash ? (size_t)(slash - rest) : strlen(rest);
-	if (!session_id_valid(rest, idlen)) {
-		worker_session_unknown(req);
+	if (worker_session_route(req, method, rest + 1, id, &sub) < 0)
 		return;
-	}
-	memcpy(id, rest, idlen);
-	id[idlen] = '\0';
-	if (slash != NULL) {
-		sub = slash + 1;
-		const char *allow = strcmp(sub, "execute") == 0 || strcmp(sub, "interrupt") == 0
-		                        ? "POST"
-		                    : strncmp(sub, "executions/", 11) == 0 ? "GET"
-		                                                           : NULL;
-		if (allow == NULL) {
-			http_send_message(req, 404, NULL, "not_found", "no such endpoint");
-			return;
-		}
-		if (strcmp(method, allow) != 0) {
-			char hdr[32];
-			snprintf(hdr, sizeof(hdr), "Allow: %s", allow);
-			http_send_message(req, 405, hdr, "method_not_allowed",
-			                  "use POST /sessions/{id}/execute or /interrupt, GET "
-			                  "/sessions/{id}/executions/{execution}");
-			return;
-		}
-	} else if (strcmp(method, "GET") != 0 && strcmp(method, "DELETE") != 0) {
-		http_send_message(req, 405, "Allow: GET, DELETE", "method_not_allowed",
-		                  "use GET or DELETE /sessions/{id}");
-		return;
-	}
 	/* executions and DELETE take the session's lock; reading it and interrupting do not */
 	bool take = sub != NULL ? strcmp(sub, "execute") == 0 : strcmp(method, "DELETE") == 0;
 	if (session_find(wc->sessions_fd, id, auth, &rec, take, &lock_fd) < 0) {
@@ -1292,26 +1311,7 @@ worker_sessions(void *port, FCGX_Request *req)
 		else
 			worker_session_state(req, 200, &rec, &a, a.busy != 0, &w->l);
 	} else {
-		/* DELETE: the session's init kills it, a cell running or not; what it leaves is
-		 * removed now, or (an execution still reporting) by whoever finds it ended */
-		if (run_session_ask(path, SESSION_OP_CLOSE, &a) < 0 && lock_fd >= 0 &&
-		    errno == EBUSY) {
-			/* not answered, not gone (a full backlog): left for its bounds to end */
-			close(lock_fd);
-			http_send_message(req, 409, NULL, "session_busy",
-			                  "the session did not answer; retry in a moment");
-			return;
-		}
-		for (int i = 0; lock_fd < 0 && i < 250; i++) {
-			struct timespec ms = {0, 20 * 1000 * 1000};
-			nanosleep(&ms, NULL);
-			if (session_find(wc->sessions_fd, id, auth, &rec, true, &lock_fd) < 0)
-				break; /* ended: removed by session_find(), or being reported */
-		}
-		if (lock_fd >= 0)
-			session_remove(wc->sessions_fd, &rec);
-		log_msg(LOG_INFO, "session %.8s... closed", id);
-		http_send(req, 204, NULL, "", 0);
+		worker_session_close(w, req, id, auth, &rec, path, &lock_fd);
 	}
 	if (lock_fd >= 0)
 		close(lock_fd);
@@ -1412,40 +1412,32 @@ worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json
 	return 0;
 }
 
-/* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way;
- * "session" (sessions on) runs it in a session instead of a fresh interpreter */
-static void
-worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m)
+/*
+ * tools/call's arguments, as POST /execute's body: 0 with r parsed (request_free() it) and
+ * *want the session asked for ("new", an id, or NULL: none; free() it), or -1 answered. The
+ * same checks and messages as /execute's: a model can act on them.
+ */
+static int
+worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m,
+                struct request *r, char **want)
 {
-	const struct limits *l = &w->l;
 	const char *name = json_string_value(json_object_get(m->params, "name"));
 	json_t *args = json_object_get(m->params, "arguments"), *sarg;
-	struct request r;
-	struct run_outcome o;
-	char message[256], *text, *answer, *want = NULL, path[128];
+	char message[256], *text, *answer;
 	size_t len;
-	bool asked;
-	struct session_rec rec;
-	struct worker_session ses = {.conn = -1, .sb = &rec.sb};
-	int lock_fd = -1;
-	struct stream_sse sse;
-	const json_t *progress;
-	enum worker_ran ran;
-	bool streamed;
-	int status;
-	const char *extra;
 
+	*want = NULL;
 	if (name == NULL || strcmp(name, TOOL_NAME) != 0) {
 		snprintf(message, sizeof(message), "unknown tool: %s (this server has %s)",
 		         name ? name : "(none)", TOOL_NAME);
 		answer = mcp_error(m->id, MCP_INVALID_PARAMS, message, &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
-		return;
+		return -1;
 	}
 	if (args != NULL && !json_is_object(args)) {
 		answer = mcp_error(m->id, MCP_INVALID_PARAMS, "arguments must be an object", &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
-		return;
+		return -1;
 	}
 	sarg = args ? json_object_get(args, "session") : NULL;
 	if (sarg != NULL && !json_is_null(sarg)) {
@@ -1454,15 +1446,14 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 			worker_mcp_tool_error(req, m->id,
 			                      "session must be \"new\" or the id a previous call "
 			                      "answered");
-			return;
+			return -1;
 		}
-		want = strdup(v);
-		if (want == NULL) {
+		*want = strdup(v);
+		if (*want == NULL) {
 			worker_mcp_send(req, 500, NULL, NULL, 0);
-			return;
+			return -1;
 		}
 	}
-	/* the same checks and messages as POST /execute's; a model can act on them */
 	if (sarg != NULL) {
 		json_t *copy = json_copy(args);
 		json_object_del(copy, "session");
@@ -1472,19 +1463,84 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		text = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
 	}
 	if (text == NULL) {
-		free(want);
 		worker_mcp_send(req, 500, NULL, NULL, 0);
-		return;
+		goto refused;
 	}
-	if (request_parse(&r, text, strlen(text), l, message, sizeof(message)) < 0) {
+	if (request_parse(r, text, strlen(text), &w->l, message, sizeof(message)) < 0) {
 		free(text);
-		free(want);
 		log_msg(LOG_INFO, "mcp: rejected: %s", message);
 		answer = mcp_call_error(m->id, message, &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
-		return;
+		goto refused;
 	}
 	free(text);
+	return 0;
+refused:
+	free(*want);
+	*want = NULL;
+	return -1;
+}
+
+/* What tools/call tells for a run that came to no outcome: a JSON-RPC error, or a tool error
+ * a model can act on. Returns the answer (NULL: out of memory) and its HTTP status. */
+static char *
+worker_mcp_not_run(const json_t *id, enum serve_ran ran, size_t *len, int *status,
+                   const char **extra)
+{
+	*status = 200;
+	*extra = NULL;
+	switch (ran) {
+	case SERVE_BUSY:
+		*status = 429;
+		*extra = HTTP_BUSY_POOL;
+		return mcp_error(id, MCP_BUSY, "all execution slots are in use; retry shortly",
+		                 len);
+	case SERVE_STUCK:
+		*status = 503;
+		return mcp_error(id, MCP_BUSY,
+		                 "the sandbox cannot admit runs right now; retry shortly", len);
+	case SERVE_GONE:
+		return mcp_call_error(id,
+		                      "the session ended before this call ran; its state is gone. "
+		                      "Pass \"session\": \"new\" to start another",
+		                      len);
+	case SERVE_SESSION_BUSY:
+		return mcp_call_error(
+		    id, "the session is still stopping its last call; call again in a moment", len);
+	case SERVE_LOST:
+		*status = 503;
+		return mcp_error(id, MCP_BUSY, "the run's sandbox was killed from outside; retry",
+		                 len);
+	case SERVE_RAN:
+	case SERVE_ABANDONED:
+	case SERVE_FAILED:
+		break;
+	}
+	*status = 500;
+	return mcp_error(id, -32603, "the sandbox could not run the program; see the service log",
+	                 len);
+}
+
+/* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way
+ * (serve_run()); "session" (sessions on) runs it in a session instead of a fresh interpreter */
+static void
+worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m)
+{
+	struct request r;
+	struct run_outcome o;
+	char *answer, *want, path[128];
+	size_t len;
+	struct session_rec rec;
+	struct worker_session ses = {.conn = -1, .sb = &rec.sb};
+	int lock_fd = -1, status = 200;
+	struct stream_sse sse;
+	const json_t *progress;
+	enum serve_ran ran;
+	bool streamed, asked;
+	const char *extra;
+
+	if (worker_mcp_args(w, req, m, &r, &want) < 0)
+		return;
 	if (want != NULL) {
 		if (worker_mcp_session(w, req, m->id, want, &rec, &lock_fd) < 0) {
 			free(want);
@@ -1503,76 +1559,36 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	streamed = streamed && (json_is_string(progress) || json_is_integer(progress));
 	ran =
 	    want != NULL && ses.conn < 0
-	        ? WORKER_GONE
+	        ? SERVE_GONE
 	        : worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
 	                     want != NULL ? &ses : NULL, streamed ? &sse : NULL, &o);
-	answer = NULL;
-	status = 200;
-	extra = NULL;
-	switch (ran) {
-	case WORKER_RAN: {
+	if (ran == SERVE_ABANDONED)
+		goto done;
+	if (ran == SERVE_RAN) {
 		struct mcp_reply mr = {m->id,
 		                       &o,
 		                       NULL,
 		                       0,
-		                       l->max_result_bytes,
+		                       w->l.max_result_bytes,
 		                       r.details,
 		                       w->request_id,
 		                       asked,
 		                       want != NULL ? rec.id : NULL};
-		mr.text = mcp_call_text(&o, l->max_result_bytes, mr.session_id, &mr.text_len);
+		mr.text = mcp_call_text(&o, w->l.max_result_bytes, mr.session_id, &mr.text_len);
 		if (mr.text != NULL && streamed && sse.started)
 			stream_sse_end(&sse, write_mcp_reply, &mr);
 		else if (mr.text == NULL && streamed && sse.started)
 			stream_sse_error(&sse, m->id, -32603, "sandbox_error",
 			                 "the worker is out of memory");
 		else if (mr.text == NULL || http_send_written(req, write_mcp_reply, &mr) < 0)
-			status = 500; /* answer NULL: out of memory */
+			status = 500;
 		free(mr.text);
 		run_outcome_free(&o);
-		if (status == 200)
-			goto done;
-		break;
-	}
-	case WORKER_BUSY:
-		answer = mcp_error(m->id, MCP_BUSY, "all execution slots are in use; retry shortly",
-		                   &len);
-		status = 429;
-		extra = HTTP_BUSY_POOL;
-		break;
-	case WORKER_STUCK:
-		answer = mcp_error(m->id, MCP_BUSY,
-		                   "the sandbox cannot admit runs right now; retry shortly", &len);
-		status = 503;
-		break;
-	case WORKER_GONE:
-		answer =
-		    mcp_call_error(m->id,
-		                   "the session ended before this call ran; its state is gone. "
-		                   "Pass \"session\": \"new\" to start another",
-		                   &len);
-		break;
-	case WORKER_SESSION_BUSY:
-		answer =
-		    mcp_call_error(m->id,
-		                   "the session is still stopping its last call; call again in "
-		                   "a moment",
-		                   &len);
-		break;
-	case WORKER_LOST:
-		answer = mcp_error(m->id, MCP_BUSY,
-		                   "the run's sandbox was killed from outside; retry", &len);
-		status = 503;
-		break;
-	case WORKER_FAILED:
-		answer =
-		    mcp_error(m->id, -32603,
-		              "the sandbox could not run the program; see the service log", &len);
-		status = 500;
-		break;
-	case WORKER_ABANDONED:
+		if (status != 200)
+			worker_mcp_send(req, status, NULL, NULL, 0); /* out of memory */
 		goto done;
 	}
+	answer = worker_mcp_not_run(m->id, ran, &len, &status, &extra);
 	if (streamed && sse.started && answer != NULL) {
 		/* the stream's head is out: the answer is its last event */
 		const struct worker_raw raw = {answer, len};
@@ -1634,20 +1650,17 @@ worker_mcp_refuse(FCGX_Request *req, int status, const char *message)
  * send application/json without a preflight) and MCP-Protocol-Version; notifications and
  * responses get 202.
  */
-static void
-worker_mcp(void *port, FCGX_Request *req)
+/* The checks of an MCP request's headers (host, origin, content type, protocol version):
+ * 0, or -1 refused. */
+static int
+worker_mcp_gate(FCGX_Request *req)
 {
-	const struct worker_request *w = port;
-	const struct worker_config *wc = w->wc;
 	const char *host = FCGX_GetParam("HTTP_HOST", req->envp);
 	const char *origin = FCGX_GetParam("HTTP_ORIGIN", req->envp);
 	const char *type = FCGX_GetParam("CONTENT_TYPE", req->envp);
 	const char *version = FCGX_GetParam("HTTP_MCP_PROTOCOL_VERSION", req->envp);
 	const char *hosts = getenv("CODEBOX_MCP_HOSTS"), *origins = getenv("CODEBOX_MCP_ORIGINS");
-	struct mcp_message m;
-	char message[256], *body = NULL, *caps = NULL, *iso = NULL, *tool = NULL, *answer = NULL;
-	size_t len = 0, caps_len, iso_len, tool_len = 0;
-	long n;
+	char message[256];
 
 	if (!mcp_host_allowed(host, hosts)) {
 		log_msg(LOG_WARN, "mcp: refused the host %.120s (403)", host ? host : "(none)");
@@ -1661,7 +1674,7 @@ worker_mcp(void *port, FCGX_Request *req)
 			         "CODEBOX_MCP_HOSTS lists",
 			         host);
 		worker_mcp_refuse(req, 403, message);
-		return;
+		return -1;
 	}
 	if (!mcp_origin_allowed(origin, host, origins) &&
 	    !mcp_origin_allowed(origin, host, FCGX_GetParam("CODEBOX_MCP_ORIGINS", req->envp))) {
@@ -1671,22 +1684,61 @@ worker_mcp(void *port, FCGX_Request *req)
 		         "and those CODEBOX_MCP_ORIGINS lists",
 		         origin);
 		worker_mcp_refuse(req, 403, message);
-		return;
+		return -1;
 	}
 	if (!mcp_content_type_ok(type)) {
 		snprintf(message, sizeof(message),
 		         "the body must be Content-Type: application/json (UTF-8), not %.80s",
 		         type && *type ? type : "none");
 		worker_mcp_refuse(req, 415, message);
-		return;
+		return -1;
 	}
 	if (version != NULL && !mcp_version_supported(version)) {
 		snprintf(message, sizeof(message),
 		         "unsupported MCP-Protocol-Version %.40s; this server speaks %s to %s",
 		         version, mcp_versions[0], "2024-10-07");
 		worker_mcp_refuse(req, 400, message);
-		return;
+		return -1;
 	}
+	return 0;
+}
+
+/* initialize's answer: the tool's description (GET /tool's) as the server's instructions. */
+static void
+worker_mcp_initialize(FCGX_Request *req, const struct mcp_message *m, const char *tool,
+                      size_t tool_len)
+{
+	json_t *d = json_loadb(tool, tool_len, 0, NULL);
+	const char *desc = json_string_value(json_object_get(d, "description"));
+	const char *want = json_string_value(json_object_get(m->params, "protocolVersion"));
+	char *instructions = NULL, *answer;
+	size_t len = 0;
+
+	if (desc != NULL &&
+	    asprintf(&instructions,
+	             "codebox runs Python programs in isolated sandboxes. Its one tool, %s: %s",
+	             TOOL_NAME, desc) < 0)
+		instructions = NULL;
+	answer = instructions
+	             ? mcp_result(m->id, mcp_initialize(want, CODEBOX_VERSION, instructions), &len)
+	             : NULL;
+	free(instructions);
+	json_decref(d);
+	worker_mcp_send(req, 200, NULL, answer, len);
+}
+
+static void
+worker_mcp(void *port, FCGX_Request *req)
+{
+	const struct worker_request *w = port;
+	const struct worker_config *wc = w->wc;
+	struct mcp_message m;
+	char message[256], *body = NULL, *caps = NULL, *iso = NULL, *tool = NULL, *answer = NULL;
+	size_t len = 0, caps_len, iso_len, tool_len = 0;
+	long n;
+
+	if (worker_mcp_gate(req) < 0)
+		return;
 	n = http_read_body(req, wc->max_body_bytes, &body);
 	if (n < 0) {
 		answer = mcp_error(NULL, MCP_INVALID_REQUEST,
@@ -1729,24 +1781,7 @@ worker_mcp(void *port, FCGX_Request *req)
 		}
 	}
 	if (strcmp(m.method, "initialize") == 0) {
-		json_t *d = json_loadb(tool, tool_len, 0, NULL);
-		const char *desc = json_string_value(json_object_get(d, "description"));
-		const char *want = json_string_value(json_object_get(m.params, "protocolVersion"));
-		char *instructions = NULL;
-		if (desc != NULL &&
-		    asprintf(
-		        &instructions,
-		        "codebox runs Python programs in isolated sandboxes. Its one tool, %s: "
-		        "%s",
-		        TOOL_NAME, desc) < 0)
-			instructions = NULL;
-		answer = instructions
-		             ? mcp_result(m.id, mcp_initialize(want, CODEBOX_VERSION, instructions),
-		                          &len)
-		             : NULL;
-		free(instructions);
-		json_decref(d);
-		worker_mcp_send(req, 200, NULL, answer, len);
+		worker_mcp_initialize(req, &m, tool, tool_len);
 	} else if (strcmp(m.method, "ping") == 0) {
 		answer = mcp_result(m.id, json_object(), &len);
 		worker_mcp_send(req, 200, NULL, answer, len);

@@ -403,6 +403,37 @@ zygote_probe_one_copy(int init_fd, char *why, size_t why_len)
 	return false;
 }
 
+/* Serves until retired: watches the supervisor's socket and the tiers' templates, and tells
+ * the supervisor whenever the tiers that serve change (ready: what it was told last). */
+static noreturn void
+zygote_serve(int sock, struct warm_ready *ready)
+{
+	for (;;) {
+		struct pollfd pfd[13] = {{.fd = sock, .events = POLLIN}};
+		int n = 1;
+
+		for (int i = 0; i < 2; i++)
+			tier_poll_fds(&zygote_tiers[i], pfd, &n);
+		if (poll(pfd, (nfds_t)n, 1000) < 0 && errno != EINTR)
+			_exit(1);
+		if (pfd[0].revents) {
+			char c;
+			ssize_t r = read(sock, &c, 1);
+			if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
+				zygote_retire(); /* the supervisor retires us, or is gone */
+		}
+		for (int i = 0; i < 2; i++)
+			tier_check(&zygote_tiers[i]);
+		if (zygote_serving() != ready->tiers) {
+			/* the supervisor tells the workers: no request waits for a tier that is
+			 * not there */
+			ready->tiers = zygote_serving();
+			if (util_write_all(sock, ready, sizeof(*ready)) < 0)
+				zygote_retire();
+		}
+	}
+}
+
 noreturn void
 zygote_main(void)
 {
@@ -490,28 +521,5 @@ report:
 	ready.tiers = ready.ok ? zygote_serving() : 0;
 	if (util_write_all(sock, &ready, sizeof(ready)) < 0 || !ready.ok)
 		_exit(1);
-	for (;;) {
-		struct pollfd pfd[13] = {{.fd = sock, .events = POLLIN}};
-		int n = 1;
-
-		for (int i = 0; i < 2; i++)
-			tier_poll_fds(&zygote_tiers[i], pfd, &n);
-		if (poll(pfd, (nfds_t)n, 1000) < 0 && errno != EINTR)
-			_exit(1);
-		if (pfd[0].revents) {
-			char c;
-			ssize_t r = read(sock, &c, 1);
-			if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN))
-				zygote_retire(); /* the supervisor retires us, or is gone */
-		}
-		for (int i = 0; i < 2; i++)
-			tier_check(&zygote_tiers[i]);
-		if (zygote_serving() != ready.tiers) {
-			/* the supervisor tells the workers: no request waits for a tier that is
-			 * not there */
-			ready.tiers = zygote_serving();
-			if (util_write_all(sock, &ready, sizeof(ready)) < 0)
-				zygote_retire();
-		}
-	}
+	zygote_serve(sock, &ready);
 }

@@ -228,7 +228,7 @@ nginx_read_all() {
 	ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
 	echo "the command died ${ms} ms after its client hung up"
 	((ms < 1000))
-	wait_for "the worker to log it" 100 grep -q "the client left during the command" \
+	wait_for "the worker to log it" 100 grep -q "agent: the client left during the run" \
 		"$STACK_DIR/logs/pool.log"
 	# the workspace is free at once: the next command runs, it is not a 429
 	agent_run 'cat hangup-started'
