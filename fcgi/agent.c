@@ -64,7 +64,8 @@
 #define AGENT_LOST_EXIT 125
 /* The longest listing returned; more entries are cut (logged). */
 #define AGENT_MAX_LIST_ENTRIES 10000
-/* The largest /execute body read: a command is at most maxCodeBytes, escaped. */
+/* The largest /execute body read: a command of the default maxCodeBytes (64 KiB), escaped,
+ * fits many times over; a larger body is a 413 whatever CODEBOX_MAX_CODE_BYTES says. */
 #define AGENT_MAX_JSON_BODY (4UL << 20)
 /* Agent slots when nginx passes no CODEBOX_AGENT_SLOTS (check-config.sh assumes the same), and
  * the most a request may ask for. */
@@ -467,7 +468,8 @@ agent_execute(void *port, FCGX_Request *req)
 		http_send_message(req, 500, NULL, "sandbox_error", "out of memory");
 	} else {
 		agent_notes(ac, l, &o, &err, &err_len);
-		(void)serve_exit_code(&p, &o, &exit_code);
+		if (!serve_exit_code(&p, &o, &exit_code))
+			exit_code = AGENT_LOST_EXIT; /* none: not the command's doing */
 		agent_reply_run(req, out, out_len, err, err_len, exit_code);
 	}
 	free(out);

@@ -491,7 +491,7 @@ int
 cgroup_run_kernel_oom(const struct cgroup_run *run)
 {
 	if (!run->active || strcmp(run->pids, run->memory) == 0)
-		return 0; /* v2: memory.oom.group, as for a run */
+		return 0; /* none, or v2: memory.oom.group, as for a run */
 	return util_write_file(run->memory, "memory.oom_control", "0");
 }
 

@@ -2,7 +2,8 @@
  * jsonw.c - compact JSON text writer.
  *
  * The response schema is written by hand (reply.c) because result.json's normalised text is
- * spliced in verbatim; this file owns only the mechanics: growth, escaping, failure latching.
+ * spliced in verbatim; this file owns only the mechanics: escaping, the three kinds of writer,
+ * failure latching (its buffer's growth is buf.c's).
  */
 #include "jsonw.h"
 

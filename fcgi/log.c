@@ -103,28 +103,34 @@ log_write(const char *line, size_t len)
 	(void)unused;
 }
 
+/* A line of its message, formatted (at most 1023 bytes of it), and its fields. */
+static void __attribute__((format(printf, 3, 0)))
+log_vline(enum log_level level, const char *fields, const char *fmt, va_list ap)
+{
+	char msg[1024];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_line(level, fields, msg);
+}
+
 void
 log_msg(enum log_level level, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_vline(level, NULL, fmt, ap);
 	va_end(ap);
-	log_line(level, NULL, msg);
 }
 
 void
 log_msg_fields(enum log_level level, const char *fields, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_vline(level, fields, fmt, ap);
 	va_end(ap);
-	log_line(level, fields, msg);
 }
 
 static void

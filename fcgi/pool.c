@@ -123,19 +123,106 @@ pool_log_exit(int index, pid_t pid, int status, bool stopping)
 		        WTERMSIG(status), WCOREDUMP(status) ? " (core dumped)" : "");
 }
 
+/* The supervisor's loop state: its workers and where their shutdown stands. */
+struct pool_loop {
+	struct pool_config *pc;
+	struct pool_worker *workers;
+	int alive;
+	bool stopping;
+	long long kill_at; /* when workers still draining are killed */
+};
+
+/* The first stop signal: nothing new connects, the zygote ends, the workers drain. */
+static void
+pool_begin_stop(struct pool_loop *pl)
+{
+	struct pool_config *pc = pl->pc;
+
+	pl->stopping = true;
+	/* nothing new connects; what is already queued is answered */
+	if (pc->socket_path != NULL && unlink(pc->socket_path) < 0 && errno != ENOENT)
+		log_msg(LOG_WARN, "unlink(%s) failed: %s", pc->socket_path, strerror(errno));
+	log_msg(LOG_INFO, "shutting down: draining %d workers (at most %d s)", pl->alive,
+	        pc->drain_seconds);
+	warm_pool_stop();
+	for (int i = 0; i < pc->workers; i++)
+		if (pl->workers[i].pid > 0)
+			proc_kill(pl->workers[i].pid, SIGTERM, "a worker");
+	pl->kill_at = util_now_ms() + pc->drain_seconds * 1000LL;
+	alarm((unsigned)pc->drain_seconds + 1);
+}
+
+/* Reaps what ended: a warm process, a worker (respawned unless stopping: at once, or a second
+ * later if it died within a second of its start), or an orphaned run. */
+static void
+pool_reap(struct pool_loop *pl)
+{
+	struct pool_config *pc = pl->pc;
+	struct pool_worker *workers = pl->workers;
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (warm_pool_reaped(pid, status))
+			continue;
+		for (int i = 0; i < pc->workers; i++) {
+			if (workers[i].pid != pid)
+				continue;
+			pool_log_exit(i, pid, status, pl->stopping);
+			metrics_worker_exited(i, !pl->stopping);
+			if (slots_reconcile(pc->worker.slots, i))
+				log_msg(
+				    LOG_WARN,
+				    "worker %d died holding an execution slot; the slot is free "
+				    "again",
+				    i);
+			workers[i].pid = 0;
+			pl->alive--;
+			if (pl->stopping)
+				break;
+			if (util_now_ms() - workers[i].started_ms < 1000) {
+				workers[i].respawn_pending = true;
+				alarm(1);
+			} else if (pool_spawn(pc, &workers[i], i) > 0) {
+				pl->alive++;
+			}
+			break;
+		}
+		/* anything else is an orphaned run, reaped here */
+	}
+}
+
+/* The alarm: workers past the drain are killed; those whose respawn waited are started. */
+static void
+pool_on_alarm(struct pool_loop *pl)
+{
+	struct pool_config *pc = pl->pc;
+
+	if (pl->stopping && util_now_ms() >= pl->kill_at - 1000) {
+		for (int i = 0; i < pc->workers; i++)
+			if (pl->workers[i].pid > 0) {
+				log_msg(LOG_WARN,
+				        "worker %d did not finish within %d s; killing it", i,
+				        pc->drain_seconds);
+				proc_kill(pl->workers[i].pid, SIGKILL, "a worker past the drain");
+			}
+	}
+	for (int i = 0; !pl->stopping && i < pc->workers; i++)
+		if (pl->workers[i].respawn_pending && pool_spawn(pc, &pl->workers[i], i) > 0)
+			pl->alive++;
+}
+
 int
 pool_run(struct pool_config *pc)
 {
 	struct sigaction sa = {.sa_handler = pool_on_signal};
-	struct pool_worker *workers = calloc((size_t)pc->workers, sizeof(*workers));
+	struct pool_loop pl = {.pc = pc,
+	                       .workers = calloc((size_t)pc->workers, sizeof(*pl.workers))};
 	sigset_t waitmask;
-	bool stopping = false;
-	long long kill_at = 0;
-	int alive = 0;
 
 	pool_supervisor_pid = getpid();
 
-	if (workers == NULL) {
+	if (pl.workers == NULL) {
 		log_msg(LOG_ERROR, "out of memory");
 		return -1;
 	}
@@ -144,7 +231,7 @@ pool_run(struct pool_config *pc)
 	if (pc->worker.slots == NULL) {
 		log_msg(LOG_ERROR, "creating the shared execution slots failed: %s",
 		        strerror(errno));
-		free(workers);
+		free(pl.workers);
 		return -1;
 	}
 	/* before the handlers and the workers: the zygote is exec'd, and workers are forked with
@@ -167,88 +254,32 @@ pool_run(struct pool_config *pc)
 		log_msg(LOG_WARN, "prctl(PR_SET_CHILD_SUBREAPER) failed: %s", strerror(errno));
 
 	for (int i = 0; i < pc->workers; i++)
-		if (pool_spawn(pc, &workers[i], i) > 0)
-			alive++;
-	log_msg(LOG_INFO, "pool started %d workers", alive);
+		if (pool_spawn(pc, &pl.workers[i], i) > 0)
+			pl.alive++;
+	log_msg(LOG_INFO, "pool started %d workers", pl.alive);
 
 	for (;;) {
-		if (pool_got_term && stopping && pool_term_count > 1 && kill_at > util_now_ms()) {
+		if (pool_got_term && pl.stopping && pool_term_count > 1 &&
+		    pl.kill_at > util_now_ms()) {
 			log_msg(LOG_WARN, "a second stop signal: killing the workers now");
-			kill_at = util_now_ms();
+			pl.kill_at = util_now_ms();
 			pool_got_alrm = 1;
 		}
-		if (pool_got_term && !stopping) {
-			stopping = true;
-			/* nothing new connects; what is already queued is answered */
-			if (pc->socket_path != NULL && unlink(pc->socket_path) < 0 &&
-			    errno != ENOENT)
-				log_msg(LOG_WARN, "unlink(%s) failed: %s", pc->socket_path,
-				        strerror(errno));
-			log_msg(LOG_INFO, "shutting down: draining %d workers (at most %d s)",
-			        alive, pc->drain_seconds);
-			warm_pool_stop();
-			for (int i = 0; i < pc->workers; i++)
-				if (workers[i].pid > 0)
-					proc_kill(workers[i].pid, SIGTERM, "a worker");
-			kill_at = util_now_ms() + pc->drain_seconds * 1000LL;
-			alarm((unsigned)pc->drain_seconds + 1);
-		}
+		if (pool_got_term && !pl.stopping)
+			pool_begin_stop(&pl);
 		if (pool_got_chld) {
-			int status;
-			pid_t pid;
-
 			pool_got_chld = 0;
-			while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-				if (warm_pool_reaped(pid, status))
-					continue;
-				for (int i = 0; i < pc->workers; i++) {
-					if (workers[i].pid != pid)
-						continue;
-					pool_log_exit(i, pid, status, stopping);
-					metrics_worker_exited(i, !stopping);
-					if (slots_reconcile(pc->worker.slots, i))
-						log_msg(LOG_WARN,
-						        "worker %d died holding an execution "
-						        "slot; the slot is free again",
-						        i);
-					workers[i].pid = 0;
-					alive--;
-					if (stopping)
-						break;
-					if (util_now_ms() - workers[i].started_ms < 1000) {
-						workers[i].respawn_pending = true;
-						alarm(1);
-					} else if (pool_spawn(pc, &workers[i], i) > 0) {
-						alive++;
-					}
-					break;
-				}
-				/* anything else is an orphaned run, reaped here */
-			}
+			pool_reap(&pl);
 		}
 		if (pool_got_alrm) {
 			pool_got_alrm = 0;
-			if (stopping && util_now_ms() >= kill_at - 1000) {
-				for (int i = 0; i < pc->workers; i++)
-					if (workers[i].pid > 0) {
-						log_msg(LOG_WARN,
-						        "worker %d did not finish within %d s; "
-						        "killing it",
-						        i, pc->drain_seconds);
-						proc_kill(workers[i].pid, SIGKILL,
-						          "a worker past the drain");
-					}
-			}
-			for (int i = 0; !stopping && i < pc->workers; i++)
-				if (workers[i].respawn_pending &&
-				    pool_spawn(pc, &workers[i], i) > 0)
-					alive++;
+			pool_on_alarm(&pl);
 		}
-		if (stopping && alive == 0)
+		if (pl.stopping && pl.alive == 0)
 			break;
-		if (stopping)
+		if (pl.stopping)
 			pool_got_term = 0; /* seen; a further one counts as the second */
-		if (!stopping)
+		if (!pl.stopping)
 			warm_pool_check();
 		if (!pool_got_chld && !pool_got_alrm && !pool_got_term) {
 			/* ppoll() takes the signals as sigsuspend() would, and hears the zygotes;
@@ -257,9 +288,9 @@ pool_run(struct pool_config *pc)
 			struct timespec tick = {1, 0};
 			int n = 0;
 
-			if (!stopping)
+			if (!pl.stopping)
 				warm_pool_poll_fds(pfd, &n);
-			(void)ppoll(pfd, (nfds_t)n, pc->warm.enabled && !stopping ? &tick : NULL,
+			(void)ppoll(pfd, (nfds_t)n, pc->warm.enabled && !pl.stopping ? &tick : NULL,
 			            &waitmask);
 		}
 	}
@@ -271,7 +302,7 @@ pool_run(struct pool_config *pc)
 	int st;
 	struct rusage ru;
 	proc_kill_all_children(0, -1, &unused, &st, &ru, util_now_ms() + 3000);
-	free(workers);
+	free(pl.workers);
 	slots_destroy(pc->worker.slots);
 	pc->worker.slots = NULL;
 	log_msg(LOG_INFO, "pool stopped");

@@ -423,6 +423,75 @@ box_pipes_close(int p[5][2])
 	}
 }
 
+/* The box takes the worker's ends of its pipes p (the child's are closed); the ends it reads
+ * do not block. */
+static void
+box_take_pipes(struct run_box *box, int p[5][2])
+{
+	for (int i = 0; i < 5; i++)
+		util_close_fd(&p[i][i == 3 ? 0 : 1]);
+	box->out_r = p[0][0];
+	box->err_r = p[1][0];
+	box->fail_r = p[2][0];
+	box->ctl_w = p[3][1];
+	box->rep_r = p[4][0];
+	p[0][0] = p[1][0] = p[2][0] = p[3][1] = p[4][0] = -1;
+	(void)fcntl(box->out_r, F_SETFL, O_NONBLOCK);
+	(void)fcntl(box->err_r, F_SETFL, O_NONBLOCK);
+	(void)fcntl(box->fail_r, F_SETFL, O_NONBLOCK);
+	if (box->rep_r >= 0)
+		(void)fcntl(box->rep_r, F_SETFL, O_NONBLOCK);
+}
+
+/*
+ * A warm box: a template clones init (as its own child; the worker gets a pidfd). A heavy
+ * program the heavy tier cannot take now gets the light one (it imports the rest), and the
+ * light one's failure means a cold run: box->pid stays -1, and the box has new pipes (an init
+ * a template may still clone onto the old ones reads EOF from the control pipe and ends).
+ * Returns 0, or -1 when the new pipes could not be made (fault set).
+ */
+static int
+box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
+               int p[5][2], struct child_spec *child, struct run_outcome *fault, char *why,
+               size_t why_len)
+{
+	/* one bound for both tiers' answers: the heavy tier has most of it, and a heavy
+	 * template that does not answer leaves the light one time to */
+	long long t0 = util_now_ms();
+
+	for (int heavy = caps->heavy; box->pid < 0 && heavy >= 0; heavy--) {
+		int fds[CHILD_FD_COUNT] = {p[0][1], p[1][1], p[2][1], p[3][0], p[4][1]};
+		char wwhy[256];
+
+		bool serving = warm_serving();
+
+		box->pid = warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,
+		                          t0 + (heavy ? WARM_HEAVY_ANSWER_MS : WARM_ANSWER_MS),
+		                          &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
+		if (box->pid > 0) {
+			box->warm = box->foreign = true;
+			box->tier = heavy ? RUN_TIER_HEAVY : RUN_TIER_LIGHT;
+			if (caps->heavy && !heavy)
+				box->fallback = RUN_FALLBACK_LIGHT;
+			break;
+		}
+		box->fallback = serving ? RUN_FALLBACK_TEMPLATE : RUN_FALLBACK_NO_ZYGOTE;
+		log_msg(LOG_WARN, "the %s template failed (%s); this run is %s",
+		        heavy ? "heavy" : "light", wwhy, heavy ? "on the light one" : "cold");
+		/* it may still clone onto the pipes it was sent: the fallback gets new ones
+		 * (an init on the old ones reads EOF from the control pipe and ends) */
+		box_pipes_close(p);
+		if (box_pipes_open(p, true) < 0) {
+			set_fault(fault, RUN_FAULT_OTHER, why, why_len,
+			          "could not create the run's pipes");
+			return -1;
+		}
+		child_set_fds(child,
+		              (int[CHILD_FD_COUNT]){p[0][1], p[1][1], p[2][1], p[3][0], p[4][1]});
+	}
+	return 0;
+}
+
 /*
  * One attempt of box_build() (below); a template may clone the child only when allow_warm.
  * On failure, *warm_failed says whether a template had cloned it.
@@ -477,48 +546,9 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 
 	/* warm: Python programs, and an agent's command that is a plain Python invocation (any
 	 * other is a shell's), with init */
-	if (allow_warm && cfg->warm && ns_mode && (cfg->workspace_fd < 0 || caps->warm_command)) {
-		/* one bound for both tiers' answers: the heavy tier has most of it, and a heavy
-		 * template that does not answer leaves the light one time to */
-		long long t0 = util_now_ms();
-
-		/* a template clones init as its own child; the worker gets a pidfd. A heavy
-		 * program the heavy tier cannot take now gets the light one (it imports the
-		 * rest), and the light one's failure means a cold run */
-		for (int heavy = caps->heavy; box->pid < 0 && heavy >= 0; heavy--) {
-			int fds[CHILD_FD_COUNT] = {out_p[1], err_p[1], fail_p[1], ctl_p[0],
-			                           rep_p[1]};
-			char wwhy[256];
-
-			bool serving = warm_serving();
-
-			box->pid =
-			    warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,
-			                   t0 + (heavy ? WARM_HEAVY_ANSWER_MS : WARM_ANSWER_MS),
-			                   &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
-			if (box->pid > 0) {
-				box->warm = box->foreign = true;
-				box->tier = heavy ? RUN_TIER_HEAVY : RUN_TIER_LIGHT;
-				if (caps->heavy && !heavy)
-					box->fallback = RUN_FALLBACK_LIGHT;
-				break;
-			}
-			box->fallback = serving ? RUN_FALLBACK_TEMPLATE : RUN_FALLBACK_NO_ZYGOTE;
-			log_msg(LOG_WARN, "the %s template failed (%s); this run is %s",
-			        heavy ? "heavy" : "light", wwhy,
-			        heavy ? "on the light one" : "cold");
-			/* it may still clone onto the pipes it was sent: the fallback gets new ones
-			 * (an init on the old ones reads EOF from the control pipe and ends) */
-			box_pipes_close(p);
-			if (box_pipes_open(p, ns_mode) < 0) {
-				set_fault(fault, RUN_FAULT_OTHER, why, why_len,
-				          "could not create the run's pipes");
-				goto fail;
-			}
-			child_set_fds(&child, (int[CHILD_FD_COUNT]){out_p[1], err_p[1], fail_p[1],
-			                                            ctl_p[0], rep_p[1]});
-		}
-	}
+	if (allow_warm && cfg->warm && ns_mode && (cfg->workspace_fd < 0 || caps->warm_command) &&
+	    box_clone_warm(cfg, caps, box, p, &child, fault, why, why_len) < 0)
+		goto fail;
 	if (box->pid < 0 && ns_mode)
 		box->pid = child_clone(cfg, cfg->clone_flags, NULL);
 	else if (box->pid < 0)
@@ -534,22 +564,7 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 		sandbox_run_program(&child.sb);
 	}
 
-	util_close_fd(&out_p[1]);
-	util_close_fd(&err_p[1]);
-	util_close_fd(&fail_p[1]);
-	util_close_fd(&ctl_p[0]);
-	util_close_fd(&rep_p[1]);
-	box->out_r = out_p[0];
-	box->err_r = err_p[0];
-	box->fail_r = fail_p[0];
-	box->ctl_w = ctl_p[1];
-	box->rep_r = rep_p[0];
-	out_p[0] = err_p[0] = fail_p[0] = ctl_p[1] = rep_p[0] = -1;
-	(void)fcntl(box->out_r, F_SETFL, O_NONBLOCK);
-	(void)fcntl(box->err_r, F_SETFL, O_NONBLOCK);
-	(void)fcntl(box->fail_r, F_SETFL, O_NONBLOCK);
-	if (box->rep_r >= 0)
-		(void)fcntl(box->rep_r, F_SETFL, O_NONBLOCK);
+	box_take_pipes(box, p);
 	if (!box->foreign) /* a template sent its own, taken at the clone */
 		box->pidfd = (int)syscall(SYS_pidfd_open, box->pid, 0); /* close-on-exec */
 
@@ -809,6 +824,67 @@ enum run_watched {
 	RUN_WATCH_COUNT,
 };
 
+/* The run's deadlines, at now: past the wall time it is stopped (init stops it and still
+ * reports; a cold run without init is killed), and an init that does not stop it in time is
+ * killed. Returns true when the watch must look again at once. */
+static bool
+watch_deadlines(struct run_watch *w, long long now)
+{
+	struct run_box *box = w->box;
+
+	if (!w->main_reaped && !w->stop_sent && now >= w->deadline) {
+		w->timed_out = true;
+		if (box->ns_mode) {
+			w->stop_sent = true;
+			if (write(box->ctl_w, "S", 1) != 1)
+				w->stop_deadline = now; /* init is gone already */
+			else
+				w->stop_deadline = now + RUN_STOP_MS;
+		} else {
+			box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
+			w->drain_deadline = util_now_ms() + RUN_DRAIN_MS;
+		}
+		return true;
+	}
+	if (!w->main_reaped && w->stop_sent && now >= w->stop_deadline) {
+		log_msg(LOG_WARN, "init did not stop the run within %d ms; killing it",
+		        RUN_STOP_MS);
+		if (box->foreign)
+			(void)syscall(SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
+		else
+			proc_kill(box->pid, SIGKILL, "a run's init");
+		w->stop_deadline = now + RUN_KILL_MS;
+	}
+	return false;
+}
+
+/* Whether the run's first process ended (exited: its pidfd readable): reaped, or, a foreign
+ * init, gone (the kernel reaps it; what it reported is all there is). Once it has, nothing it
+ * started may keep the pipes open: the rest is killed, and the pipes drained for a while. */
+static void
+watch_reap(struct run_watch *w, bool exited)
+{
+	struct run_box *box = w->box;
+
+	if (!w->main_reaped && box->foreign && exited) {
+		w->main_reaped = true;
+		w->main_status = SIGKILL;
+	} else if (!w->main_reaped && (box->pidfd < 0 || exited)) {
+		int st;
+		struct rusage r1;
+		pid_t p = wait4(box->pid, &st, WNOHANG | __WALL, &r1);
+		if (p == box->pid) {
+			w->main_reaped = true;
+			w->main_status = st;
+			w->ru = r1;
+		}
+	}
+	if (w->main_reaped && w->drain_deadline == 0) {
+		box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
+		w->drain_deadline = util_now_ms() + RUN_DRAIN_MS;
+	}
+}
+
 /*
  * Phase 2: drains the output and the report until the program (or init) is reaped and the
  * pipes are closed or their drain time is up; stops the run at the deadline or its first OOM,
@@ -842,30 +918,8 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 			w->reported = true;
 			return 0;
 		}
-		if (!w->main_reaped && !w->stop_sent && now >= w->deadline) {
-			w->timed_out = true;
-			if (box->ns_mode) {
-				/* init stops the run and still reports the result */
-				w->stop_sent = true;
-				if (write(box->ctl_w, "S", 1) != 1)
-					w->stop_deadline = now; /* init is gone already */
-				else
-					w->stop_deadline = now + RUN_STOP_MS;
-			} else {
-				box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
-				w->drain_deadline = util_now_ms() + RUN_DRAIN_MS;
-			}
+		if (watch_deadlines(w, now))
 			continue;
-		}
-		if (!w->main_reaped && w->stop_sent && now >= w->stop_deadline) {
-			log_msg(LOG_WARN, "init did not stop the run within %d ms; killing it",
-			        RUN_STOP_MS);
-			if (box->foreign)
-				(void)syscall(SYS_pidfd_send_signal, box->pidfd, SIGKILL, NULL, 0);
-			else
-				proc_kill(box->pid, SIGKILL, "a run's init");
-			w->stop_deadline = now + RUN_KILL_MS;
-		}
 		if (w->main_reaped && now >= w->drain_deadline)
 			return 0;
 		until = w->main_reaped ? w->drain_deadline
@@ -918,26 +972,7 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 			if (r != -1 || errno != EINTR)
 				util_close_fd(&box->fail_r);
 		}
-		if (!w->main_reaped && box->foreign && pfd[RUN_WATCH_PID].revents) {
-			/* init is gone (the kernel reaps it); what it reported is all there is */
-			w->main_reaped = true;
-			w->main_status = SIGKILL;
-		} else if (!w->main_reaped && (box->pidfd < 0 || pfd[RUN_WATCH_PID].revents)) {
-			int st;
-			struct rusage r1;
-			pid_t p = wait4(box->pid, &st, WNOHANG | __WALL, &r1);
-			if (p == box->pid) {
-				w->main_reaped = true;
-				w->main_status = st;
-				w->ru = r1;
-			}
-		}
-		if (w->main_reaped && w->drain_deadline == 0) {
-			/* the program (or init) ended: nothing it started may keep the pipes open
-			 */
-			box_kill(box, &w->main_reaped, &w->main_status, &w->ru);
-			w->drain_deadline = util_now_ms() + RUN_DRAIN_MS;
-		}
+		watch_reap(w, pfd[RUN_WATCH_PID].revents != 0);
 	}
 }
 
@@ -1379,6 +1414,42 @@ run_session_remove(int sb_parent_fd, struct run_session_box *sb)
 	}
 }
 
+/* A session's execution that ran to its end (w, its box): its outcome, from its init's report
+ * and f (its cgroup's events). Returns 0, or -1 when its init ended without a word for a reason
+ * not the program's (fault set: the session is over). */
+static int
+session_execution_outcome(struct run_watch *w, const struct run_box *box,
+                          const struct run_spec *spec, struct outcome_facts *f,
+                          struct run_outcome *out, char *why, size_t why_len)
+{
+	f->have_status = true;
+	f->wait_status = w->main_status;
+	f->stopped = w->timed_out;
+	f->oom_stopped = box->oom_stopped;
+	if (!w->reported || !run_read_report(&w->rb, spec->max_result_bytes, f, out)) {
+		/* init died without a word: the session is over. The OOM killer's doing is
+		 * the program's; any other kill came from outside */
+		f->have_status = false;
+		out->result_status = RESULT_NONE;
+		out->session_over = true;
+		if (!w->timed_out && !f->oom && !box->oom_stopped) {
+			out->fault = RUN_FAULT_LOST;
+			snprintf(why, why_len, "%s", "the session's init ended before it reported");
+			return -1;
+		}
+	}
+	outcome_classify(f, out);
+	out->duration_ms = util_now_ms() - w->t0;
+	out->tier = box->tier;
+	if (box->cg.active) {
+		/* the session's peak so far: its memory is held across executions */
+		unsigned long long peak = cgroup_run_peak_bytes(&box->cg);
+		if (peak > 0)
+			out->max_rss_bytes = (long long)peak;
+	}
+	return 0;
+}
+
 int
 run_session_execute(const struct run_config *cfg, const struct run_spec *spec, int conn,
                     const struct run_session_box *sb, struct run_outcome *out, char *why,
@@ -1470,37 +1541,8 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 		f.oom = f.oom && !oom_before;
 		f.pids_max = f.pids_max && !pids_before;
 	}
-	if (rc == 0) {
-		f.have_status = true;
-		f.wait_status = w.main_status;
-		f.stopped = w.timed_out;
-		f.oom_stopped = box.oom_stopped;
-		if (!w.reported || !run_read_report(&w.rb, spec->max_result_bytes, &f, out)) {
-			/* init died without a word: the session is over. The OOM killer's doing is
-			 * the program's; any other kill came from outside */
-			f.have_status = false;
-			out->result_status = RESULT_NONE;
-			out->session_over = true;
-			if (!w.timed_out && !f.oom && !box.oom_stopped) {
-				out->fault = RUN_FAULT_LOST;
-				snprintf(why, why_len, "%s",
-				         "the session's init ended before it reported");
-				rc = -1;
-			}
-		}
-		if (rc == 0) {
-			outcome_classify(&f, out);
-			out->duration_ms = util_now_ms() - w.t0;
-			out->tier = box.tier;
-			if (box.cg.active) {
-				/* the session's peak so far: its memory is held across executions
-				 */
-				unsigned long long peak = cgroup_run_peak_bytes(&box.cg);
-				if (peak > 0)
-					out->max_rss_bytes = (long long)peak;
-			}
-		}
-	}
+	if (rc == 0)
+		rc = session_execution_outcome(&w, &box, spec, &f, out, why, why_len);
 close_box:
 	buf_free(&w.rb.b);
 	box.pid = -1;

@@ -1193,6 +1193,63 @@ sandbox_session_aside(int session_fd, pid_t prog, const struct session_answer *b
 	return close_it;
 }
 
+/* How a cell ended, in rep: the session over (everything of it killed, no value), or the
+ * cell's exit code and the CPU and faults its program spent since cpu0 and flt0. */
+static void
+session_cell_end(pid_t prog, bool over, int exit_code, long long cpu0, long flt0,
+                 struct sandbox_report *rep)
+{
+	long long cpu1;
+	long flt1;
+
+	session_prog_use(prog, &cpu1, &flt1);
+	if (over) {
+		sandbox_init_kill_all(prog, rep);
+		rep->session_over = 1;
+		rep->has_value = 0;
+		rep->value_len = 0;
+		return;
+	}
+	rep->program_reaped = 1;
+	rep->program_status = (exit_code & 0xff) << 8;
+	rep->children.ru_utime.tv_sec = (time_t)((cpu1 - cpu0) / 1000);
+	rep->children.ru_utime.tv_usec = (suseconds_t)((cpu1 - cpu0) % 1000 * 1000);
+	rep->children.ru_minflt = flt1 - flt0;
+}
+
+/* A cell's report to its worker: rep (its end), then what it left: result.json, the files
+ * written since, and its value (rep's value_len bytes). */
+static void
+session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox_report *rep,
+                    const struct timespec *since, const char *value)
+{
+	size_t json_len = 0, artifacts_len = 0;
+	char *json = NULL, *artifacts = NULL;
+	int dirfd;
+
+	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd >= 0) {
+		struct statvfs sv;
+		if (s->mounts != NULL && fstatvfs(dirfd, &sv) == 0 && sv.f_bavail == 0)
+			rep->disk_full = 1;
+		rep->result_status =
+		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
+		(void)artifacts_collect_since(dirfd, s->manifest, s->manifest_len, s->artifacts,
+		                              since, &artifacts, &artifacts_len);
+		close(dirfd);
+	} else {
+		rep->result_status = RESULT_OPEN_FAILED;
+	}
+	rep->result_len = (uint32_t)json_len;
+	rep->artifacts_len = (uint32_t)artifacts_len;
+	if (util_write_all(fds[SESSION_FD_REPORT], rep, sizeof(*rep)) == 0 &&
+	    util_write_all(fds[SESSION_FD_REPORT], json, json_len) == 0 &&
+	    util_write_all(fds[SESSION_FD_REPORT], artifacts, artifacts_len) == 0)
+		(void)util_write_all(fds[SESSION_FD_REPORT], value, rep->value_len);
+	free(json);
+	free(artifacts);
+}
+
 /*
  * One cell: the request from the control pipe into the working directory, the cell to the
  * program, then its end, the worker's stop (SIGINT into the program: a KeyboardInterrupt; the
@@ -1207,14 +1264,14 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 	struct sandbox_input in = {0};
 	struct session_cell cell = {SESSION_MSG_MAGIC, SESSION_VALUE_MAX};
 	struct session_cell_done done = {0};
-	size_t cap = sizeof(done) + SESSION_VALUE_MAX + 1, json_len = 0, artifacts_len = 0;
-	char *msg, *json = NULL, *artifacts = NULL;
+	size_t cap = sizeof(done) + SESSION_VALUE_MAX + 1;
+	char *msg;
 	const char *value = NULL;
-	long long cpu0, cpu1, interrupt_at = 0;
-	long flt0, flt1;
+	long long cpu0, interrupt_at = 0;
+	long flt0;
 	struct timespec since;
 	bool over = false, ended = false;
-	int stdin_fd, dirfd;
+	int stdin_fd;
 
 	free(s->manifest);
 	s->manifest = NULL;
@@ -1294,40 +1351,8 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 		if (!ended && interrupt_at && util_now_ms() - interrupt_at >= SESSION_INTERRUPT_MS)
 			over = ended = true;
 	}
-	session_prog_use(prog, &cpu1, &flt1);
-	if (over) {
-		sandbox_init_kill_all(prog, &rep);
-		rep.session_over = 1;
-		rep.has_value = 0;
-		rep.value_len = 0;
-	} else {
-		rep.program_reaped = 1;
-		rep.program_status = (done.exit_code & 0xff) << 8;
-		rep.children.ru_utime.tv_sec = (time_t)((cpu1 - cpu0) / 1000);
-		rep.children.ru_utime.tv_usec = (suseconds_t)((cpu1 - cpu0) % 1000 * 1000);
-		rep.children.ru_minflt = flt1 - flt0;
-	}
-	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd >= 0) {
-		struct statvfs sv;
-		if (s->mounts != NULL && fstatvfs(dirfd, &sv) == 0 && sv.f_bavail == 0)
-			rep.disk_full = 1;
-		rep.result_status =
-		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
-		(void)artifacts_collect_since(dirfd, s->manifest, s->manifest_len, s->artifacts,
-		                              &since, &artifacts, &artifacts_len);
-		close(dirfd);
-	} else {
-		rep.result_status = RESULT_OPEN_FAILED;
-	}
-	rep.result_len = (uint32_t)json_len;
-	rep.artifacts_len = (uint32_t)artifacts_len;
-	if (util_write_all(fds[SESSION_FD_REPORT], &rep, sizeof(rep)) == 0 &&
-	    util_write_all(fds[SESSION_FD_REPORT], json, json_len) == 0 &&
-	    util_write_all(fds[SESSION_FD_REPORT], artifacts, artifacts_len) == 0)
-		(void)util_write_all(fds[SESSION_FD_REPORT], value, rep.value_len);
-	free(json);
-	free(artifacts);
+	session_cell_end(prog, over, done.exit_code, cpu0, flt0, &rep);
+	session_cell_report(s, fds, &rep, &since, value);
 	free(msg);
 	return !over;
 }

@@ -81,7 +81,8 @@ static const struct {
     {"clock_settime", "the clock"},
     {"clock_adjtime", "the clock"},
     {"adjtimex", "the clock"},
-    /* host-wide tables and per-user quotas: a run must not be able to exhaust any of them */
+    /* host-wide tables and per-user quotas (a run must not be able to exhaust any of them),
+     * and modify_ldt */
     {"io_setup", "AIO contexts come from the host-wide fs.aio-max-nr (16 calls took it all)"},
     {"inotify_init", "inotify instances and watches count against the namespace owner's quota, "
                      "and watching the shared /usr shows what other runs open"},

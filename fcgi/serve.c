@@ -19,7 +19,8 @@ serve_exit_code(const struct serve_port *p, const struct run_outcome *o, int *co
 	return o->status == RUN_TIMED_OUT && p->timed_out_exit >= 0;
 }
 
-/* A run that did not take place: its audit trail entry, its metrics, its log line. */
+/* A run that did not take place: its audit trail entry, its log line, and (unless its
+ * session was gone or busy) an error in the metrics. */
 static enum serve_ran
 serve_not_run(const struct serve_port *p, int rc, const struct run_outcome *o, const char *why)
 {

@@ -23,8 +23,9 @@ enum serve_ran {
 	SERVE_SESSION_BUSY, /* a cell of the session's is still ending */
 };
 
-/* How a port admits a run: take() without waiting (SERVE_RAN when taken, else SERVE_BUSY or
- * SERVE_STUCK, logged), give() back the moment the run is over, before its answer leaves. */
+/* How a port admits a run: take() at once (SERVE_RAN when taken; SERVE_BUSY when it is held,
+ * never waited for; SERVE_STUCK when it cannot be told in a bounded wait), give() back the
+ * moment the run is over, before its answer leaves. */
 struct serve_admission {
 	enum serve_ran (*take)(void *ctx);
 	void (*give)(void *ctx);

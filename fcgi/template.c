@@ -211,6 +211,59 @@ template_request_ok(const struct warm_box_request *req, int n)
 	       (req->clone_flags & CLONE_NEWPID) && req->run_uid != 0;
 }
 
+/* Takes one request from the tier's socket, if another template has not, and answers it: an
+ * init cloned (counted in *runs), or why not. */
+static void
+template_serve_one(const struct template_base *base, const struct template_args *t,
+                   unsigned long *runs)
+{
+	static struct warm_box_request req;
+	struct warm_box_answer a = {0};
+	int fds[WARM_BOX_FDS] = {-1, -1, -1, -1, -1, -1, -1, -1};
+	int n, pidfd = -1;
+	bool answered = false; /* by the stub of a one-copy start */
+
+	/* other templates read the same socket: whoever is first takes a request */
+	n = util_recv_fds(t->serve_fd, &req, sizeof(req), fds, WARM_BOX_FDS, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n < 0 && errno == EPIPE)
+		_exit(0); /* the pool is gone */
+	if (n < 0)
+		return;
+	if (n >= 6) {
+		/* a worker that gave up on this request (its end of the answer's socket is
+		 * closed) has reused its pipes: no init may be cloned onto them */
+		struct pollfd hup = {.fd = fds[WARM_BOX_FD_ANSWER], .events = 0};
+		if (poll(&hup, 1, 0) == 1 && (hup.revents & (POLLHUP | POLLERR))) {
+			log_msg(LOG_WARN, "a request its worker gave up on is skipped");
+			a.pid = -ECANCELED;
+		}
+	}
+	if (a.pid == 0 && !template_request_ok(&req, n)) {
+		a.pid = -EPROTO;
+	} else if (a.pid == 0) {
+		if (base->init_fd < 0 || !template_clone_one_copy(base, &req, fds, &a, &answered))
+			template_clone(base, &req, fds, &pidfd, &a);
+		(*runs)++;
+	}
+	explicit_bzero(&req, sizeof(req));
+	for (int i = 0; i < n; i++)
+		if (i != WARM_BOX_FD_ANSWER && fds[i] >= 0)
+			close(fds[i]);
+	if (n > WARM_BOX_FD_ANSWER && answered) {
+		close(fds[WARM_BOX_FD_ANSWER]);
+	} else if (n > WARM_BOX_FD_ANSWER) {
+		if (util_send_fds(fds[WARM_BOX_FD_ANSWER], &a, sizeof(a), &pidfd, 1, 0) < 0 &&
+		    pidfd >= 0)
+			/* nobody will watch this init: it must not wait for a 'G' */
+			(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		close(fds[WARM_BOX_FD_ANSWER]);
+	}
+	if (pidfd >= 0)
+		close(pidfd);
+}
+
 noreturn void
 template_main(const struct template_base *base, const struct template_args *t)
 {
@@ -258,11 +311,7 @@ template_main(const struct template_base *base, const struct template_args *t)
 	interp_read_mm();
 	t0 = util_now_ms();
 	for (;;) {
-		static struct warm_box_request req;
-		struct warm_box_answer a = {0};
-		int fds[WARM_BOX_FDS] = {-1, -1, -1, -1, -1, -1, -1, -1};
-		int n, pidfd = -1, wait_ms;
-		bool answered = false; /* by the stub of a one-copy start */
+		int wait_ms;
 		long long now = util_now_ms(),
 		          life_ms = (long long)ws->max_seconds * 1000 - (now - t0);
 		struct pollfd pfd[2] = {{.fd = t->serve_fd, .events = POLLIN},
@@ -302,46 +351,6 @@ template_main(const struct template_base *base, const struct template_args *t)
 			_exit(0); /* the pool is gone */
 		if (!pfd[0].revents)
 			continue;
-		/* other templates read the same socket: whoever is first takes a request */
-		n = util_recv_fds(t->serve_fd, &req, sizeof(req), fds, WARM_BOX_FDS, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n < 0 && errno == EPIPE)
-			_exit(0); /* the pool is gone */
-		if (n < 0)
-			continue;
-		if (n >= 6) {
-			/* a worker that gave up on this request (its end of the answer's socket is
-			 * closed) has reused its pipes: no init may be cloned onto them */
-			struct pollfd hup = {.fd = fds[WARM_BOX_FD_ANSWER], .events = 0};
-			if (poll(&hup, 1, 0) == 1 && (hup.revents & (POLLHUP | POLLERR))) {
-				log_msg(LOG_WARN, "a request its worker gave up on is skipped");
-				a.pid = -ECANCELED;
-			}
-		}
-		if (a.pid == 0 && !template_request_ok(&req, n)) {
-			a.pid = -EPROTO;
-		} else if (a.pid == 0) {
-			if (base->init_fd < 0 ||
-			    !template_clone_one_copy(base, &req, fds, &a, &answered))
-				template_clone(base, &req, fds, &pidfd, &a);
-			runs++;
-		}
-		explicit_bzero(&req, sizeof(req));
-		for (int i = 0; i < n; i++)
-			if (i != WARM_BOX_FD_ANSWER && fds[i] >= 0)
-				close(fds[i]);
-		if (n > WARM_BOX_FD_ANSWER && answered) {
-			close(fds[WARM_BOX_FD_ANSWER]);
-		} else if (n > WARM_BOX_FD_ANSWER) {
-			if (util_send_fds(fds[WARM_BOX_FD_ANSWER], &a, sizeof(a), &pidfd, 1, 0) <
-			        0 &&
-			    pidfd >= 0)
-				/* nobody will watch this init: it must not wait for a 'G' */
-				(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-			close(fds[WARM_BOX_FD_ANSWER]);
-		}
-		if (pidfd >= 0)
-			close(pidfd);
+		template_serve_one(base, t, &runs);
 	}
 }

@@ -1,5 +1,6 @@
 /*
- * utf8.c - the lead byte's rule of well-formed UTF-8 (utf8.h).
+ * utf8.c - well-formed UTF-8 (utf8.h): the lead byte's rule, the longest valid prefix, the
+ * repair of what is not.
  */
 #include "utf8.h"
 

@@ -154,19 +154,36 @@ warm_wants_heavy(const char *code, size_t len)
 	return false;
 }
 
-/* ---- the supervisor's side ---- */
+/* ---- the supervisor's side: its warm processes, in one table ---- */
 
-struct zygote_gen {
-	pid_t pid; /* -1: none */
-	int sock;  /* the supervisor's end; closing it retires the zygote */
-	long long started_ms;
-	bool ready; /* its templates serve */
+/* What a process of the table is to the supervisor. */
+enum warm_role {
+	WARM_FREE,     /* an empty record */
+	WARM_STARTING, /* a zygote starting: a successor or a replacement (at most one) */
+	WARM_SERVING,  /* the zygote whose templates serve (at most one; none until one is ready) */
+	WARM_RETIRED,  /* the zygote it succeeded, ending once its templates have (at most one) */
+	WARM_KILLED,   /* a zygote killed, not reaped yet */
+	WARM_ORPHAN,   /* a template whose zygote died: it serves on, adopted by the pool */
+	WARM_ORPHAN_KILLED, /* an orphan killed, not reaped yet */
 };
-#define ZYGOTE_NONE ((struct zygote_gen){.pid = -1, .sock = -1})
 
-/* the serving zygote (NONE while none is ready), the one starting (a successor or a
- * replacement), and the retired one, ending */
-static struct zygote_gen zy_cur = ZYGOTE_NONE, zy_next = ZYGOTE_NONE, zy_old = ZYGOTE_NONE;
+/* One of the supervisor's warm processes, as nginx's ngx_processes[] holds its own. */
+struct warm_proc {
+	enum warm_role role;
+	pid_t pid;
+	int sock; /* a zygote's: the supervisor's end (closing it retires the zygote), or -1 */
+	long long started_ms;
+	unsigned tiers; /* the serving zygote's tiers that serve now; an orphan's tier */
+};
+
+/* Three zygotes and the killed ones waiting to be reaped, WARM_MAX_ORPHANS orphans. No zygote
+ * is started without a free record; an orphan past WARM_MAX_ORPHANS is killed, and reaped by
+ * the pool's loop as any unknown child. */
+#define WARM_MAX_ORPHANS 8
+#define WARM_MAX_PROCS 16
+static struct warm_proc warm_procs[WARM_MAX_PROCS] = {
+    [0 ... WARM_MAX_PROCS - 1] = {.role = WARM_FREE, .sock = -1}};
+
 static long long zy_last_start_ms;
 static struct warm_zygote_config warm_config;
 static int warm_etc_fd = -1;
@@ -187,6 +204,55 @@ static bool zy_failed;
 /* the wait before the next start of one that died before it was ready (doubles, to 60 s) */
 static long long zy_backoff_ms = 1000;
 
+/* The record of role r (the first one), or NULL. */
+static struct warm_proc *
+warm_proc_role(enum warm_role r)
+{
+	for (int i = 0; i < WARM_MAX_PROCS; i++)
+		if (warm_procs[i].role == r)
+			return &warm_procs[i];
+	return NULL;
+}
+
+/* The record of pid, or NULL. */
+static struct warm_proc *
+warm_proc_of(pid_t pid)
+{
+	for (int i = 0; i < WARM_MAX_PROCS; i++)
+		if (warm_procs[i].role != WARM_FREE && warm_procs[i].pid == pid)
+			return &warm_procs[i];
+	return NULL;
+}
+
+/* A new record of role r for pid, or NULL when the table is full. */
+static struct warm_proc *
+warm_proc_add(enum warm_role r, pid_t pid)
+{
+	struct warm_proc *p = warm_proc_role(WARM_FREE);
+
+	if (p != NULL)
+		*p = (struct warm_proc){
+		    .role = r, .pid = pid, .sock = -1, .started_ms = util_now_ms()};
+	return p;
+}
+
+/* Forgets p: its socket closed, its record free. */
+static void
+warm_proc_forget(struct warm_proc *p)
+{
+	util_close_fd(&p->sock);
+	*p = (struct warm_proc){.role = WARM_FREE, .sock = -1};
+}
+
+/* The serving zygote's tiers that serve now (0: none serves). */
+static unsigned
+zygote_tiers(void)
+{
+	const struct warm_proc *z = warm_proc_role(WARM_SERVING);
+
+	return z != NULL ? z->tiers : 0;
+}
+
 static void
 warm_set_serving(unsigned tiers)
 {
@@ -204,20 +270,41 @@ static char *const zygote_envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
                                     "MKL_NUM_THREADS=1",
                                     NULL};
 
-/* Starts a zygote into z: fork, execve of this binary, its configuration. Returns 0, or -1
- * (logged). Never waits for it to be ready. */
-static int
-zygote_spawn(struct zygote_gen *z)
+/* Kills z (the pool's loop reaps it): its record says so, or is forgotten if the kill had
+ * nothing to kill. */
+static void
+zygote_kill(struct warm_proc *z)
+{
+	util_close_fd(&z->sock);
+	if (z->pid <= 0) {
+		warm_proc_forget(z);
+		return;
+	}
+	proc_kill(z->pid, SIGKILL, "a zygote");
+	z->role = WARM_KILLED;
+	z->tiers = 0;
+}
+
+/* The one spawner of warm processes: a zygote, by fork and execve of this binary, sent its
+ * configuration. Returns its record (WARM_STARTING), or NULL (logged). Never waits for it to
+ * be ready. */
+static struct warm_proc *
+zygote_spawn(void)
 {
 	char *argv[] = {"codebox-zygote", WARM_ZYGOTE_ARG, NULL};
 	int sv[2], fds[WARM_FD_COUNT];
 	pid_t pid, self = getpid();
+	struct warm_proc *z;
 
 	zy_last_start_ms = util_now_ms();
+	if (warm_proc_role(WARM_FREE) == NULL) {
+		log_msg(LOG_ERROR, "no record is free for a new zygote");
+		return NULL;
+	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
 		log_msg(LOG_ERROR, "socketpair() failed while starting the zygote: %s",
 		        strerror(errno));
-		return -1;
+		return NULL;
 	}
 	pid = fork();
 	if (pid == 0) {
@@ -238,29 +325,28 @@ zygote_spawn(struct zygote_gen *z)
 	if (pid < 0) {
 		log_msg(LOG_ERROR, "fork() failed while starting the zygote: %s", strerror(errno));
 		close(sv[0]);
-		return -1;
+		return NULL;
 	}
+	z = warm_proc_add(WARM_STARTING, pid); /* a free record: checked above */
+	z->sock = sv[0];
 	fds[WARM_FD_LIGHT] = tier_sock[0][1];
 	fds[WARM_FD_HEAVY] = tier_sock[1][1];
 	fds[WARM_FD_ETC] = warm_etc_fd;
 	fds[WARM_FD_INIT] = warm_init_fd;
-	if (util_send_fds(sv[0], &warm_config, sizeof(warm_config), fds,
+	if (util_send_fds(z->sock, &warm_config, sizeof(warm_config), fds,
 	                  WARM_FD_COUNT - (warm_init_fd >= 0 ? 0 : 1), 0) < 0) {
 		log_msg(LOG_ERROR, "sending the zygote its configuration failed: %s",
 		        strerror(errno));
-		proc_kill(pid, SIGKILL, "the zygote");
-		close(sv[0]);
-		*z = (struct zygote_gen){.pid = pid, .sock = -1, .started_ms = util_now_ms()};
-		return -1; /* reaped by the pool's loop (warm_pool_reaped) */
+		zygote_kill(z); /* reaped by the pool's loop (warm_pool_reaped) */
+		return NULL;
 	}
-	*z = (struct zygote_gen){.pid = pid, .sock = sv[0], .started_ms = util_now_ms()};
-	return 0;
+	return z;
 }
 
 /* Reads z's ready report (its socket is readable). Returns 1 ready (its tiers in *tiers), 0
  * failed (why logged). */
 static int
-zygote_read_ready(struct zygote_gen *z, bool *retry, unsigned *tiers)
+zygote_read_ready(const struct warm_proc *z, bool *retry, unsigned *tiers)
 {
 	struct warm_ready ready = {0};
 	ssize_t r = read(z->sock, &ready, sizeof(ready));
@@ -287,29 +373,23 @@ zygote_read_ready(struct zygote_gen *z, bool *retry, unsigned *tiers)
  * Templates whose zygote died (killed, crashed, or retired by a SIGKILL) serve on, orphans:
  * the pool adopts them (it is a child subreaper), and ends each once a zygote serves its tier
  * again, so that no run waits cold for a zygote's start. Found by name among the pool's
- * children when a zygote is reaped; at most WARM_ORPHAN_MS each (template.c).
+ * children when a zygote is reaped; at most WARM_ORPHAN_MS each (template.c). This adopts
+ * those that are not known yet.
  */
-#define WARM_MAX_ORPHANS 8
-static struct {
-	pid_t pid;
-	unsigned tier; /* WARM_TIER_* */
-} orphans[WARM_MAX_ORPHANS];
-static unsigned zy_tiers;  /* the tiers the serving zygote's templates serve */
-static pid_t zy_killed[4]; /* zygotes killed, not yet reaped */
-
-/* Adopts the templates among the pool's children that are not known yet. */
 static void
 orphans_find(void)
 {
 	pid_t kids[256];
-	int n = proc_children_of(0, kids, 256);
+	int n = proc_children_of(0, kids, 256), orphans = 0;
 
+	for (int i = 0; i < WARM_MAX_PROCS; i++)
+		orphans +=
+		    warm_procs[i].role == WARM_ORPHAN || warm_procs[i].role == WARM_ORPHAN_KILLED;
 	for (int c = 0; c < n; c++) {
 		char path[64], comm[32];
 		ssize_t len;
 		unsigned tier;
-		bool known = false;
-		int free_i = -1;
+		struct warm_proc *o;
 
 		snprintf(path, sizeof(path), "/proc/%d/comm", (int)kids[c]);
 		len = util_read_small(path, comm, sizeof(comm));
@@ -321,19 +401,16 @@ orphans_find(void)
 			tier = WARM_TIER_HEAVY;
 		else
 			continue;
-		for (int i = 0; i < WARM_MAX_ORPHANS; i++) {
-			known |= orphans[i].pid == kids[c];
-			if (orphans[i].pid == 0 && free_i < 0)
-				free_i = i;
-		}
-		if (known)
-			continue;
-		if (free_i < 0) {
+		o = warm_proc_of(kids[c]);
+		if (o != NULL)
+			continue; /* known */
+		o = orphans < WARM_MAX_ORPHANS ? warm_proc_add(WARM_ORPHAN, kids[c]) : NULL;
+		if (o == NULL) {
 			proc_kill(kids[c], SIGKILL, "an orphaned template (too many)");
 			continue;
 		}
-		orphans[free_i].pid = kids[c];
-		orphans[free_i].tier = tier;
+		orphans++;
+		o->tiers = tier;
 		log_msg(LOG_INFO, "the %s template (pid %d) of a zygote that died serves on",
 		        tier == WARM_TIER_HEAVY ? "heavy" : "light", (int)kids[c]);
 	}
@@ -343,45 +420,28 @@ orphans_find(void)
 static void
 orphans_settle(void)
 {
-	unsigned tiers = zy_tiers;
+	unsigned covered = zygote_tiers(), tiers = covered;
 
-	for (int i = 0; i < WARM_MAX_ORPHANS; i++) {
-		if (orphans[i].pid <= 0)
+	for (int i = 0; i < WARM_MAX_PROCS; i++) {
+		struct warm_proc *o = &warm_procs[i];
+		if (o->role != WARM_ORPHAN)
 			continue;
-		if (zy_tiers & orphans[i].tier) {
-			proc_kill(orphans[i].pid, SIGKILL, "an orphaned template");
-			orphans[i].pid = -orphans[i].pid; /* killed: reaped by the pool's loop */
+		if (covered & o->tiers) {
+			proc_kill(o->pid, SIGKILL, "an orphaned template");
+			o->role = WARM_ORPHAN_KILLED; /* reaped by the pool's loop */
 			continue;
 		}
-		tiers |= orphans[i].tier;
+		tiers |= o->tiers;
 	}
 	warm_set_serving(tiers);
 }
 
-/* Kills z (the pool's loop reaps it) and forgets it. */
-static void
-zygote_kill(struct zygote_gen *z)
+/* The settings the zygote is sent (warm_config), its files, the shared word and the tiers'
+ * sockets: 0 or -1. */
+static int
+warm_pool_prepare(const struct warm_settings *s, const char *python, const struct seccomp_filter *f,
+                  int etc_fd, int init_fd)
 {
-	if (z->pid > 0) {
-		proc_kill(z->pid, SIGKILL, "a zygote");
-		for (int i = 0; i < 4; i++)
-			if (zy_killed[i] == 0) {
-				zy_killed[i] = z->pid;
-				break;
-			}
-	}
-	util_close_fd(&z->sock);
-	*z = ZYGOTE_NONE;
-}
-
-int
-warm_pool_start(const struct warm_settings *s, const char *python, const struct seccomp_filter *f,
-                int etc_fd, int init_fd)
-{
-	unsigned tiers = 0;
-
-	/* whatever fails below, warm_pool_check() starts nothing: the pool is cold for good */
-	zy_failed = true;
 	warm_settings = *s;
 	memset(&warm_config, 0, sizeof(warm_config));
 	warm_config.magic = WARM_CONFIG_MAGIC;
@@ -423,22 +483,38 @@ warm_pool_start(const struct warm_settings *s, const char *python, const struct 
 			        strerror(errno));
 			return -1;
 		}
+	return 0;
+}
+
+int
+warm_pool_start(const struct warm_settings *s, const char *python, const struct seccomp_filter *f,
+                int etc_fd, int init_fd)
+{
+	struct warm_proc *z;
+	unsigned tiers = 0;
+
+	/* whatever fails below, warm_pool_check() starts nothing: the pool is cold for good */
+	zy_failed = true;
+	if (warm_pool_prepare(s, python, f, etc_fd, init_fd) < 0)
+		return -1;
 	for (int attempt = 0;; attempt++) {
 		bool retry = false;
 
-		if (zygote_spawn(&zy_cur) < 0)
+		z = zygote_spawn();
+		if (z == NULL)
 			return -1;
-		if (util_wait_readable(zy_cur.sock, WARM_ZYGOTE_READY_MS) == 1 &&
-		    zygote_read_ready(&zy_cur, &retry, &tiers) == 1)
+		if (util_wait_readable(z->sock, WARM_ZYGOTE_READY_MS) == 1 &&
+		    zygote_read_ready(z, &retry, &tiers) == 1)
 			break;
 		if (!retry)
 			log_msg(LOG_ERROR, "warm interpreters are unavailable, runs are cold");
-		zygote_kill(&zy_cur);
+		zygote_kill(z);
 		if (attempt > 0 || !retry)
 			return -1;
 		log_msg(LOG_WARN, "the zygote died while it imported: starting another");
 	}
-	zy_cur.ready = true;
+	z->role = WARM_SERVING;
+	z->tiers = tiers;
 	zy_failed = false;
 	warm_set_serving(tiers);
 	return 0;
@@ -447,94 +523,111 @@ warm_pool_start(const struct warm_settings *s, const char *python, const struct 
 void
 warm_pool_poll_fds(struct pollfd *pfd, int *n)
 {
-	if (zy_cur.sock >= 0)
-		pfd[(*n)++] = (struct pollfd){.fd = zy_cur.sock, .events = POLLIN};
-	if (zy_next.sock >= 0)
-		pfd[(*n)++] = (struct pollfd){.fd = zy_next.sock, .events = POLLIN};
+	const struct warm_proc *z;
+
+	if ((z = warm_proc_role(WARM_SERVING)) != NULL && z->sock >= 0)
+		pfd[(*n)++] = (struct pollfd){.fd = z->sock, .events = POLLIN};
+	if ((z = warm_proc_role(WARM_STARTING)) != NULL && z->sock >= 0)
+		pfd[(*n)++] = (struct pollfd){.fd = z->sock, .events = POLLIN};
+}
+
+/* The starting zygote z said it is ready, or failed: it serves from now on (the one it
+ * succeeds retires, and ends once its templates have), or is killed. */
+static void
+zygote_started(struct warm_proc *z)
+{
+	struct warm_proc *cur = warm_proc_role(WARM_SERVING), *old;
+	bool retry;
+	unsigned tiers;
+
+	if (zygote_read_ready(z, &retry, &tiers) == 1) {
+		log_msg(LOG_INFO, "a new zygote serves (pid %d)", (int)z->pid);
+		if (cur != NULL && cur->pid > 0) {
+			if ((old = warm_proc_role(WARM_RETIRED)) != NULL)
+				zygote_kill(old);
+			util_close_fd(&cur->sock);
+			cur->role = WARM_RETIRED;
+			cur->tiers = 0;
+		} else if (cur != NULL) {
+			warm_proc_forget(cur);
+		}
+		z->role = WARM_SERVING;
+		z->tiers = tiers;
+		zy_backoff_ms = 1000;
+		orphans_settle();
+		return;
+	}
+	zygote_kill(z);
+	if (retry) {
+		zy_backoff_ms = zy_backoff_ms * 2 > 60000 ? 60000 : zy_backoff_ms * 2;
+	} else {
+		/* the serving one (if any) serves on; none is started again */
+		log_msg(LOG_ERROR, "no further zygote will be started: runs are cold once the "
+		                   "serving one ends");
+		zy_failed = true;
+	}
+}
+
+/* Reads what the serving zygote z says after its ready report: which tiers serve; EOF: it
+ * is gone. */
+static void
+zygote_heard(struct warm_proc *z)
+{
+	struct pollfd p = {.fd = z->sock, .events = POLLIN};
+	struct warm_ready note;
+	ssize_t r;
+
+	while (poll(&p, 1, 0) == 1) {
+		r = read(z->sock, &note, sizeof(note));
+		if (r == (ssize_t)sizeof(note)) {
+			log_msg(LOG_INFO, "the zygote's tiers now serving: light %s, heavy %s",
+			        note.tiers & WARM_TIER_LIGHT ? "yes" : "no",
+			        note.tiers & WARM_TIER_HEAVY ? "yes" : "no");
+			z->tiers = note.tiers;
+			orphans_settle();
+			continue;
+		}
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			break;
+		z->tiers = 0;
+		orphans_settle();
+		util_close_fd(&z->sock);
+		break;
+	}
 }
 
 void
 warm_pool_check(void)
 {
 	long long now = util_now_ms();
-	bool retry;
-	unsigned tiers;
+	struct warm_proc *next = warm_proc_role(WARM_STARTING), *cur;
 
 	if (warm_state == NULL || zy_failed)
 		return; /* never started, or cannot: the pool is cold */
-	if (zy_next.pid > 0 && zy_next.sock >= 0) {
-		struct pollfd p = {.fd = zy_next.sock, .events = POLLIN};
+	if (next != NULL && next->sock >= 0) {
+		struct pollfd p = {.fd = next->sock, .events = POLLIN};
 		if (poll(&p, 1, 0) == 1) {
-			if (zygote_read_ready(&zy_next, &retry, &tiers) == 1) {
-				/* it serves: the one it succeeds ends once its templates have */
-				log_msg(LOG_INFO, "a new zygote serves (pid %d)", (int)zy_next.pid);
-				if (zy_cur.pid > 0) {
-					if (zy_old.pid > 0)
-						zygote_kill(&zy_old);
-					util_close_fd(&zy_cur.sock);
-					zy_old = zy_cur;
-				}
-				zy_cur = zy_next;
-				zy_cur.ready = true;
-				zy_next = ZYGOTE_NONE;
-				zy_backoff_ms = 1000;
-				zy_tiers = tiers;
-				orphans_settle();
-			} else {
-				zygote_kill(&zy_next);
-				if (retry) {
-					zy_backoff_ms =
-					    zy_backoff_ms * 2 > 60000 ? 60000 : zy_backoff_ms * 2;
-				} else {
-					/* the serving one (if any) serves on; none is started again
-					 */
-					log_msg(LOG_ERROR,
-					        "no further zygote will be started: runs are "
-					        "cold once the serving one ends");
-					zy_failed = true;
-				}
-			}
-		} else if (now - zy_next.started_ms >= WARM_ZYGOTE_READY_MS) {
+			zygote_started(next);
+		} else if (now - next->started_ms >= WARM_ZYGOTE_READY_MS) {
 			log_msg(LOG_ERROR, "a new zygote was not ready within %d s: killed",
 			        WARM_ZYGOTE_READY_MS / 1000);
-			zygote_kill(&zy_next);
+			zygote_kill(next);
 			zy_backoff_ms = 60000;
 		}
 	}
-	if (zy_cur.pid > 0 && zy_cur.sock >= 0) {
-		struct pollfd p = {.fd = zy_cur.sock, .events = POLLIN};
-		struct warm_ready note;
-		ssize_t r;
-
-		/* after its ready report it says only which tiers serve; EOF: it is gone */
-		while (poll(&p, 1, 0) == 1) {
-			r = read(zy_cur.sock, &note, sizeof(note));
-			if (r == (ssize_t)sizeof(note)) {
-				log_msg(LOG_INFO,
-				        "the zygote's tiers now serving: light %s, heavy %s",
-				        note.tiers & WARM_TIER_LIGHT ? "yes" : "no",
-				        note.tiers & WARM_TIER_HEAVY ? "yes" : "no");
-				zy_tiers = note.tiers;
-				orphans_settle();
-				continue;
-			}
-			if (r < 0 && (errno == EINTR || errno == EAGAIN))
-				break;
-			zy_tiers = 0;
-			orphans_settle();
-			util_close_fd(&zy_cur.sock);
-			break;
-		}
-	}
-	if (!zy_failed && zy_next.pid < 0 && now - zy_last_start_ms >= zy_backoff_ms &&
-	    (zy_cur.pid < 0 || zy_cur.sock < 0 ||
-	     now - zy_cur.started_ms >= (long long)warm_settings.max_seconds * 1000)) {
-		bool renewal = zy_cur.pid > 0 && zy_cur.sock >= 0;
+	cur = warm_proc_role(WARM_SERVING);
+	if (cur != NULL && cur->sock >= 0)
+		zygote_heard(cur);
+	if (!zy_failed && warm_proc_role(WARM_STARTING) == NULL &&
+	    now - zy_last_start_ms >= zy_backoff_ms &&
+	    (cur == NULL || cur->sock < 0 ||
+	     now - cur->started_ms >= (long long)warm_settings.max_seconds * 1000)) {
+		bool renewal = cur != NULL && cur->sock >= 0;
 
 		log_msg(LOG_INFO, "starting a new zygote (%s)",
 		        renewal ? "the serving one's life is up" : "none serves");
 		metrics_zygote_started(renewal);
-		if (zygote_spawn(&zy_next) < 0)
+		if (zygote_spawn() == NULL)
 			zy_backoff_ms = 60000;
 	}
 }
@@ -542,64 +635,55 @@ warm_pool_check(void)
 bool
 warm_pool_reaped(pid_t pid, int status)
 {
-	struct zygote_gen *all[] = {&zy_cur, &zy_next, &zy_old};
+	struct warm_proc *p = pid > 0 ? warm_proc_of(pid) : NULL;
 
-	if (pid <= 0)
+	if (p == NULL)
 		return false;
-	for (int i = 0; i < WARM_MAX_ORPHANS; i++) {
-		if (orphans[i].pid != pid && orphans[i].pid != -pid)
-			continue;
-		if (orphans[i].pid > 0)
-			log_msg(LOG_INFO, "an orphaned template (pid %d) ended", (int)pid);
-		orphans[i].pid = 0;
+	switch (p->role) {
+	case WARM_ORPHAN:
+		log_msg(LOG_INFO, "an orphaned template (pid %d) ended", (int)pid);
+		/* fall through */
+	case WARM_ORPHAN_KILLED:
+		warm_proc_forget(p);
 		orphans_settle();
 		return true;
-	}
-	for (int i = 0; i < 4; i++) {
-		if (zy_killed[i] != pid)
-			continue;
-		/* its templates are the pool's children now */
-		zy_killed[i] = 0;
-		orphans_find();
-		orphans_settle();
-		return true;
-	}
-	for (int i = 0; i < 3; i++) {
-		if (all[i]->pid != pid || pid <= 0)
-			continue;
-		if (all[i] == &zy_old)
-			log_msg(LOG_INFO, "the retired zygote (pid %d) ended", (int)pid);
-		else if (WIFSIGNALED(status))
+	case WARM_RETIRED:
+		log_msg(LOG_INFO, "the retired zygote (pid %d) ended", (int)pid);
+		break;
+	case WARM_STARTING:
+	case WARM_SERVING:
+		if (WIFSIGNALED(status))
 			log_msg(LOG_WARN, "a zygote (pid %d) was killed by signal %d", (int)pid,
 			        WTERMSIG(status));
 		else
 			log_msg(LOG_WARN, "a zygote (pid %d) exited with status %d", (int)pid,
 			        WEXITSTATUS(status));
-		if (all[i] == &zy_cur)
-			zy_tiers = 0;
-		util_close_fd(&all[i]->sock);
-		*all[i] = ZYGOTE_NONE;
-		/* its templates are the pool's children now: they serve on */
-		orphans_find();
-		orphans_settle();
-		return true;
+		break;
+	case WARM_KILLED:
+	case WARM_FREE:
+		break;
 	}
-	return false;
+	warm_proc_forget(p);
+	/* its templates are the pool's children now: they serve on */
+	orphans_find();
+	orphans_settle();
+	return true;
 }
 
 void
 warm_pool_stop(void)
 {
-	zy_tiers = 0;
-	for (int i = 0; i < WARM_MAX_ORPHANS; i++)
-		if (orphans[i].pid > 0) {
-			proc_kill(orphans[i].pid, SIGKILL, "an orphaned template");
-			orphans[i].pid = -orphans[i].pid;
+	for (int i = 0; i < WARM_MAX_PROCS; i++) {
+		struct warm_proc *p = &warm_procs[i];
+		if (p->role == WARM_ORPHAN) {
+			proc_kill(p->pid, SIGKILL, "an orphaned template");
+			p->role = WARM_ORPHAN_KILLED;
+		} else if (p->role == WARM_STARTING || p->role == WARM_SERVING ||
+		           p->role == WARM_RETIRED) {
+			zygote_kill(p);
 		}
+	}
 	warm_set_serving(0);
-	zygote_kill(&zy_next);
-	zygote_kill(&zy_cur);
-	zygote_kill(&zy_old);
 }
 
 /* ---- the worker's side ---- */
@@ -610,9 +694,8 @@ static long long tier_failed_ms[2] = {-1000000, -1000000};
 void
 warm_worker_init(void)
 {
-	util_close_fd(&zy_cur.sock);
-	util_close_fd(&zy_next.sock);
-	util_close_fd(&zy_old.sock);
+	for (int i = 0; i < WARM_MAX_PROCS; i++)
+		util_close_fd(&warm_procs[i].sock);
 	util_close_fd(&tier_sock[0][1]);
 	util_close_fd(&tier_sock[1][1]);
 }

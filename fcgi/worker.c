@@ -834,6 +834,8 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 		session_remove(wc->sessions_fd, (struct session_rec *)rec);
 	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
+	/* the audit trail's entry, as a worker writes it after its reply */
+	history_flush(&wc->history);
 	_exit(0);
 }
 
@@ -1216,8 +1218,7 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 /*
  * DELETE /sessions/{id}: the session's init kills it, a cell running or not; what it leaves is
  * removed now, or (an execution still reporting) by whoever finds it ended. *lock_fd is the
- * session's lock when it was free (-1 if not); it may be taken here, and is closed or left
- * to the caller to close.
+ * session's lock when it was free (-1 if not); it may be taken here. The caller closes it.
  */
 static void
 worker_session_close(const struct worker_request *w, FCGX_Request *req, const char *id,
@@ -1642,16 +1643,8 @@ worker_mcp_refuse(FCGX_Request *req, int status, const char *message)
 	worker_mcp_send(req, status, NULL, answer, len);
 }
 
-/*
- * POST /mcp: one JSON-RPC message (mcp.h). Checked first, as the specification says: the Host
- * and the Origin (DNS rebinding: loopback names and origins, the server's own origin, and
- * those CODEBOX_MCP_HOSTS and CODEBOX_MCP_ORIGINS list, from the pool's environment or, for
- * origins, nginx.conf's fastcgi_param), then the Content-Type (a CORS "simple" request cannot
- * send application/json without a preflight) and MCP-Protocol-Version; notifications and
- * responses get 202.
- */
-/* The checks of an MCP request's headers (host, origin, content type, protocol version):
- * 0, or -1 refused. */
+/* The checks of an MCP request's headers (host, origin, content type, protocol version; see
+ * worker_mcp()): 0, or -1 refused. */
 static int
 worker_mcp_gate(FCGX_Request *req)
 {
@@ -1727,6 +1720,14 @@ worker_mcp_initialize(FCGX_Request *req, const struct mcp_message *m, const char
 	worker_mcp_send(req, 200, NULL, answer, len);
 }
 
+/*
+ * POST /mcp: one JSON-RPC message (mcp.h). Checked first, as the specification says: the Host
+ * and the Origin (DNS rebinding: loopback names and origins, the server's own origin, and
+ * those CODEBOX_MCP_HOSTS and CODEBOX_MCP_ORIGINS list, from the pool's environment or, for
+ * origins, nginx.conf's fastcgi_param), then the Content-Type (a CORS "simple" request cannot
+ * send application/json without a preflight) and MCP-Protocol-Version; notifications and
+ * responses get 202.
+ */
 static void
 worker_mcp(void *port, FCGX_Request *req)
 {

@@ -117,3 +117,27 @@ at_most_runs() {
 at_most_bytes() {
 	(($(du -b --apparent-size -s "$HISTORY/trail" | cut -f1) <= $1 + 4096))
 }
+
+bg_done() { # bg_done SESSION EXECUTION: the background execution has its answer
+	curl -s --max-time 10 "$BASE/sessions/$1/executions/$2" | jq -e '.state == "done"' >/dev/null
+}
+
+@test "history: a session's background execution is recorded whole, never left pending" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local sid eid stem
+	run -0 curl -s --max-time 60 -X POST "$BASE/sessions"
+	sid=$(jq -r .id <<<"$output")
+	[[ -n $sid && $sid != null ]]
+	run -0 curl -s --max-time 60 -H 'Content-Type: application/json' -H 'X-Request-Id: hist-bg-1' \
+		--data-binary '{"code": "print(7)", "background": true}' "$BASE/sessions/$sid/execute"
+	eid=$(jq -r .execution <<<"$output")
+	wait_for "the background execution to end" 300 bg_done "$sid" "$eid"
+	stem=$(entry_of hist-bg-1)
+	[[ -n $stem ]]
+	# the watcher writes its entry's end as a worker does after its reply
+	wait_for "the entry's end" 50 meta_final "$stem"
+	run -0 jq -e '.port == "execute" and .exitCode == 0' "$HISTORY/trail/$stem.meta.json"
+	wait_for "its result" 50 result_written "$stem"
+	run -0 jq -e '.stdout == "7\n"' "$HISTORY/trail/$stem.result.json"
+	curl -s -o /dev/null --max-time 10 -X DELETE "$BASE/sessions/$sid"
+}
