@@ -47,7 +47,6 @@ two_in_flight() {
 	local t0=$EPOCHREALTIME
 	post '{"code":"print(1)"}'
 	local ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
 	assert_equal "$code" 429
 	assert_equal "$(header Retry-After)" 1
 	assert [ -n "$(header X-Request-Id)" ]
@@ -133,17 +132,15 @@ two_in_flight() {
 	pids=$(worker_pids)
 	# shellcheck disable=SC2086
 	kill -STOP $pids
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --max-time 20 "$BASE/readyz")
+	request --max-time 20 "$BASE/readyz"
+	local code503=$code reply503=$reply
 	# and nginx's own upstream timeout is a JSON 504
-	local code504
-	code504=$(curl -s -o "$BATS_TEST_TMPDIR/body504" -w '%{http_code}' --max-time 20 "$BASE/capabilities")
+	request --max-time 20 "$BASE/capabilities"
 	# shellcheck disable=SC2086
 	kill -CONT $pids
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
-	assert_equal "$code" 503
-	assert_equal "$(field .error)" sandbox_unavailable
-	assert_equal "$code504" 504
-	reply=$(cat "$BATS_TEST_TMPDIR/body504")
+	assert_equal "$code503" 503
+	assert_equal "$(jq -r .error <<<"$reply503")" sandbox_unavailable
+	assert_equal "$code" 504
 	assert_equal "$(field .error)" sandbox_timeout
 	wait_for "readiness" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' '$BASE/readyz') == 200 ]]"
 }

@@ -148,15 +148,22 @@ stack_teardown() {
 	fi
 }
 
-# post BODY [curl args...]: POST /execute with a raw body. Sets $code (HTTP status), and
-# leaves the body in $BATS_TEST_TMPDIR/body and the headers in $BATS_TEST_TMPDIR/headers.
-# shellcheck disable=SC2034 # code is read by the tests
+# request [curl args...] URL: one HTTP request (bounded: 60 s, unless the args bound it
+# otherwise). Sets $code (the HTTP status) and $reply (the body); leaves the body in
+# $BATS_TEST_TMPDIR/body and the headers in $BATS_TEST_TMPDIR/headers (see header).
+# shellcheck disable=SC2034 # code and reply are read by the tests
+request() {
+	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" \
+		-w '%{http_code}' --max-time 60 "$@")
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+}
+
+# post BODY [curl args...]: POST /execute with a raw JSON body, through request: sets $code
+# and $reply.
 post() {
 	local body=$1
 	shift
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" \
-		-w '%{http_code}' --max-time 60 -H 'Content-Type: application/json' \
-		--data-binary @- "$@" "$BASE/execute" <<<"$body")
+	request -H 'Content-Type: application/json' --data-binary @- "$@" "$BASE/execute" <<<"$body"
 }
 
 # execute CODE [JQ-EXTRA]: runs CODE; JQ-EXTRA is a jq object merged into the body, e.g.
@@ -165,7 +172,6 @@ execute() {
 	local body
 	body=$(jq -cn --arg code "$1" "{code: \$code} + (${2:-{\}})")
 	post "$body"
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
 }
 
 # execute_file NAME [JQ-EXTRA]: runs tests/programs/NAME.
