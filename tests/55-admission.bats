@@ -74,12 +74,8 @@ ready() {
 own_stack_start() { # [DIR]: its runtime directory (default: a new one under /tmp)
 	local port agent_port metrics_port
 	STACK_DIR=${1:-$(mktemp -d /tmp/codebox-test.XXXXXX)}
-	port=$(free_port)
 	# never codebox-run.sh's defaults: another pass (test-lanes.sh runs two) may hold them
-	agent_port=$(free_port)
-	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
-	metrics_port=$(free_port)
-	while [[ $metrics_port == "$port" || $metrics_port == "$agent_port" ]]; do metrics_port=$(free_port); done
+	stack_ports
 	local preload
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$PY" -c 'import os, signal, sys
@@ -155,17 +151,9 @@ both_slots_work() {
 }
 
 @test "admission: a run whose client hangs up is killed at once, and its slot is free again" {
-	local m="codebox-abandon-$RANDOM$RANDOM" t0 ms client
+	local m="codebox-abandon-$RANDOM$RANDOM" ms
 	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
-	"$PY" "$CLIENTS" hangup "$(port)" "@$BATS_TEST_TMPDIR/req" 60 3>&- &
-	client=$!
-	wait_for "the run to start" 100 pgrep -f -- "$m"
-	t0=$EPOCHREALTIME
-	kill "$client"
-	wait "$client" || true
-	wait_for "the abandoned run to die" 100 marker_gone "$m"
-	ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
-	echo "the run died ${ms} ms after its client hung up"
+	hang_up_on "$(port)" "$BATS_TEST_TMPDIR/req" "$m" run
 	((ms < 3000))
 	wait_for "the worker to log it" 100 grep -q "the client left during the run" \
 		"$STACK_DIR/logs/pool.log"
