@@ -69,8 +69,7 @@ held_pid() {
 # release PID: lets the held run finish (SIGUSR1), and waits for its reply.
 release() {
 	kill -USR1 "$1"
-	wait "$BG_PID"
-	reply=$(cat "$BATS_TEST_TMPDIR/bg.json")
+	answered
 }
 
 # hand_in PID NAME: stdin becomes the file NAME in the directory of the held run PID, written
