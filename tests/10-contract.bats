@@ -164,19 +164,15 @@ error_reply() {
 		'{"code":"x","timeoutSeconds":31}' '{"code":"x","timeoutSeconds":"1"}' \
 		'{"code":"x","details":"yes"}'; do
 		post "$body"
-		reply=$(cat "$BATS_TEST_TMPDIR/body")
 		error_reply 400 invalid_request
 	done
 	post '{"code":"print(1)","shell":true}'
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
 	refute [ "$(field .message)" == "" ]
 	[[ $(field .message) != *print* ]]
 }
 
 @test "contract: a body that is not valid UTF-8 is 400" {
-	code=$(printf '{"code":"print(1)\xff"}' | curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' \
-		--data-binary @- "$BASE/execute")
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	request --data-binary @- "$BASE/execute" < <(printf '{"code":"print(1)\xff"}')
 	error_reply 400 invalid_request
 }
 
@@ -200,9 +196,7 @@ error_reply() {
 
 @test "contract: a body over client_max_body_size is 413 request_too_large" {
 	head -c 2000000 /dev/zero | tr '\0' 'a' >"$BATS_TEST_TMPDIR/big"
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' \
-		--data-binary @"$BATS_TEST_TMPDIR/big" "$BASE/execute")
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	request --data-binary @"$BATS_TEST_TMPDIR/big" "$BASE/execute"
 	error_reply 413 request_too_large
 }
 
@@ -216,27 +210,20 @@ error_reply() {
 @test "contract: 404 not_found for unknown paths" {
 	local p
 	for p in /nope /execute/ /execute/x /capabilities.json /; do
-		code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' "$BASE$p")
-		reply=$(cat "$BATS_TEST_TMPDIR/body")
+		request "$BASE$p"
 		error_reply 404 not_found
 	done
 }
 
 @test "contract: 405 method_not_allowed with Allow for a wrong method on a known path" {
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}' \
-		"$BASE/execute")
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	request "$BASE/execute"
 	error_reply 405 method_not_allowed
 	assert_equal "$(header Allow)" POST
 	assert [ -n "$(header X-Request-Id)" ]
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}' \
-		-X POST "$BASE/capabilities")
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	request -X POST "$BASE/capabilities"
 	error_reply 405 method_not_allowed
 	assert_equal "$(header Allow)" GET
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}' \
-		-X DELETE "$BASE/healthz")
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	request -X DELETE "$BASE/healthz"
 	error_reply 405 method_not_allowed
 	assert_equal "$(header Allow)" GET
 }
@@ -255,7 +242,6 @@ error_reply() {
 @test "contract: stdin longer than maxStdinBytes is 400" {
 	body=$(jq -cn --arg s "$(head -c 65537 /dev/zero | tr '\0' 'a')" '{code: "pass", stdin: $s}')
 	post "$body"
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
 	error_reply 400 invalid_request
 }
 

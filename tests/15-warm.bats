@@ -402,9 +402,7 @@ more_heavy_ends() {
 @test "warm: the light template is renewed after CODEBOX_WARM_MAX_RUNS runs, and no request fails" {
 	local i
 	for i in $(seq 1 40); do
-		post '{"code":"print(6 * 7)"}'
-		assert_equal "$code" 200
-		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+		answers_42
 	done
 	run -0 grep -c "forking the next light template (the serving one's life is up)" "$STACK_DIR/logs/pool.log"
 	run grep -c "this run is cold" "$STACK_DIR/logs/pool.log"
@@ -444,9 +442,7 @@ forked_after_crash() {
 	# the signal reaches it; so the kill is repeated until the zygote sees a crash)
 	wait_for "a light template to crash" 100 light_crashed
 	for i in $(seq 1 12); do
-		post '{"code":"print(6 * 7)"}'
-		assert_equal "$code" 200
-		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+		answers_42
 	done
 	wait_for "a new light template" 100 forked_after_crash
 	wait_for "healthy pool" 100 no_run_leftovers
@@ -498,9 +494,7 @@ no_orphans() {
 	# its templates serve on, orphans of the pool's: runs meanwhile are answered, none fails
 	run -0 grep -c "of a zygote that died serves on" "$STACK_DIR/logs/pool.log"
 	for i in $(seq 1 6); do
-		post '{"code":"print(6 * 7)"}' -H "X-Request-Id: orphan-run-$i"
-		assert_equal "$code" 200
-		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+		answers_42 -H "X-Request-Id: orphan-run-$i"
 	done
 	# the heavy template, never between two lives here, serves a heavy program warm
 	post $'{"code":"# scipy\\nprint(6 * 7)"}' -H "X-Request-Id: orphan-heavy"
@@ -561,9 +555,7 @@ importing_zygote() {
 	# respawned within a second (the 1 s respawn delay applies only to a worker that died
 	# within its first second)
 	wait_for "the worker respawned" 15 more_lines "worker .* ready" "$started"
-	post '{"code":"print(6 * 7)"}'
-	assert_equal "$code" 200
-	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+	answers_42
 	# killed while it imports: another is started, and the pool is warm again
 	kill -KILL "$z2"
 	kill -CONT "$z2" 2>/dev/null || true

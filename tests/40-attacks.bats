@@ -69,8 +69,7 @@ held_pid() {
 # release PID: lets the held run finish (SIGUSR1), and waits for its reply.
 release() {
 	kill -USR1 "$1"
-	wait "$BG_PID"
-	reply=$(cat "$BATS_TEST_TMPDIR/bg.json")
+	answered
 }
 
 # hand_in PID NAME: stdin becomes the file NAME in the directory of the held run PID, written
@@ -364,12 +363,19 @@ bg_attack() {
 	bg_execute "$(cat "$ROOT/tests/programs/attacks/$1")" "${2:-}"
 }
 
-@test "attacks: a run cannot take the host's AIO contexts; root can still io_setup meanwhile" {
+# hold_host_quotas: (root only: the test looks at the host side meanwhile) runs
+# attacks/host-quotas.py in the background until it holds all it could take; sets pid (the
+# caller's local) to its program's pid, for release.
+hold_host_quotas() {
 	[[ $EUID -eq 0 ]] || skip "the host-side check needs root"
 	bg_attack host-quotas.py
 	wait_for "the run to hold what it took" 300 held_pid
-	local pid
 	pid=$(held_pid)
+}
+
+@test "attacks: a run cannot take the host's AIO contexts; root can still io_setup meanwhile" {
+	local pid
+	hold_host_quotas
 	# the host side, while the run holds everything it could get
 	run -0 "$PY" -c 'import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -384,11 +390,8 @@ print("io_setup ok")'
 }
 
 @test "attacks: inotify, fanotify and dnotify are refused: no root quota used, no other run watched" {
-	[[ $EUID -eq 0 ]] || skip "the host-side check needs root"
-	bg_attack host-quotas.py
-	wait_for "the run to hold what it took" 300 held_pid
 	local pid
-	pid=$(held_pid)
+	hold_host_quotas
 	# root's own per-user inotify quota is untouched
 	run -0 "$PY" -c 'import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)

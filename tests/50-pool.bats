@@ -17,6 +17,21 @@ teardown_file() {
 	stack_stop
 }
 
+# run_in_background NAME MARKER PYCODE: POSTs marker_body MARKER PYCODE as a job of this shell
+# and waits until its program runs; once the job ends, background_reply NAME reads its answer.
+run_in_background() {
+	marker_body "$2" "$3" >"$BATS_TEST_TMPDIR/req"
+	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/$1" -w '%{http_code}' \
+		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/$1_code" 3>&- &
+	wait_for "the run to start" 100 pgrep -f -- "$2"
+}
+
+# background_reply NAME: sets $code and $reply from the job run_in_background NAME started
+background_reply() {
+	code=$(cat "$BATS_TEST_TMPDIR/$1_code")
+	reply=$(cat "$BATS_TEST_TMPDIR/$1")
+}
+
 full_pool() {
 	[[ $(worker_pids | wc -l) -eq 10 ]] # 2 slots + 4 meta + 4 agent
 }
@@ -47,7 +62,6 @@ two_in_flight() {
 	local t0=$EPOCHREALTIME
 	post '{"code":"print(1)"}'
 	local ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
 	assert_equal "$code" 429
 	assert_equal "$(header Retry-After)" 1
 	assert [ -n "$(header X-Request-Id)" ]
@@ -76,10 +90,7 @@ two_in_flight() {
 
 @test "pool: a worker that crashes mid-request gives 502 sandbox_unavailable, and its run dies too" {
 	local m="codebox-crash-$RANDOM$RANDOM"
-	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
-	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/crash" -w '%{http_code}' \
-		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/crash_code" 3>&- &
-	wait_for "the run to start" 100 pgrep -f -- "$m"
+	run_in_background crash "$m" 'import time; time.sleep(60)'
 	local worker prog
 	# the run's worker: its init's parent (cold), or the worker holding init's pidfd (warm:
 	# init is a template's child)
@@ -88,8 +99,8 @@ two_in_flight() {
 	[[ -n $worker ]]
 	kill -KILL "$worker"
 	wait
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/crash_code")" 502
-	reply=$(cat "$BATS_TEST_TMPDIR/crash")
+	background_reply crash
+	assert_equal "$code" 502
 	assert_equal "$(field .error)" sandbox_unavailable
 	# the run got SIGKILL with its worker (PR_SET_PDEATHSIG)
 	wait_for "the orphaned run to die" 50 marker_gone "$m"
@@ -105,17 +116,14 @@ two_in_flight() {
 	local m="codebox-lost-$RANDOM$RANDOM" prog init
 	run -0 curl -s "$BASE/isolation"
 	[[ $(jq -r .layers.pidns <<<"$output") == true ]] || skip "no pid namespace: the program is its own init"
-	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
-	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/lost" -w '%{http_code}' \
-		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/lost_code" 3>&- &
-	wait_for "the run to start" 100 pgrep -f -- "$m"
+	run_in_background lost "$m" 'import time; time.sleep(60)'
 	prog=$(pgrep -f -- "$m" | head -1)
 	init=$(ps -o ppid= -p "$prog" | tr -d ' ')
 	assert_equal "$(cat "/proc/$init/comm")" codebox-init
 	kill -KILL "$init"
 	wait
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/lost_code")" 503
-	reply=$(cat "$BATS_TEST_TMPDIR/lost")
+	background_reply lost
+	assert_equal "$code" 503
 	assert_equal "$(field .error)" sandbox_unavailable
 	assert_equal "$(field .message)" "the run's sandbox was killed from outside; retry"
 	run -0 grep -c "the run's init was killed from outside before it reported" "$STACK_DIR/logs/pool.log"
@@ -133,17 +141,15 @@ two_in_flight() {
 	pids=$(worker_pids)
 	# shellcheck disable=SC2086
 	kill -STOP $pids
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --max-time 20 "$BASE/readyz")
+	request --max-time 20 "$BASE/readyz"
+	local code503=$code reply503=$reply
 	# and nginx's own upstream timeout is a JSON 504
-	local code504
-	code504=$(curl -s -o "$BATS_TEST_TMPDIR/body504" -w '%{http_code}' --max-time 20 "$BASE/capabilities")
+	request --max-time 20 "$BASE/capabilities"
 	# shellcheck disable=SC2086
 	kill -CONT $pids
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
-	assert_equal "$code" 503
-	assert_equal "$(field .error)" sandbox_unavailable
-	assert_equal "$code504" 504
-	reply=$(cat "$BATS_TEST_TMPDIR/body504")
+	assert_equal "$code503" 503
+	assert_equal "$(jq -r .error <<<"$reply503")" sandbox_unavailable
+	assert_equal "$code" 504
 	assert_equal "$(field .error)" sandbox_timeout
 	wait_for "readiness" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' '$BASE/readyz') == 200 ]]"
 }
@@ -193,9 +199,7 @@ handed_to_stopped() {
 	# shellcheck disable=SC2086
 	wait_for "the killed sandboxes to end" 100 ended $inits
 	for i in $(seq 1 8); do
-		post '{"code":"print(6 * 7)"}'
-		assert_equal "$code" 200
-		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+		answers_42
 	done
 	run -0 grep -c "the sandbox built ahead is gone" "$STACK_DIR/logs/pool.log"
 }
@@ -231,23 +235,19 @@ handed_to_stopped() {
 	# shellcheck disable=SC2086
 	wait_for "the killed sandboxes to end" 100 ended $inits
 	for i in 1 2 3 4; do
-		post '{"code":"print(6 * 7)"}'
-		assert_equal "$code" 200
-		assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/body")" 42
+		answers_42
 	done
 	no_run_leftovers
 }
 
 @test "pool: SIGTERM drains: the run in flight is answered, then everything stops" {
 	local m="codebox-drain-$RANDOM$RANDOM"
-	marker_body "$m" 'import time; time.sleep(2); print("finished")' >"$BATS_TEST_TMPDIR/req"
-	curl -s --max-time 30 -o "$BATS_TEST_TMPDIR/drain" -w '%{http_code}' \
-		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" >"$BATS_TEST_TMPDIR/drain_code" 3>&- &
-	wait_for "the run to start" 100 pgrep -f -- "$m"
+	run_in_background drain "$m" 'import time; time.sleep(2); print("finished")'
 	kill -TERM "$STACK_PID"
 	wait
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/drain_code")" 200
-	assert_equal "$(jq -r .stdout "$BATS_TEST_TMPDIR/drain")" finished
+	background_reply drain
+	assert_equal "$code" 200
+	assert_equal "$(field .stdout)" finished
 	# the stack was started by setup_file, not by this shell: watch it go
 	wait_for "the stack to stop" 600 marker_gone "$STACK_DIR"
 	assert [ ! -e "$STACK_DIR/fcgi.sock" ]

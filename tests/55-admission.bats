@@ -74,12 +74,8 @@ ready() {
 own_stack_start() { # [DIR]: its runtime directory (default: a new one under /tmp)
 	local port agent_port metrics_port
 	STACK_DIR=${1:-$(mktemp -d /tmp/codebox-test.XXXXXX)}
-	port=$(free_port)
 	# never codebox-run.sh's defaults: another pass (test-lanes.sh runs two) may hold them
-	agent_port=$(free_port)
-	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
-	metrics_port=$(free_port)
-	while [[ $metrics_port == "$port" || $metrics_port == "$agent_port" ]]; do metrics_port=$(free_port); done
+	stack_ports
 	local preload
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$PY" -c 'import os, signal, sys
@@ -155,17 +151,9 @@ both_slots_work() {
 }
 
 @test "admission: a run whose client hangs up is killed at once, and its slot is free again" {
-	local m="codebox-abandon-$RANDOM$RANDOM" t0 ms client
+	local m="codebox-abandon-$RANDOM$RANDOM" ms
 	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
-	"$PY" "$CLIENTS" hangup "$(port)" "@$BATS_TEST_TMPDIR/req" 60 3>&- &
-	client=$!
-	wait_for "the run to start" 100 pgrep -f -- "$m"
-	t0=$EPOCHREALTIME
-	kill "$client"
-	wait "$client" || true
-	wait_for "the abandoned run to die" 100 marker_gone "$m"
-	ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
-	echo "the run died ${ms} ms after its client hung up"
+	hang_up_on "$(port)" "$BATS_TEST_TMPDIR/req" "$m" run
 	((ms < 3000))
 	wait_for "the worker to log it" 100 grep -q "the client left during the run" \
 		"$STACK_DIR/logs/pool.log"
@@ -277,7 +265,7 @@ print(round(time.monotonic() - t))' "$(port)"
 	assert_equal "$(header Retry-After)" 1
 	assert_equal "$(header Codebox-Busy)" pool
 	assert [ -n "$(header X-Request-Id)" ]
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/body")" \
+	assert_equal "$reply" \
 		'{"error":"sandbox_busy","message":"all execution slots are in use; retry shortly"}'
 	((ms < 1000))
 	run -0 grep -c "all 2 execution slots are in use: 429" "$STACK_DIR/logs/pool.log"
@@ -340,9 +328,8 @@ ms_since() {
 	wait_for "the lock to be held" 100 grep -qsx locked "$BATS_TEST_TMPDIR/wedge.out"
 	# readiness goes through the lock: 503 JSON, in about SLOTS_LOCK_WAIT_MS (1 s)
 	t0=$EPOCHREALTIME
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --max-time 20 "$BASE/readyz")
+	request --max-time 20 "$BASE/readyz"
 	ms=$(ms_since "$t0")
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
 	assert_equal "$code" 503
 	assert_equal "$(field .error)" sandbox_unavailable
 	assert_equal "$(field .message)" "the sandbox cannot admit runs: its admission lock is stuck; see the service log"
@@ -355,7 +342,6 @@ ms_since() {
 	t0=$EPOCHREALTIME
 	post '{"code":"print(1)"}'
 	ms=$(ms_since "$t0")
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
 	assert_equal "$code" 503
 	assert_equal "$(field .error)" sandbox_unavailable
 	((ms < 4000)) || fail "/execute took $ms ms"
@@ -445,10 +431,9 @@ ms_since() {
 @test "body: one limit and one message, from nginx and from the pool alike" {
 	local want='{"error":"request_too_large","message":"the request body is larger than this server accepts (at most 1048576 bytes)"}'
 	head -c 1048577 /dev/zero | tr '\0' ' ' >"$BATS_TEST_TMPDIR/big"
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/big" \
-		-H 'Content-Type: application/json' "$BASE/execute")
+	request --data-binary @"$BATS_TEST_TMPDIR/big" -H 'Content-Type: application/json' "$BASE/execute"
 	assert_equal "$code" 413
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/body")" "$want"
+	assert_equal "$reply" "$want"
 	if ((EUID != 0)) || [[ ! -w $STACK_DIR/fcgi.sock ]]; then
 		skip "the socket is not ours to reach"
 	fi
@@ -458,8 +443,7 @@ ms_since() {
 	assert_output --partial "$want"
 	# one byte less is not too large (it is merely not JSON)
 	head -c 1048576 /dev/zero | tr '\0' ' ' >"$BATS_TEST_TMPDIR/max"
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -w '%{http_code}' --data-binary @"$BATS_TEST_TMPDIR/max" \
-		-H 'Content-Type: application/json' "$BASE/execute")
+	request --data-binary @"$BATS_TEST_TMPDIR/max" -H 'Content-Type: application/json' "$BASE/execute"
 	assert_equal "$code" 400
 }
 
@@ -615,10 +599,8 @@ for n, line in enumerate(open(sys.argv[1], errors="replace"), 1):
 	local n=0
 	mkdir "$SMALL_DISK/fill"
 	while ((n < 10000)) && : >"$SMALL_DISK/fill/$n" 2>/dev/null; do n=$((n + 1)); done
-	run -0 curl -s --max-time 60 -o "$BATS_TEST_TMPDIR/agent" -w '%{http_code}' \
-		-H 'Content-Type: application/json' -d '{"command": "echo hi"}' "$AGENT_BASE/execute"
-	assert_equal "$output" 503
-	reply=$(cat "$BATS_TEST_TMPDIR/agent")
+	request -H 'Content-Type: application/json' -d '{"command": "echo hi"}' "$AGENT_BASE/execute"
+	assert_equal "$code" 503
 	assert_equal "$(field .error)" sandbox_unavailable
 	assert_equal "$(field .message)" "the service cannot admit commands right now (its runtime directory could not be written); retry shortly"
 	# room again: the next command runs
@@ -654,7 +636,7 @@ nginx_busy_above() {
 	assert_equal "$code" 429
 	assert_equal "$(header Retry-After)" 1
 	assert_equal "$(header Codebox-Busy)" nginx
-	assert_equal "$(cat "$BATS_TEST_TMPDIR/body")" \
+	assert_equal "$reply" \
 		'{"error":"sandbox_busy","message":"all execution slots are in use; retry shortly"}'
 	run -1 grep -c "execution slots are in use: 429" "$STACK_DIR/logs/pool.log"
 	wait_for "nginx's 429 counted" 50 nginx_busy_above "$busy_before"

@@ -214,19 +214,11 @@ nginx_read_all() {
 }
 
 @test "agent admission: a client that hangs up on a command has it killed at once, the workspace freed" {
-	local m="codebox-agent-abandon-$RANDOM$RANDOM" client t0 ms
+	local m="codebox-agent-abandon-$RANDOM$RANDOM" ms
 	jq -cn --arg c "echo started > hangup-started; exec python -c 'import time; time.sleep(50)' $m" \
 		'{command: $c}' >"$BATS_TEST_TMPDIR/req"
 	agent_run 'rm -f hangup-started'
-	"$PY" "$CLIENTS" hangup "$(agent_port)" "@$BATS_TEST_TMPDIR/req" 60 3>&- &
-	client=$!
-	wait_for "the command to start" 100 pgrep -f -- "$m"
-	t0=$EPOCHREALTIME
-	kill "$client"
-	wait "$client" || true
-	wait_for "the abandoned command to die" 100 marker_gone "$m"
-	ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
-	echo "the command died ${ms} ms after its client hung up"
+	hang_up_on "$(agent_port)" "$BATS_TEST_TMPDIR/req" "$m" command
 	((ms < 1000))
 	wait_for "the worker to log it" 100 grep -q "agent: the client left during the run" \
 		"$STACK_DIR/logs/pool.log"

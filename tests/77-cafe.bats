@@ -27,7 +27,7 @@ teardown() {
 # the transcript of a café run that got its answer from the program's result.json
 assert_cafe_solved() {
 	assert_line --index 0 --partial 'system:      tool available: code_executor'
-	assert_line --partial 'tool_use:    code_executor {"code":"import json'
+	assert_line --partial 'tool_use:    code_executor {"code":"# The café problem: three orders'
 	assert_line --regexp '^tool_result: \{"status":"succeeded".*"result":\{"coffee":3\.0,"tea":2\.0,"cake":5\.0\}'
 	assert_line --index -1 'coffee 3.00, tea 2.00, cake 5.00'
 }

@@ -26,7 +26,8 @@ teardown_file() {
 	rm -rf "$TOKENS_DIR"
 }
 
-# status METHOD URL [curl args...]: the HTTP status; the body in $BATS_TEST_TMPDIR/body
+# status METHOD URL [curl args...]: the HTTP status; the body in $BATS_TEST_TMPDIR/body (where a
+# test reads the body too, it calls request, which sets $code and $reply)
 status() {
 	local m=$1 u=$2
 	shift 2
@@ -40,8 +41,8 @@ status() {
 		"POST $BASE/mcp" "GET $BASE/nowhere" "GET $BASE/execute" "POST $AGENT/execute" \
 		"GET $AGENT/list/" "GET $AGENT/"; do
 		# shellcheck disable=SC2086
-		assert_equal "$(status $r -d '{"code":"print(1)"}')" 401
-		reply=$(cat "$BATS_TEST_TMPDIR/body")
+		request -X $r -d '{"code":"print(1)"}'
+		assert_equal "$code" 401
 		assert_equal "$(field .error)" unauthorized
 		run -0 grep -i '^WWW-Authenticate: Bearer realm="codebox"' "$BATS_TEST_TMPDIR/headers"
 	done
@@ -58,8 +59,8 @@ status() {
 	assert_equal "$(status POST "$BASE/execute" -H "Authorization: Bearer ${TOKEN_A:0:20}" -d '{"code":"print(1)"}')" 401
 	local t
 	for t in "$TOKEN_A" "$TOKEN_B"; do
-		assert_equal "$(status POST "$BASE/execute" -H "Authorization: Bearer $t" -d '{"code":"print(6 * 7)"}')" 200
-		reply=$(cat "$BATS_TEST_TMPDIR/body")
+		request -H "Authorization: Bearer $t" -d '{"code":"print(6 * 7)"}' "$BASE/execute"
+		assert_equal "$code" 200
 		assert_equal "$(field .stdout)" 42
 	done
 	assert_equal "$(status POST "$AGENT/execute" -H "authorization: bearer $TOKEN_B" \
@@ -81,14 +82,14 @@ status() {
 	local sid
 	sid=$(jq -r .id "$BATS_TEST_TMPDIR/body")
 	assert_equal "$(status POST "$BASE/sessions/$sid/execute" -H "Authorization: Bearer $TOKEN_A" -d '{"code":"mine = 1"}')" 200
-	assert_equal "$(status POST "$BASE/sessions/$sid/execute" -H "Authorization: Bearer $TOKEN_B" -d '{"code":"mine"}')" 404
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	request -H "Authorization: Bearer $TOKEN_B" -d '{"code":"mine"}' "$BASE/sessions/$sid/execute"
+	assert_equal "$code" 404
 	assert_equal "$(field .error)" not_found
 	assert_equal "$(status GET "$BASE/sessions/$sid" -H "Authorization: Bearer $TOKEN_B")" 404
 	assert_equal "$(status DELETE "$BASE/sessions/$sid" -H "Authorization: Bearer $TOKEN_B")" 404
 	assert_equal "$(status GET "$BASE/sessions/$sid")" 401
-	assert_equal "$(status POST "$BASE/sessions/$sid/execute" -H "Authorization: Bearer $TOKEN_A" -d '{"code":"mine"}')" 200
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	request -H "Authorization: Bearer $TOKEN_A" -d '{"code":"mine"}' "$BASE/sessions/$sid/execute"
+	assert_equal "$code" 200
 	assert_equal "$(field .value)" 1
 	# the records hold a salted hash of the token's hash, never the token
 	run grep -rlc -- "codebox-token-" "$STACK_DIR/runs" "$STACK_DIR/logs"

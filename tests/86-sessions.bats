@@ -29,11 +29,9 @@ teardown() {
 
 # sreq METHOD PATH [BODY]: a request to the sessions API; sets $code and $reply
 sreq() {
-	local args=(-s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}'
-		--max-time 60 -X "$1")
+	local args=(-X "$1")
 	[[ -n ${3:-} ]] && args+=(-H 'Content-Type: application/json' --data-binary "$3")
-	code=$(curl "${args[@]}" "$BASE$2")
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+	request "${args[@]}" "$BASE$2"
 }
 
 # session_new [BODY]: makes a session; its id in $sid

@@ -105,64 +105,18 @@ def cmd_hangup(port, body, seconds):
     s.close()
 
 
-def cmd_slowbody(port, n, seconds):
+def slow_clients(port, n, head, drip, seconds, stop=(), announce=False):
+    """n connections that send head, then drip every 2 s until seconds pass (or stop holds
+    something): prints each one's fate, "status NNN" (the first answer's), "closed" or "open"."""
     n = int(n)
     socks = []
     for _ in range(n):
         s = socket.create_connection((HOST, int(port)), timeout=10)
-        s.sendall(
-            b"POST /execute HTTP/1.1\r\nHost: codebox\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000\r\n\r\n{"
-        )
+        s.sendall(head)
         s.setblocking(False)
         socks.append(s)
-    state = ["open"] * n
-    end = time.monotonic() + float(seconds)
-    while time.monotonic() < end:
-        for i, s in enumerate(socks):
-            if state[i] != "open":
-                continue
-            try:
-                data = s.recv(4096)
-                if not data:
-                    state[i] = "closed"
-                    continue
-                parts = data.split(b" ", 2)
-                state[i] = "status " + parts[1].decode() if len(parts) > 1 else "closed"
-                continue
-            except BlockingIOError:
-                pass
-            except OSError:
-                state[i] = "closed"
-                continue
-            try:
-                s.send(b" ")
-            except OSError:
-                state[i] = "closed"
-        time.sleep(min(2.0, max(0.0, end - time.monotonic())))
-    for s in socks:
-        s.close()
-    for st in state:
-        print(st)
-
-
-def cmd_slowupload(port, n, seconds):
-    import signal
-
-    n = int(n)
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    socks = []
-    for _ in range(n):
-        s = socket.create_connection((HOST, int(port)), timeout=10)
-        s.sendall(
-            b"POST /upload HTTP/1.1\r\nHost: codebox\r\n"
-            b"Content-Type: multipart/form-data; boundary=XX\r\n"
-            b"Content-Length: 1000000\r\n\r\n--XX\r\n"
-        )
-        s.setblocking(False)
-        socks.append(s)
-    print("sent", n, flush=True)
+    if announce:
+        print("sent", n, flush=True)
     state = ["open"] * n
     end = time.monotonic() + float(seconds)
     while time.monotonic() < end and not stop:
@@ -183,7 +137,7 @@ def cmd_slowupload(port, n, seconds):
                 state[i] = "closed"
                 continue
             try:
-                s.send(b"x")
+                s.send(drip)
             except OSError:
                 state[i] = "closed"
         for _ in range(20):  # 2 s, in steps that notice SIGTERM
@@ -194,6 +148,23 @@ def cmd_slowupload(port, n, seconds):
         s.close()
     for st in state:
         print(st)
+
+
+def cmd_slowbody(port, n, seconds):
+    slow_clients(port, n,
+                 b"POST /execute HTTP/1.1\r\nHost: codebox\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 1000\r\n\r\n{", b" ", seconds)
+
+
+def cmd_slowupload(port, n, seconds):
+    import signal
+
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    slow_clients(port, n,
+                 b"POST /upload HTTP/1.1\r\nHost: codebox\r\n"
+                 b"Content-Type: multipart/form-data; boundary=XX\r\n"
+                 b"Content-Length: 1000000\r\n\r\n--XX\r\n", b"x", seconds, stop, announce=True)
 
 
 def cmd_trickle(port, body, interval, framing="length"):

@@ -15,15 +15,13 @@ mcp_client() {
 	"$MCP_NODE" "$MCP_ROOT/tests/helpers/mcp_client.mjs" "$@"
 }
 
-# mcp BODY [curl args...]: POSTs BODY to /mcp; sets $code, and $reply to the body
-# shellcheck disable=SC2034 # code and reply are read by the tests
+# mcp BODY [curl args...]: POSTs BODY to /mcp through request (tests/helpers/stack.bash); sets
+# $code, and $reply to the body
 mcp() {
 	local body=$1
 	shift
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/mcp" -D "$BATS_TEST_TMPDIR/headers" -w '%{http_code}' \
-		--max-time 60 -H 'Content-Type: application/json' \
-		-H 'Accept: application/json, text/event-stream' --data-binary @- "$@" "$BASE/mcp" <<<"$body")
-	reply=$(cat "$BATS_TEST_TMPDIR/mcp")
+	request -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+		--data-binary @- "$@" "$BASE/mcp" <<<"$body"
 }
 
 # call ID ARGUMENTS [curl args...]: tools/call of the one tool

@@ -24,6 +24,7 @@ request goes to stderr. SIGTERM stops it.
 """
 import argparse
 import json
+import os
 import re
 import signal
 import sys
@@ -32,15 +33,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 MAX_REQUESTS = 4
 MAX_BODY_BYTES = 4 << 20
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-PROGRAM = """import json
-import numpy as np
-
-a = np.array([[2, 1, 1], [1, 3, 2], [3, 2, 1]], dtype=float)
-b = np.array([13.0, 19.0, 18.0])
-c, t, k = np.linalg.solve(a, b)
-json.dump({"coffee": round(float(c), 2), "tea": round(float(t), 2), "cake": round(float(k), 2)},
-          open("result.json", "w"))
-print("solved")"""
+# the tool call's program: the café program's one copy (tests/programs/cafe.py, which the
+# scripted model of scripts/cafe-agent sends as it is), and a last line of the stand-in's own, on
+# purpose: by it tests/77-cafe.bats tells that the call was the stand-in's, not the scripted model's
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "programs",
+                       "cafe.py"), encoding="utf-8") as _f:
+    PROGRAM = _f.read() + 'print("solved")\n'
 
 
 class Refusal(Exception):
@@ -90,12 +88,16 @@ def answer_from(result_text):
     return "coffee %.2f, tea %.2f, cake %.2f" % (prices["coffee"], prices["tea"], prices["cake"])
 
 
-class Anthropic:
-    path = "/v1/messages"
-    call_id = "toolu_stub_01"
+class Api:
+    """What both stand-ins keep: the tool they expect, the key, their first answer, the turn."""
 
     def __init__(self, tool, key):
         self.tool, self.key, self.turn1, self.turn = tool, key, None, 0
+
+
+class Anthropic(Api):
+    path = "/v1/messages"
+    call_id = "toolu_stub_01"
 
     def error(self, r):
         return {"type": "error", "error": {"type": r.etype, "message": r.message}}
@@ -152,12 +154,9 @@ class Anthropic:
                 "usage": {"input_tokens": 1, "output_tokens": 1}}
 
 
-class OpenAI:
+class OpenAI(Api):
     path = "/v1/chat/completions"
     call_id = "call_stub_01"
-
-    def __init__(self, tool, key):
-        self.tool, self.key, self.turn1, self.turn = tool, key, None, 0
 
     def error(self, r):
         return {"error": {"message": r.message, "type": r.etype, "param": None, "code": r.code}}

@@ -34,6 +34,16 @@ preload_env() {
 	echo
 }
 
+# stack_ports: sets port, agent_port and metrics_port (the caller's locals) to three free
+# loopback ports, all different
+stack_ports() {
+	port=$(free_port)
+	agent_port=$(free_port)
+	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
+	metrics_port=$(free_port)
+	while [[ $metrics_port == "$port" || $metrics_port == "$agent_port" ]]; do metrics_port=$(free_port); done
+}
+
 # stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
 # answers 200 (bounded: 120 s, and only while the stack is alive).
 stack_start() {
@@ -51,11 +61,7 @@ stack_start() {
 	# not under bats' private temp dir: a root pool runs programs as other uids, which must
 	# be able to reach their working directory (the runtime dir itself is 0711)
 	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
-	port=$(free_port)
-	agent_port=$(free_port)
-	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
-	metrics_port=$(free_port)
-	while [[ $metrics_port == "$port" || $metrics_port == "$agent_port" ]]; do metrics_port=$(free_port); done
+	stack_ports
 	# concurrent stacks (other suites, other checkouts) never share run uids: each takes a
 	# range of 256 derived from its port, which no other live stack holds
 	# warm stacks preload numpy alone unless the suite asks for the default five
@@ -148,15 +154,22 @@ stack_teardown() {
 	fi
 }
 
-# post BODY [curl args...]: POST /execute with a raw body. Sets $code (HTTP status), and
-# leaves the body in $BATS_TEST_TMPDIR/body and the headers in $BATS_TEST_TMPDIR/headers.
-# shellcheck disable=SC2034 # code is read by the tests
+# request [curl args...] URL: one HTTP request (bounded: 60 s, unless the args bound it
+# otherwise). Sets $code (the HTTP status) and $reply (the body); leaves the body in
+# $BATS_TEST_TMPDIR/body and the headers in $BATS_TEST_TMPDIR/headers (see header).
+# shellcheck disable=SC2034 # code and reply are read by the tests
+request() {
+	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" \
+		-w '%{http_code}' --max-time 60 "$@")
+	reply=$(cat "$BATS_TEST_TMPDIR/body")
+}
+
+# post BODY [curl args...]: POST /execute with a raw JSON body, through request: sets $code
+# and $reply.
 post() {
 	local body=$1
 	shift
-	code=$(curl -s -o "$BATS_TEST_TMPDIR/body" -D "$BATS_TEST_TMPDIR/headers" \
-		-w '%{http_code}' --max-time 60 -H 'Content-Type: application/json' \
-		--data-binary @- "$@" "$BASE/execute" <<<"$body")
+	request -H 'Content-Type: application/json' --data-binary @- "$@" "$BASE/execute" <<<"$body"
 }
 
 # execute CODE [JQ-EXTRA]: runs CODE; JQ-EXTRA is a jq object merged into the body, e.g.
@@ -165,7 +178,13 @@ execute() {
 	local body
 	body=$(jq -cn --arg code "$1" "{code: \$code} + (${2:-{\}})")
 	post "$body"
-	reply=$(cat "$BATS_TEST_TMPDIR/body")
+}
+
+# answers_42 [curl args...]: POSTs print(6 * 7), which must answer 200 with stdout 42.
+answers_42() {
+	post '{"code":"print(6 * 7)"}' "$@"
+	assert_equal "$code" 200
+	assert_equal "$(field .stdout)" 42
 }
 
 # execute_file NAME [JQ-EXTRA]: runs tests/programs/NAME.
@@ -263,10 +282,17 @@ worker_pids() {
 # while it retires its successor, or once that serves the retired one, ending; and one whose
 # zygote died (the pool's child, until a zygote serves the tier again).
 heavy_pids() {
-	local z p
-	for z in $(zygote_pid) "$(pool_pid)"; do
-		for p in $(pgrep -P "$z"); do
-			[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-heavy ]] && echo "$p"
+	# shellcheck disable=SC2046 # one pid a word
+	children_named codebox-heavy $(zygote_pid) "$(pool_pid)"
+}
+
+# children_named COMM PARENT...: the children of the PARENTs whose name is COMM, one a line
+children_named() {
+	local comm=$1 parent p
+	shift
+	for parent in "$@"; do
+		for p in $(pgrep -P "$parent"); do
+			[[ $(cat "/proc/$p/comm" 2>/dev/null) == "$comm" ]] && echo "$p"
 		done
 	done
 	return 0
@@ -274,23 +300,14 @@ heavy_pids() {
 
 # zygote_pid: the warm zygote of this stack (none when runs are cold).
 zygote_pid() {
-	local p
-	for p in $(pgrep -P "$(pool_pid)"); do
-		[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-zygote ]] && echo "$p"
-	done
-	return 0
+	children_named codebox-zygote "$(pool_pid)"
 }
 
 # template_pids: the zygote's light templates (the serving one, a successor, a retired one), and
 # one whose zygote died (the pool's child until a zygote serves the tier again).
 template_pids() {
-	local z p
-	for z in $(zygote_pid) "$(pool_pid)"; do
-		for p in $(pgrep -P "$z"); do
-			[[ $(cat "/proc/$p/comm" 2>/dev/null) == codebox-warm ]] && echo "$p"
-		done
-	done
-	return 0
+	# shellcheck disable=SC2046 # one pid a word
+	children_named codebox-warm $(zygote_pid) "$(pool_pid)"
 }
 
 # init_worker INIT: the worker of the run whose init is INIT: its parent (cold), or the worker
@@ -312,13 +329,8 @@ init_worker() {
 # box_inits: the inits of every sandbox of this stack (the children named codebox-init of its
 # workers, of its templates, and of the pool, which inherits those of a template that ended).
 box_inits() {
-	local p c
-	for p in $(worker_pids) $(template_pids) $(heavy_pids) "$(pool_pid)"; do
-		for c in $(pgrep -P "$p"); do
-			[[ $(cat "/proc/$c/comm" 2>/dev/null) == codebox-init ]] && echo "$c"
-		done
-	done
-	return 0
+	# shellcheck disable=SC2046 # one pid a word
+	children_named codebox-init $(worker_pids) $(template_pids) $(heavy_pids) "$(pool_pid)"
 }
 
 # marker_gone MARKER: no process has MARKER on its command line (a function, so that no
@@ -426,6 +438,23 @@ run_leftovers_look() {
 		echo "more warm sandboxes ($inits) than workers ($workers)" >&2
 		return 1
 	fi
+}
+
+# hang_up_on PORT REQ-FILE MARKER WHAT: a client (tests/helpers/clients.py hangup) sends the
+# request in REQ-FILE to PORT and hangs up once the program with MARKER on its command line (the
+# WHAT: run, command) runs; waits for that program to die, and sets ms (the caller's local) to
+# how long it lived after the hang-up.
+hang_up_on() {
+	local client t0
+	"$PY" "$ROOT/tests/helpers/clients.py" hangup "$1" "@$2" 60 3>&- &
+	client=$!
+	wait_for "the $4 to start" 100 pgrep -f -- "$3"
+	t0=$EPOCHREALTIME
+	kill "$client"
+	wait "$client" || true
+	wait_for "the abandoned $4 to die" 100 marker_gone "$3"
+	ms=$(((${EPOCHREALTIME/./} - ${t0/./}) / 1000))
+	echo "the $4 died ${ms} ms after its client hung up"
 }
 
 # marker_body MARKER PYCODE: a request body whose program becomes `python3 -c PYCODE MARKER`,

@@ -2,6 +2,8 @@
 #   2 coffees + 1 tea  + 1 cake  = 13.00
 #   1 coffee  + 3 teas + 2 cakes = 19.00
 #   3 coffees + 2 teas + 1 cake  = 18.00
+# (The one copy: scripts/cafe-agent's scripted model and the model stand-in of
+# tests/helpers/model_stub.py send this file as their tool call.)
 import json
 
 import numpy as np
