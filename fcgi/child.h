@@ -9,7 +9,7 @@
 #include <sys/types.h>
 
 #include "mounts.h"
-#include "run.h"
+#include "runconfig.h"
 #include "sandbox.h"
 
 /* What a run's child is given: its sandbox spec and the storage the spec points into. */

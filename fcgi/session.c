@@ -96,8 +96,10 @@ rec_name(const char *id, const char *ext, char *name, size_t len)
 	snprintf(name, len, "%s.%s", id, ext);
 }
 
-/* FNV-1a over the salt and the header, twice, each from its own basis: 128 bits. The header
- * is an operator's token nginx already checked; this only binds a session to it. */
+/* FNV-1a over the salt and auth, twice, each from its own basis: 126 bits (each half's low bit
+ * is set, so that no hash is zero). auth is CODEBOX_TOKEN_ID, the SHA-1 of the bearer token
+ * nginx's module already checked (the pool never sees the token); this only binds a session
+ * to it. */
 static void
 token_hash(const uint8_t salt[16], const char *auth, uint64_t out[2])
 {

@@ -11,7 +11,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "proc.h"
-#include "run.h"
+#include "runconfig.h"
 #include "seccomp.h"
 #include "tier.h"
 #include "util.h"

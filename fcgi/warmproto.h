@@ -1,6 +1,7 @@
 /*
  * warmproto.h - what the pool's processes and the warm processes say to each other. Private to
- * warm.c (the supervisor's and the workers' side), zygote.c and template.c.
+ * warm.c (the supervisor's and the workers' side), zygote.c and template.c, and main.c (the
+ * zygote's argument, WARM_ZYGOTE_ARG).
  *
  *   supervisor ──zygote socket (SOCK_SEQPACKET)──▶ zygote
  *       one struct warm_zygote_config with the tiers' serving sockets and the sandbox's /etc
@@ -20,7 +21,7 @@
 #include <linux/filter.h>
 #include <stdint.h>
 
-#include "warm.h"
+#include "warmsettings.h"
 
 /* The zygote is the pool's own binary run again as: codebox-pool WARM_ZYGOTE_ARG, with its
  * socket to the supervisor at fd WARM_ZYGOTE_FD. */
