@@ -345,28 +345,26 @@ static void
 agent_notes(const struct agent_config *ac, const struct limits *l, const struct run_outcome *o,
             char **err, size_t *err_len)
 {
-	char note[512] = "";
-	int k = 0;
-	/* each note on a line of its own */
-#define AGENT_NL (k == 0 && *err_len && (*err)[*err_len - 1] != '\n' ? "\n" : "")
+	/* the notes begin on a line of their own */
+	const char *nl = *err_len && (*err)[*err_len - 1] != '\n' ? "\n" : "";
+	char note[512];
+	int lead = snprintf(note, sizeof(note), "%s", nl), k = lead;
 
 	if (capture_truncated(&o->out))
-		k +=
-		    snprintf(note + k, sizeof(note) - (size_t)k,
-		             "%scodebox: stdout was truncated to its first %zu bytes (of %llu)\n",
-		             AGENT_NL, l->max_stdout_bytes, (unsigned long long)o->out.total_bytes);
-	if (capture_truncated(&o->err))
-		k +=
-		    snprintf(note + k, sizeof(note) - (size_t)k,
-		             "%scodebox: stderr was truncated to its first %zu bytes (of %llu)\n",
-		             AGENT_NL, l->max_stderr_bytes, (unsigned long long)o->err.total_bytes);
-	if (o->status == RUN_TIMED_OUT)
 		k += snprintf(note + k, sizeof(note) - (size_t)k,
-		              "%scodebox: the command timed out after %.3g seconds and was killed "
-		              "with everything it started\n",
-		              AGENT_NL, (double)ac->timeout_ms / 1000);
-#undef AGENT_NL
-	if (k > 0) {
+		              "codebox: stdout was truncated to its first %zu bytes (of %llu)\n",
+		              l->max_stdout_bytes, (unsigned long long)o->out.total_bytes);
+	if (capture_truncated(&o->err))
+		k += snprintf(note + k, sizeof(note) - (size_t)k,
+		              "codebox: stderr was truncated to its first %zu bytes (of %llu)\n",
+		              l->max_stderr_bytes, (unsigned long long)o->err.total_bytes);
+	if (o->status == RUN_TIMED_OUT)
+		k += snprintf(
+		    note + k, sizeof(note) - (size_t)k,
+		    "codebox: the command timed out after %.3g seconds and was killed with "
+		    "everything it started\n",
+		    (double)ac->timeout_ms / 1000);
+	if (k > lead) {
 		struct buf e = {*err, *err_len, *err_len};
 		/* out of memory: the command's own stderr, without them */
 		(void)buf_put(&e, note, (size_t)k);
@@ -377,15 +375,15 @@ agent_notes(const struct agent_config *ac, const struct limits *l, const struct 
 
 /* Port 8888's admission (serve.h): the workspace's lock, one command or upload at a time. */
 static enum serve_ran
-agent_lock_take(void *ctx)
+agent_lock_take(const void *ctx)
 {
-	return flock(*(int *)ctx, LOCK_EX | LOCK_NB) == 0 ? SERVE_RAN : SERVE_BUSY;
+	return flock(*(const int *)ctx, LOCK_EX | LOCK_NB) == 0 ? SERVE_RAN : SERVE_BUSY;
 }
 
 static void
-agent_lock_give(void *ctx)
+agent_lock_give(const void *ctx)
 {
-	flock(*(int *)ctx, LOCK_UN);
+	flock(*(const int *)ctx, LOCK_UN);
 }
 
 /* POST /execute: {"command": "..."} run in a fresh sandbox on the workspace (serve_run()). */

@@ -246,8 +246,7 @@ files_parse(json_t *v, unsigned long long max_bytes, char **blob, size_t *blob_l
 		}
 		free(decoded);
 	}
-	*blob = b.p;
-	*blob_len = b.len;
+	*blob = buf_take(&b, blob_len);
 	*count = n;
 	return 0;
 invalid:
@@ -407,8 +406,7 @@ files_manifest(const char *inputs, size_t len, char **manifest, size_t *manifest
 			return -1;
 		}
 	}
-	*manifest = b.p;
-	*manifest_len = b.len;
+	*manifest = buf_take(&b, manifest_len);
 	return 0;
 }
 
@@ -679,8 +677,7 @@ out:
 		errno = ENOMEM;
 		return -1;
 	}
-	*blob = b.p;
-	*len = b.len;
+	*blob = buf_take(&b, len);
 	return 0;
 }
 

@@ -63,14 +63,6 @@ jsonw_end(struct jsonw *w)
 	return total;
 }
 
-static bool
-jsonw_reserve(struct jsonw *w, size_t n)
-{
-	if (!w->failed && buf_reserve(&w->b, n) < 0)
-		w->failed = true;
-	return !w->failed;
-}
-
 void
 jsonw_raw(struct jsonw *w, const char *s, size_t n)
 {
@@ -91,9 +83,8 @@ jsonw_raw(struct jsonw *w, const char *s, size_t n)
 			return;
 		}
 	}
-	if (!jsonw_reserve(w, n))
-		return;
-	(void)buf_put(&w->b, s, n); /* reserved */
+	if (w->failed || buf_put(&w->b, s, n) < 0)
+		w->failed = true;
 }
 
 void
@@ -208,6 +199,7 @@ char *
 jsonw_take(struct jsonw *w, size_t *len)
 {
 	char *out;
+	size_t n;
 
 	if (!w->failed && w->b.p == NULL)
 		jsonw_raw(w, "", 0);
@@ -215,9 +207,9 @@ jsonw_take(struct jsonw *w, size_t *len)
 		jsonw_free(w);
 		return NULL;
 	}
-	out = w->b.p;
+	out = buf_take(&w->b, &n);
 	if (len != NULL)
-		*len = w->b.len;
+		*len = n;
 	memset(w, 0, sizeof(*w));
 	return out;
 }

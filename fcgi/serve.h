@@ -27,9 +27,9 @@ enum serve_ran {
  * never waited for; SERVE_STUCK when it cannot be told in a bounded wait), give() back the
  * moment the run is over, before its answer leaves. */
 struct serve_admission {
-	enum serve_ran (*take)(void *ctx);
-	void (*give)(void *ctx);
-	void *ctx;
+	enum serve_ran (*take)(const void *ctx);
+	void (*give)(const void *ctx);
+	const void *ctx;
 };
 
 /* What a port is, to its runs. */

@@ -270,16 +270,11 @@ static char *const zygote_envp[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
                                     "MKL_NUM_THREADS=1",
                                     NULL};
 
-/* Kills z (the pool's loop reaps it): its record says so, or is forgotten if the kill had
- * nothing to kill. */
+/* Kills z (the pool's loop reaps it, and then forgets its record). */
 static void
 zygote_kill(struct warm_proc *z)
 {
 	util_close_fd(&z->sock);
-	if (z->pid <= 0) {
-		warm_proc_forget(z);
-		return;
-	}
 	proc_kill(z->pid, SIGKILL, "a zygote");
 	z->role = WARM_KILLED;
 	z->tiers = 0;
@@ -542,14 +537,12 @@ zygote_started(struct warm_proc *z)
 
 	if (zygote_read_ready(z, &retry, &tiers) == 1) {
 		log_msg(LOG_INFO, "a new zygote serves (pid %d)", (int)z->pid);
-		if (cur != NULL && cur->pid > 0) {
+		if (cur != NULL) {
 			if ((old = warm_proc_role(WARM_RETIRED)) != NULL)
 				zygote_kill(old);
 			util_close_fd(&cur->sock);
 			cur->role = WARM_RETIRED;
 			cur->tiers = 0;
-		} else if (cur != NULL) {
-			warm_proc_forget(cur);
 		}
 		z->role = WARM_SERVING;
 		z->tiers = tiers;

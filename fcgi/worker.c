@@ -171,7 +171,7 @@ worker_send_message(FCGX_Request *req, struct stream_sse *sse, int status, const
 /* Port 8080's admission (serve.h): one of the pool's execution slots, which the pool, not
  * nginx, is the authority on: it knows what runs. */
 static enum serve_ran
-worker_slot_take(void *ctx)
+worker_slot_take(const void *ctx)
 {
 	const struct worker_request *w = ctx;
 
@@ -194,7 +194,7 @@ worker_slot_take(void *ctx)
 }
 
 static void
-worker_slot_give(void *ctx)
+worker_slot_give(const void *ctx)
 {
 	const struct worker_request *w = ctx;
 
@@ -218,7 +218,7 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
            enum artifacts_want want, enum metrics_port port, const struct worker_session *ses,
            struct stream_sse *sse, struct run_outcome *o)
 {
-	const struct serve_admission admit = {worker_slot_take, worker_slot_give, (void *)w};
+	const struct serve_admission admit = {worker_slot_take, worker_slot_give, w};
 	/* port 8080's runs tell no exit code the program did not give */
 	const struct serve_port p = {port, &w->wc->history, -1, -1, -1};
 	struct serve_req q = {
