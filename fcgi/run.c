@@ -462,7 +462,6 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
 	for (int heavy = caps->heavy; box->pid < 0 && heavy >= 0; heavy--) {
 		int fds[CHILD_FD_COUNT] = {p[0][1], p[1][1], p[2][1], p[3][0], p[4][1]};
 		char wwhy[256];
-
 		bool serving = warm_serving();
 
 		box->pid = warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,

@@ -159,6 +159,47 @@ open("new.txt", "w").write("fresh")' '{artifacts: true}'
 	sreq DELETE "/sessions/$b"
 }
 
+@test "sessions: a cell shares no page, no layout, no AT_RANDOM and no runtime path with the pool" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	[[ -n ${STACK_DIR:-} ]] || skip "an external stack: its runtime directory is not this shell's"
+	run -0 curl -s --max-time 10 "$BASE/isolation"
+	[[ $(jq -r .details.privateProc <<<"$output") == true ]] || skip "no /proc of its own in a session here"
+	local nginx guards half=$((${#STACK_DIR} / 2)) mine s
+	nginx=$(stack_nginx_pid)
+	# the pool's supervisor, every worker, nginx's master and workers
+	# shellcheck disable=SC2046
+	guards=$("$PY" "$ROOT/tests/programs/layout.py" "$(pool_pid)" $(worker_pids) "$nginx" $(pgrep -P "$nginx"))
+	jq -e 'length > 4 and all(.random != null)' <<<"$guards"
+	# two sessions (the heavy tier's boxes), the same attacks as a run's (40-attacks)
+	for s in 1 2; do
+		session_new
+		run_in "$sid" "$(cat "$ROOT/tests/programs/attacks/shared-pages.py")"
+		assert_equal "$(field .status)" succeeded
+		# only the C library's read-only views of system files: no page it could write is
+		# shared with the pool or with another session
+		jq -e 'all(.perms == "r--s" and (.path | startswith("/usr/")))' <<<"$(field .stdout)"
+		run_in "$sid" "$(cat "$ROOT/tests/programs/layout.py")"
+		assert_equal "$(field .status)" succeeded
+		mine=$(field .stdout)
+		jq -e 'length == 1 and .[0].random != null and .[0].libc != null' <<<"$mine"
+		jq -e --argjson g "$guards" '.[0] as $r | [$g[] | select(.random == $r.random
+			or (.libc != null and .libc == $r.libc) or (.heap != null and .heap == $r.heap)
+			or (.libpython != null and .libpython == $r.libpython)
+			or (.exe != null and .exe == $r.exe))] | length == 0' <<<"$mine" || {
+			echo "the cell: $mine" >&2
+			echo "the guards: $guards" >&2
+			return 1
+		}
+		run_in "$sid" "$(cat "$ROOT/tests/programs/memory-scan.py")" \
+			"$(jq -cn --arg a "${STACK_DIR:0:half}" --arg b "${STACK_DIR:half}" '{stdin: ($a + "\n" + $b)}')"
+		assert_equal "$(field .status)" succeeded
+		run -0 jq -e '.found == 0 and .scanned_mb > 5' <<<"$(field .stdout)"
+	done
+	# and the sessions still serve
+	run_in "$sid" '6 * 7'
+	assert_equal "$(field .value)" 42
+}
+
 @test "sessions: the deadline interrupts a cell (KeyboardInterrupt) and the session lives on" {
 	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
 	session_new
