@@ -180,15 +180,17 @@ asan-run:
 	    bats --print-output-on-failure tests/
 
 # make test's three lanes, the same passes cut for time: the warm pass (but WARM_B); the
-# sanitizer pass in two halves, the first followed by the rest of the warm pass, the second by
-# the cold pass. Each pass is tagged (CODEBOX_TEST_PASS:
+# sanitizer pass in two halves, the first followed by the rest of the warm pass and COLD_B, the
+# second by the rest of the cold pass. Each pass is tagged (CODEBOX_TEST_PASS:
 # 99-leftovers.bats answers for its own pass's pools), and the offline manifest checks
 # (60-deploy.bats, no pool involved) run in the third lane (CODEBOX_MANIFESTS).
 ASAN_A = $(wildcard tests/[0-4]*.bats) tests/99-leftovers.bats
 ASAN_B = $(wildcard tests/[5-8]*.bats) tests/99-leftovers.bats
 ASAN_ENV = CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1
-# the warm pass is the longest lane: two of its suites run after the first sanitizer half
-WARM_B = tests/80-mcp.bats tests/85-fleet.bats tests/86-sessions.bats
+# the first sanitizer half is the shortest: four suites of the warm pass and one of the cold
+# pass run after it, in that lane (balanced by the suites' times in the CI of 2026-12-05)
+WARM_B = tests/70-agent.bats tests/80-mcp.bats tests/85-fleet.bats tests/86-sessions.bats
+COLD_B = tests/86-sessions.bats
 WARM_A = $(filter-out $(WARM_B),$(wildcard tests/*.bats))
 lane-warm:
 	CODEBOX_TEST_PASS=warm CODEBOX_MANIFESTS=elsewhere CODEBOX_POOL=$(CURDIR)/$(POOL) \
@@ -198,11 +200,13 @@ lane-asan-a:
 	    bats --print-output-on-failure $(ASAN_A)
 	CODEBOX_TEST_PASS=warm-b CODEBOX_MANIFESTS=elsewhere CODEBOX_POOL=$(CURDIR)/$(POOL) \
 	    CODEBOX_WARM=1 bats --print-output-on-failure $(WARM_B) tests/99-leftovers.bats
+	CODEBOX_TEST_PASS=cold-b CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 \
+	    bats --print-output-on-failure $(COLD_B) tests/99-leftovers.bats
 lane-asan-b-cold:
 	CODEBOX_TEST_PASS=asan-b CODEBOX_MANIFESTS=here $(ASAN_ENV) \
 	    bats --print-output-on-failure $(ASAN_B)
 	CODEBOX_TEST_PASS=cold CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 \
-	    bats --print-output-on-failure $(COLD_SUITES)
+	    bats --print-output-on-failure $(filter-out $(COLD_B),$(COLD_SUITES))
 
 check: build
 	scripts/check-config.sh nginx/nginx.conf && echo "check-config: nginx/nginx.conf is consistent"

@@ -101,6 +101,7 @@ pod_limits() {
 (cd "$here/deploy" && yamllint -c .yamllint.yaml .)
 
 overlays=("$here/deploy/base" "$here"/deploy/overlays/*)
+typed=() # each overlay's objects as TypeScript, compiled at once after the loop (a compiler start each cost 2 s)
 for dir in "${overlays[@]}"; do
 	name=$(basename "$dir")
 	"$kubectl" kustomize "$dir" >"$out/$name.yaml"
@@ -113,13 +114,14 @@ for dir in "${overlays[@]}"; do
 		mv "$out/$name-derived.yaml" "$out/$name.yaml"
 	fi
 	node "$checks/validate.mjs" "$out/$name.ts" "$out/$name.yaml"
-	tsc ".out/$name.ts"
+	typed+=(".out/$name.ts")
 	# tenancy: only the agent-sandbox overlay (one tenant per pod) serves port 8888
 	tenancy=()
 	[[ $name == agent-sandbox ]] && tenancy=(--agent-sandbox)
 	node "$checks/hardening.mjs" "${tenancy[@]}" "$out/$name.yaml"
 	pod_limits "$out/$name.yaml" "$version"
 done
+tsc "${typed[@]}"
 echo "check-deploy: ${#overlays[@]} overlays render, validate, pass the hardening rules, and their limits fit"
 
 "$here/scripts/gen-seccomp-profile.sh" --check

@@ -174,14 +174,26 @@ refused_logged() {
 }
 
 @test "auth: a reload reads the token file too" {
-	local cur=codebox-token-E-0123456789abcdef new=codebox-token-F-0123456789abcdef nginx
+	local cur=codebox-token-E-0123456789abcdef new=codebox-token-F-0123456789abcdef nginx old_workers
 	tokens_now "$cur"
 	printf '%s\n' "$new" >"$TOKENS.next"
 	mv "$TOKENS.next" "$TOKENS"
 	nginx=$(stack_nginx_pid)
+	old_workers=$(pgrep -P "$nginx" | sort)
 	kill -HUP "$nginx"
-	wait_for "the old token refused" 100 answers "$cur" 401
+	# the reload is over once every worker is new: until then an old worker, which may not
+	# have looked at the file again yet, can take a request beside the new one
+	wait_for "the reload's new workers alone" 300 reloaded "$nginx" "$old_workers"
+	answers "$cur" 401
 	answers "$new" 200
+	assert_equal "$(stack_nginx_pid)" "$nginx"
+}
+
+# reloaded MASTER OLD_WORKERS: MASTER's workers are all new, and there is one at least
+reloaded() {
+	local now
+	now=$(pgrep -P "$1" | sort)
+	[[ -n $now ]] && [[ -z $(comm -12 <(echo "$now") <(echo "$2")) ]]
 }
 
 @test "auth: a token file with a short token, or none, is refused with its line" {
