@@ -76,7 +76,7 @@ usage(FILE *f)
 	        "                    [--run-uid-base UID] [--drain-seconds S]\n"
 	        "                    [--agent-workspace-bytes N] [--nginx-busy-log PATH]\n"
 	        "                    [--ceilings NAME=VALUE,...]\n"
-	        "                    [--pool-memory-bytes BYTES]\n"
+	        "                    [--pool-memory-bytes BYTES] [--probe-cache FILE]\n"
 	        "       codebox-pool --print-agent-timeout-ms | --print-kill-grace-seconds\n"
 	        "       codebox-pool --check-ceilings NAME=VALUE,...\n"
 	        "Serves codebox's FastCGI protocol with a prefork pool of N workers.\n"
@@ -92,7 +92,9 @@ usage(FILE *f)
 	        "A root pool runs programs as host uids UID..UID+N (default 20000): they must\n"
 	        "be this pool's alone; it refuses to start when a process runs under one or\n"
 	        "another pool holds them. --pool-memory-bytes caps all runs together (0, the\n"
-	        "default: 3/4 of the memory of the host or of the pool's container).\n");
+	        "default: 3/4 of the memory of the host or of the pool's container).\n"
+	        "--probe-cache FILE keeps the start-up probe's measure of the promised modules:\n"
+	        "a start that finds their files, and the interpreter's, unchanged imports none.\n");
 }
 
 static long
@@ -482,6 +484,7 @@ fail:
  * sandbox_set_title_area()). */
 struct main_options {
 	const char *socket_path, *runs_dir, *python, *group, *user, *ceilings, *busy_log;
+	const char *probe_cache; /* NULL: the probe imports every promised module */
 	unsigned long long agent_bytes;
 	unsigned long long pool_memory_bytes; /* 0: derived from the memory available */
 };
@@ -518,6 +521,7 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 	    {"socket-user", required_argument, NULL, 'U'},
 	    {"ceilings", required_argument, NULL, 'c'},
 	    {"pool-memory-bytes", required_argument, NULL, 'm'},
+	    {"probe-cache", required_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -588,6 +592,11 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 			o->pool_memory_bytes = (unsigned long long)parse_long(
 			    optarg, "--pool-memory-bytes", 0, (long)(((1ULL << 62) - 1)));
 			break;
+		case 'P':
+			if (optarg[0] != '/')
+				die("--probe-cache must be an absolute path");
+			o->probe_cache = optarg;
+			break;
 		case 'h':
 			usage(stdout);
 			exit(0);
@@ -606,6 +615,7 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 	o->group = dup_or_die(o->group);
 	o->busy_log = dup_or_die(o->busy_log);
 	o->user = dup_or_die(o->user);
+	o->probe_cache = dup_or_die(o->probe_cache);
 	/* o->ceilings stays in the argument area: ceilings_setup() reads it before any run */
 }
 
@@ -691,7 +701,7 @@ layers_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT],
 static void
 probe_confirm(struct pool_config *pc, struct isolation *iso, struct seccomp_filter *filter,
               const struct cgroup_ctx *cg, const bool required[ISO_LAYER_COUNT],
-              struct probe_info *probe)
+              const char *probe_cache, struct probe_info *probe)
 {
 	char why[1024];
 
@@ -706,7 +716,7 @@ probe_confirm(struct pool_config *pc, struct isolation *iso, struct seccomp_filt
 		pc->worker.index = pc->workers; /* the probe's own directory, w<N> */
 		if (worker_prepare_run(&pc->worker, &run) < 0)
 			die("cannot prepare the probe's run directory");
-		rc = probe_measure(&run, probe, &fault, why, sizeof(why));
+		rc = probe_measure(&run, probe_cache, probe, &fault, why, sizeof(why));
 		if (run.landlock_fd >= 0)
 			close(run.landlock_fd);
 		close(run.work_parent_fd);
@@ -829,12 +839,16 @@ main(int argc, char **argv)
 		die("open(%s) failed: %s", etc, strerror(errno));
 	pc.worker.probe = &probe;
 	pc.worker.iso = &iso;
-	probe_confirm(&pc, &iso, &filter, &cg, required, &probe);
+	probe_confirm(&pc, &iso, &filter, &cg, required, o.probe_cache, &probe);
+	free((char *)o.probe_cache); /* read by the start-up probe alone */
+	o.probe_cache = NULL;
 	iso_summary(&iso, summary, sizeof(summary));
 	log_msg(LOG_INFO, "isolation: %s", summary);
-	log_msg(LOG_INFO, "python %s with %zu modules (%s %s, ...); runs as %s",
+	log_msg(LOG_INFO, "python %s with %zu modules (%s %s, ...), %s; runs as %s",
 	        probe.python_version, probe.n_modules, probe.modules[0].import_name,
 	        probe.modules[0].version,
+	        probe.cached ? "as the probe cache measured them (no file of theirs changed)"
+	                     : "each imported",
 	        pc.drop_privileges ? "per-worker uids" : "the pool's uid");
 
 	agent_setup(&pc, &iso, o.agent_bytes);

@@ -4,6 +4,7 @@
 #ifndef CODEBOX_PROBE_H
 #define CODEBOX_PROBE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct run_config;
@@ -22,18 +23,21 @@ struct probe_info {
 	char python_version[32];
 	struct probe_module modules[PROBE_MAX_MODULES];
 	size_t n_modules;
+	bool cached; /* read from the probe cache: nothing it fingerprints changed */
 };
 
 /*
  * Runs the interpreter once through the sandbox (the same path as every run) and reads the
  * Python version and the version of every promised module: the five, then those of
  * CODEBOX_EXTRA_MODULES ("import" or "import=distribution", comma-separated: what an image
- * built FROM codebox's adds). Returns 0, or -1 with the reason (a missing module is named; a
- * malformed CODEBOX_EXTRA_MODULES too) in why. When the sandbox itself failed, fault->fault says
- * how (so that start-up can turn the failing layer off and try again). Call it before any worker is
- * forked.
+ * built FROM codebox's adds). With cache_path (NULL: none), the run imports nothing when the
+ * cache's fingerprint of the interpreter and the modules' files still holds, and writes the
+ * cache when it imported (probe.c). Returns 0, or -1 with the reason (a missing module is
+ * named; a malformed CODEBOX_EXTRA_MODULES too) in why. When the sandbox itself failed,
+ * fault->fault says how (so that start-up can turn the failing layer off and try again). Call
+ * it before any worker is forked.
  */
-int probe_measure(const struct run_config *cfg, struct probe_info *info, struct run_outcome *fault,
-                  char *why, size_t why_len);
+int probe_measure(const struct run_config *cfg, const char *cache_path, struct probe_info *info,
+                  struct run_outcome *fault, char *why, size_t why_len);
 
 #endif

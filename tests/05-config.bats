@@ -8,13 +8,22 @@ check() {
 	run "$ROOT/scripts/check-config.sh" "$@"
 }
 
+# script_alone: the test exercises check-config.sh alone (of the pool, it reads only its
+# constants, never starts it): the pass without sanitizers makes it, the sanitizer pass skips
+# it rather than run the same script again
+script_alone() {
+	[[ -z ${CODEBOX_ASAN:-} ]] || skip "check-config.sh alone: the pass without sanitizers runs it"
+}
+
 @test "config: the shipped config passes and needs 28 workers (20 slots + 4 meta + 4 agent)" {
+	script_alone
 	check --print-workers "$ROOT/nginx/nginx.conf"
 	assert_success
 	assert_output 28
 }
 
 @test "config: the drain time follows the execution timeout" {
+	script_alone
 	check --print-drain-seconds "$ROOT/nginx/nginx.conf"
 	assert_success
 	assert_output 46
@@ -25,6 +34,7 @@ check() {
 }
 
 @test "config: fastcgi_read_timeout not longer than the execution timeout + grace is refused, naming where each is set" {
+	script_alone
 	local conf read_line timeout_line
 	conf=$(conf_variant 's/fastcgi_read_timeout     45s;/fastcgi_read_timeout     35s;/')
 	read_line=$(grep -n 'fastcgi_read_timeout     35s;' "$conf/nginx.conf" | cut -d: -f1)
@@ -40,6 +50,7 @@ check() {
 }
 
 @test "config: a statement without its ';' is named at its own file and line, not nginx's" {
+	script_alone
 	local conf line
 	conf=$(conf_variant 's/^\(fastcgi_param  CODEBOX_MAX_PROCESSES .*\);$/\1/')
 	line=$(grep -n '^fastcgi_param  CODEBOX_MAX_PROCESSES ' "$conf/codebox-limits.conf" | cut -d: -f1)
@@ -61,6 +72,7 @@ check() {
 }
 
 @test "config: CPU oversubscription is a warning with the numbers, not a refusal" {
+	script_alone
 	local conf
 	# the shipped limits: 20 runs of 1000 millicores against a 4-CPU pool
 	run --separate-stderr "$ROOT/scripts/check-config.sh" --cpu-limit 4000 --source-dir "$ROOT/nginx" \
@@ -83,6 +95,7 @@ check() {
 }
 
 @test "config: an outer limit_conn below maxConcurrentExecutions is refused" {
+	script_alone
 	local conf
 	conf=$(conf_variant 's/limit_conn codebox_execute 100;/limit_conn codebox_execute 19;/')
 	check "$conf/nginx.conf"
@@ -91,6 +104,7 @@ check() {
 }
 
 @test "config: a limit_conn zone not keyed by the nginx worker's pid is refused" {
+	script_alone
 	local conf
 	conf=$(conf_variant 's/limit_conn_zone    $pid zone=codebox_execute/limit_conn_zone    $server_name zone=codebox_execute/')
 	check "$conf/nginx.conf"
@@ -99,6 +113,7 @@ check() {
 }
 
 @test "config: the pool's ceilings are every limit of the config and its body size" {
+	script_alone
 	check --print-ceilings "$ROOT/nginx/nginx.conf"
 	assert_success
 	assert_output --partial "CODEBOX_MEMORY_BYTES=1073741824,"
@@ -108,12 +123,14 @@ check() {
 }
 
 @test "config: a pool smaller than the admitted concurrency is refused" {
+	script_alone
 	check --workers 20 "$ROOT/nginx/nginx.conf"
 	assert_failure 1
 	assert_output --regexp "the pool's workers \(20, --workers\) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS \(20, $ROOT/nginx/codebox-limits.conf:[0-9]+\) \+ limit_conn codebox_meta \(4\) \+ CODEBOX_AGENT_SLOTS \(4\) = 28"
 }
 
 @test "config: client_max_body_size below 4 * maxCodeBytes + 1024 is refused" {
+	script_alone
 	local conf
 	conf=$(conf_variant 's/client_max_body_size     1m;/client_max_body_size     256k;/')
 	check "$conf/nginx.conf"
@@ -122,6 +139,7 @@ check() {
 }
 
 @test "config: limits that differ between locations are refused" {
+	script_alone
 	local conf
 	conf=$(conf_variant)
 	sed -i 's/fastcgi_param CODEBOX_ENDPOINT capabilities;/&\n            fastcgi_param CODEBOX_MAX_CODE_BYTES 1;/' "$conf/nginx.conf"
@@ -134,6 +152,7 @@ check() {
 }
 
 @test "config: the pool memory budget is checked against one run and the memory available" {
+	script_alone
 	# (stderr: the CPU warning, checked above)
 	run --separate-stderr "$ROOT/scripts/check-config.sh" --print-pool-memory-bytes "$ROOT/nginx/nginx.conf"
 	assert_success
@@ -158,6 +177,7 @@ check() {
 }
 
 @test "config: a config nginx rejects is refused" {
+	script_alone
 	local conf
 	conf=$(conf_variant 's/worker_connections  8192;/worker_connections  8192/')
 	check "$conf/nginx.conf"
@@ -166,6 +186,7 @@ check() {
 }
 
 @test "config: codebox-run refuses to start on a broken invariant, and leaves nothing running" {
+	script_alone
 	local conf dir
 	conf=$(conf_variant 's/limit_conn codebox_execute 100;/limit_conn codebox_execute 5;/')
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
@@ -180,6 +201,7 @@ check() {
 }
 
 @test "config: a misspelled key is named with its file, line and the key it resembles" {
+	script_alone
 	local conf
 	conf=$(conf_variant 's/CODEBOX_MAX_PROCESSES /CODEBOX_MAX_PROCESES /')
 	check --source-dir "$conf" "$conf/nginx.conf"
@@ -280,5 +302,86 @@ PY
 	assert_failure 1
 	assert_output --partial 'codebox-pool: refusing to start: CODEBOX_EXTRA_MODULES: ""x"" is not IMPORT or IMPORT=DISTRIBUTION'
 	assert [ ! -e "$dir/s.sock" ]
+	rm -rf "$dir"
+}
+
+# started_with CACHE: starts the stack with the probe cache CACHE
+started_with() {
+	CODEBOX_PROBE_CACHE=$1 stack_start
+}
+
+# probe_said: how the stack's start-up probe measured the promised modules: "imported" or
+# "cached" (its log line)
+probe_said() {
+	if grep -q '"msg":"python [^"]*, each imported;' "$STACK_DIR/logs/pool.log"; then
+		echo imported
+	elif grep -q '"msg":"python [^"]*, as the probe cache measured them' "$STACK_DIR/logs/pool.log"; then
+		echo cached
+	fi
+}
+
+@test "config: the probe cache: a second start imports no module and says so; a changed fingerprint, a foreign or a broken file import them again" {
+	local cache="$BATS_TEST_TMPDIR/cache/probe.json" first
+	mkdir -m 0700 "$BATS_TEST_TMPDIR/cache"
+	started_with "$cache"
+	assert_equal "$(probe_said)" imported
+	first=$(curl -s "$BASE/capabilities" | jq -c '{pythonVersion, modules}')
+	stack_stop
+	assert_equal "$(stat -c '%a %U' "$cache")" "600 $(id -un)"
+	# nothing changed: the same measure, no import (the probe run itself still confirms the
+	# layers: /isolation is the same)
+	started_with "$cache"
+	assert_equal "$(probe_said)" cached
+	assert_equal "$(curl -s "$BASE/capabilities" | jq -c '{pythonVersion, modules}')" "$first"
+	stack_stop
+	# a file the modules' fingerprint no longer matches (as after an upgrade): imported, and
+	# the cache written anew
+	jq -c '.fingerprint.libdir = [0] | .modules[0].version = "0.0-stale"' "$cache" >"$cache.new"
+	mv "$cache.new" "$cache"
+	chmod 0600 "$cache"
+	started_with "$cache"
+	assert_equal "$(probe_said)" imported
+	assert_equal "$(curl -s "$BASE/capabilities" | jq -c '{pythonVersion, modules}')" "$first"
+	stack_stop
+	run -0 jq -e '.fingerprint.libdir != [0] and .cached == false' "$cache"
+	# a file others may write is not the pool's: ignored, and replaced
+	chmod 0666 "$cache"
+	started_with "$cache"
+	assert_equal "$(probe_said)" imported
+	stack_stop
+	assert_equal "$(stat -c '%a' "$cache")" 600
+	# a broken one is ignored too
+	echo '{"fingerprint": ' >"$cache"
+	chmod 0600 "$cache"
+	started_with "$cache"
+	assert_equal "$(probe_said)" imported
+	stack_stop
+	# another interpreter's probe does not take this one's measure: one under which sklearn
+	# cannot be imported refuses the start, whatever the cache says
+	local dir
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir"
+	mkdir -m 0711 "$dir/runs"
+	cat >"$dir/python-without-sklearn" <<'PY'
+#!/bin/sh
+exec /usr/bin/python3 -I -c 'import runpy, sys; sys.modules["sklearn"] = None; runpy.run_path("main.py", run_name="__main__")'
+PY
+	chmod 0755 "$dir/python-without-sklearn"
+	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
+		--workers 1 --python "$dir/python-without-sklearn" --run-uid-base "$(uid_base_for "$(free_port)")" \
+		--probe-cache "$cache"
+	assert_failure 1
+	assert_output --partial "refusing to start: a promised module is missing"
+	assert_output --partial "sklearn"
+	rm -rf "$dir"
+	# nor does a promise the cache did not measure
+	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$dir"
+	mkdir -m 0711 "$dir/runs"
+	CODEBOX_EXTRA_MODULES=codebox_no_such_module run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" \
+		--socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 \
+		--run-uid-base "$(uid_base_for "$(free_port)")" --probe-cache "$cache"
+	assert_failure 1
+	assert_output --partial "codebox_no_such_module (ModuleNotFoundError"
 	rm -rf "$dir"
 }
