@@ -266,17 +266,22 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("held", flush=True); 
 	rm -rf "$dir"
 }
 
+# python_without_sklearn DIR: DIR/python-without-sklearn, an interpreter under which sklearn
+# cannot be imported
+python_without_sklearn() {
+	cat >"$1/python-without-sklearn" <<'PY'
+#!/bin/sh
+exec /usr/bin/python3 -I -c 'import runpy, sys; sys.modules["sklearn"] = None; runpy.run_path("main.py", run_name="__main__")'
+PY
+	chmod 0755 "$1/python-without-sklearn"
+}
+
 @test "config: the pool refuses to start when a promised module is missing" {
 	local dir
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	chmod 0711 "$dir"
 	mkdir -m 0711 "$dir/runs"
-	# an interpreter under which sklearn cannot be imported
-	cat >"$dir/python-without-sklearn" <<'PY'
-#!/bin/sh
-exec /usr/bin/python3 -I -c 'import runpy, sys; sys.modules["sklearn"] = None; runpy.run_path("main.py", run_name="__main__")'
-PY
-	chmod 0755 "$dir/python-without-sklearn"
+	python_without_sklearn "$dir"
 	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
 		--workers 1 --python "$dir/python-without-sklearn" --run-uid-base "$(uid_base_for "$(free_port)")"
 	assert_failure 1
@@ -362,11 +367,7 @@ probe_said() {
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
 	chmod 0711 "$dir"
 	mkdir -m 0711 "$dir/runs"
-	cat >"$dir/python-without-sklearn" <<'PY'
-#!/bin/sh
-exec /usr/bin/python3 -I -c 'import runpy, sys; sys.modules["sklearn"] = None; runpy.run_path("main.py", run_name="__main__")'
-PY
-	chmod 0755 "$dir/python-without-sklearn"
+	python_without_sklearn "$dir"
 	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
 		--workers 1 --python "$dir/python-without-sklearn" --run-uid-base "$(uid_base_for "$(free_port)")" \
 		--probe-cache "$cache"
