@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "run.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -93,7 +94,6 @@ probe_cache_read(const char *path)
 	char *buf = NULL;
 	json_t *doc = NULL;
 	ssize_t n;
-	size_t len = 0;
 	int fd;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -103,17 +103,9 @@ probe_cache_read(const char *path)
 	    (sb.st_mode & 022) != 0 || sb.st_size > PROBE_CACHE_MAX)
 		goto out;
 	buf = malloc(PROBE_CACHE_MAX);
-	if (buf == NULL)
+	if (buf == NULL || (n = util_read_max(fd, buf, PROBE_CACHE_MAX)) < 0)
 		goto out;
-	while (len < PROBE_CACHE_MAX && (n = read(fd, buf + len, PROBE_CACHE_MAX - len)) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			goto out;
-		}
-		len += (size_t)n;
-	}
-	doc = json_loadb(buf, len, 0, NULL);
+	doc = json_loadb(buf, (size_t)n, 0, NULL);
 	if (!json_is_object(doc)) {
 		json_decref(doc);
 		doc = NULL;
@@ -130,9 +122,7 @@ static void
 probe_cache_write(const char *path, const char *doc, size_t len)
 {
 	char tmp[4200];
-	size_t off = 0;
-	ssize_t n;
-	int fd;
+	int fd, rc;
 
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid()) >= sizeof(tmp))
 		return;
@@ -142,17 +132,10 @@ probe_cache_write(const char *path, const char *doc, size_t len)
 		        strerror(errno));
 		return;
 	}
-	while (off < len) {
-		n = write(fd, doc + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-	if (close(fd) < 0 || off < len || rename(tmp, path) < 0) {
+	rc = util_write_all(fd, doc, len);
+	if (close(fd) < 0 || rc < 0 || rename(tmp, path) < 0) {
 		log_msg(LOG_WARN, "the probe cache %s cannot be written: %s", path,
-		        off < len ? "a short write" : strerror(errno));
+		        strerror(errno));
 		(void)unlink(tmp);
 	}
 }
@@ -171,11 +154,11 @@ probe_name_ok(const char *p, size_t n)
 }
 
 /*
- * Appends CODEBOX_EXTRA_MODULES' entries ("import" or "import=distribution") to the JSON list
- * of [import, distribution] pairs in buf. Returns the new length, or -1 with why.
+ * Appends CODEBOX_EXTRA_MODULES' entries ("import" or "import=distribution") to mods, the JSON
+ * list of [import, distribution] pairs that holds the promised ones. Returns 0, or -1 with why.
  */
 static int
-probe_extra(char *buf, size_t len, size_t size, size_t promised, char *why, size_t why_len)
+probe_extra(json_t *mods, size_t promised, char *why, size_t why_len)
 {
 	const char *extra = getenv("CODEBOX_EXTRA_MODULES");
 	size_t count = promised;
@@ -201,12 +184,15 @@ probe_extra(char *buf, size_t len, size_t size, size_t promised, char *why, size
 				         (size_t)PROBE_MAX_MODULES - promised);
 				return -1;
 			}
-			len += (size_t)snprintf(buf + len, size - len, ",[\"%.*s\",\"%.*s\"]",
-			                        (int)imp_n, p, (int)dist_n, dist);
+			if (json_array_append_new(
+			        mods, json_pack("[s#s#]", p, (int)imp_n, dist, (int)dist_n)) < 0) {
+				snprintf(why, why_len, "out of memory");
+				return -1;
+			}
 		}
 		p = end ? end + 1 : p + n;
 	}
-	return (int)len;
+	return 0;
 }
 
 static int
@@ -226,24 +212,23 @@ copy_field(char *dst, size_t dst_len, json_t *v)
 static char *
 probe_request(const struct run_config *cfg, const char *cache_path, char *why, size_t why_len)
 {
-	char list[PROBE_MAX_MODULES * 140], key[4400];
-	json_t *req, *mods, *cache = NULL;
+	size_t promised = sizeof(probe_promised) / sizeof(probe_promised[0]);
+	json_t *req, *mods = json_array(), *cache = NULL;
+	char key[4400], *text;
 	struct stat sb;
-	size_t n = 0, i;
-	char *text;
-	int len;
 
-	n += (size_t)snprintf(list + n, sizeof(list) - n, "[");
-	for (i = 0; i < sizeof(probe_promised) / sizeof(probe_promised[0]); i++)
-		n +=
-		    (size_t)snprintf(list + n, sizeof(list) - n, "%s[\"%s\",\"%s\"]", i ? "," : "",
-		                     probe_promised[i].import_name, probe_promised[i].distribution);
-	len = probe_extra(list, n, sizeof(list), i, why, why_len);
-	if (len < 0)
+	for (size_t i = 0; mods && i < promised; i++)
+		(void)json_array_append_new(mods, json_pack("[ss]", probe_promised[i].import_name,
+		                                            probe_promised[i].distribution));
+	if (json_array_size(mods) != promised) {
+		snprintf(why, why_len, "out of memory");
+		json_decref(mods);
 		return NULL;
-	n = (size_t)len;
-	n += (size_t)snprintf(list + n, sizeof(list) - n, "]");
-	mods = json_loadb(list, n, 0, NULL);
+	}
+	if (probe_extra(mods, promised, why, why_len) < 0) {
+		json_decref(mods);
+		return NULL;
+	}
 	if (stat(cfg->python, &sb) < 0)
 		memset(&sb, 0, sizeof(sb));
 	snprintf(key, sizeof(key), "%s %llu %llu %lld %lld.%09ld", cfg->python,
@@ -251,7 +236,7 @@ probe_request(const struct run_config *cfg, const char *cache_path, char *why, s
 	         (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
 	if (cache_path != NULL)
 		cache = probe_cache_read(cache_path);
-	req = json_pack("{s:o?, s:s, s:o}", "mods", mods, "key", key, "cache",
+	req = json_pack("{s:o, s:s, s:o}", "mods", mods, "key", key, "cache",
 	                cache ? cache : json_null());
 	text = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
@@ -266,7 +251,7 @@ probe_measure(const struct run_config *cfg, const char *cache_path, struct probe
 {
 	struct run_outcome o;
 	json_t *doc = NULL, *mods, *missing, *m;
-	char run_why[256], *request, *stdin_text;
+	char run_why[256], *request;
 	size_t i;
 	int rc = -1;
 
@@ -275,21 +260,12 @@ probe_measure(const struct run_config *cfg, const char *cache_path, struct probe
 	request = probe_request(cfg, cache_path, why, why_len);
 	if (request == NULL)
 		return -1;
-	stdin_text = malloc(strlen(request) + 2);
-	if (stdin_text == NULL) {
-		free(request);
-		snprintf(why, why_len, "out of memory");
-		return -1;
-	}
-	memcpy(stdin_text, request, strlen(request));
-	memcpy(stdin_text + strlen(request), "\n", 2);
-	free(request);
 
 	struct run_spec spec = {
 	    .code = probe_program,
 	    .code_len = sizeof(probe_program) - 1,
-	    .stdin_data = stdin_text,
-	    .stdin_len = strlen(stdin_text),
+	    .stdin_data = request, /* one line without its newline: input() reads it to EOF */
+	    .stdin_len = strlen(request),
 	    .wall_ms = 120 * 1000, /* importing sklearn on a cold page cache is slow */
 	    .max_stdout_bytes = 4096,
 	    .max_stderr_bytes = 4096,
@@ -317,7 +293,7 @@ probe_measure(const struct run_config *cfg, const char *cache_path, struct probe
 		fault->fault_step = o.fault_step;
 		fault->fault_detail = o.fault_detail;
 		run_outcome_free(&o);
-		free(stdin_text);
+		free(request);
 		return -1;
 	}
 	if (o.status != RUN_SUCCEEDED || o.result_status != RESULT_OK) {
@@ -363,6 +339,6 @@ probe_measure(const struct run_config *cfg, const char *cache_path, struct probe
 out:
 	json_decref(doc);
 	run_outcome_free(&o);
-	free(stdin_text);
+	free(request);
 	return rc;
 }
