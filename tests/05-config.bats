@@ -266,6 +266,23 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(); print("held", flush=True); 
 	rm -rf "$dir"
 }
 
+# pool_dir: a new directory for a pool started alone (0711, with runs/); prints its path
+pool_dir() {
+	local d
+	d=$(mktemp -d /tmp/codebox-test.XXXXXX)
+	chmod 0711 "$d"
+	mkdir -m 0711 "$d/runs"
+	echo "$d"
+}
+
+# pool_alone DIR [ARG...]: runs the pool alone under bats' run, one worker, on DIR, with ARGs
+pool_alone() {
+	local d=$1
+	shift
+	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$d/s.sock" --runs-dir "$d/runs" \
+		--workers 1 --run-uid-base "$(uid_base_for "$(free_port)")" "$@"
+}
+
 # python_without_sklearn DIR: DIR/python-without-sklearn, an interpreter under which sklearn
 # cannot be imported
 python_without_sklearn() {
@@ -278,12 +295,9 @@ PY
 
 @test "config: the pool refuses to start when a promised module is missing" {
 	local dir
-	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
-	chmod 0711 "$dir"
-	mkdir -m 0711 "$dir/runs"
+	dir=$(pool_dir)
 	python_without_sklearn "$dir"
-	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
-		--workers 1 --python "$dir/python-without-sklearn" --run-uid-base "$(uid_base_for "$(free_port)")"
+	pool_alone "$dir" --python "$dir/python-without-sklearn"
 	assert_failure 1
 	assert_output --partial "refusing to start: a promised module is missing"
 	assert_output --partial "sklearn"
@@ -293,17 +307,12 @@ PY
 
 @test "config: CODEBOX_EXTRA_MODULES adds promised modules: a missing one refuses the start, a malformed list too" {
 	local dir
-	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
-	chmod 0711 "$dir"
-	mkdir -m 0711 "$dir/runs"
-	CODEBOX_EXTRA_MODULES=matplotlib,codebox_no_such_module=codebox-no-such-dist run \
-		"${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
-		--workers 1 --run-uid-base "$(uid_base_for "$(free_port)")"
+	dir=$(pool_dir)
+	CODEBOX_EXTRA_MODULES=matplotlib,codebox_no_such_module=codebox-no-such-dist pool_alone "$dir"
 	assert_failure 1
 	assert_output --partial "refusing to start: a promised module is missing"
 	assert_output --partial "codebox_no_such_module (ModuleNotFoundError"
-	CODEBOX_EXTRA_MODULES='tabulate,"x"' run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" \
-		--socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 --run-uid-base "$(uid_base_for "$(free_port)")"
+	CODEBOX_EXTRA_MODULES='tabulate,"x"' pool_alone "$dir"
 	assert_failure 1
 	assert_output --partial 'codebox-pool: refusing to start: CODEBOX_EXTRA_MODULES: ""x"" is not IMPORT or IMPORT=DISTRIBUTION'
 	assert [ ! -e "$dir/s.sock" ]
@@ -364,24 +373,16 @@ probe_said() {
 	# another interpreter's probe does not take this one's measure: one under which sklearn
 	# cannot be imported refuses the start, whatever the cache says
 	local dir
-	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
-	chmod 0711 "$dir"
-	mkdir -m 0711 "$dir/runs"
+	dir=$(pool_dir)
 	python_without_sklearn "$dir"
-	run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" --runs-dir "$dir/runs" \
-		--workers 1 --python "$dir/python-without-sklearn" --run-uid-base "$(uid_base_for "$(free_port)")" \
-		--probe-cache "$cache"
+	pool_alone "$dir" --python "$dir/python-without-sklearn" --probe-cache "$cache"
 	assert_failure 1
 	assert_output --partial "refusing to start: a promised module is missing"
 	assert_output --partial "sklearn"
 	rm -rf "$dir"
 	# nor does a promise the cache did not measure
-	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
-	chmod 0711 "$dir"
-	mkdir -m 0711 "$dir/runs"
-	CODEBOX_EXTRA_MODULES=codebox_no_such_module run "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" \
-		--socket "$dir/s.sock" --runs-dir "$dir/runs" --workers 1 \
-		--run-uid-base "$(uid_base_for "$(free_port)")" --probe-cache "$cache"
+	dir=$(pool_dir)
+	CODEBOX_EXTRA_MODULES=codebox_no_such_module pool_alone "$dir" --probe-cache "$cache"
 	assert_failure 1
 	assert_output --partial "codebox_no_such_module (ModuleNotFoundError"
 	rm -rf "$dir"

@@ -179,21 +179,21 @@ refused_logged() {
 	printf '%s\n' "$new" >"$TOKENS.next"
 	mv "$TOKENS.next" "$TOKENS"
 	nginx=$(stack_nginx_pid)
-	old_workers=$(pgrep -P "$nginx" | sort)
+	old_workers=$(nginx_procs | tail -n +2)
 	kill -HUP "$nginx"
 	# the reload is over once every worker is new: until then an old worker, which may not
 	# have looked at the file again yet, can take a request beside the new one
-	wait_for "the reload's new workers alone" 300 reloaded "$nginx" "$old_workers"
+	wait_for "the reload's new workers alone" 300 reloaded "$old_workers"
 	answers "$cur" 401
 	answers "$new" 200
 	assert_equal "$(stack_nginx_pid)" "$nginx"
 }
 
-# reloaded MASTER OLD_WORKERS: MASTER's workers are all new, and there is one at least
+# reloaded OLD_WORKERS: nginx's workers are all new (none of OLD_WORKERS), and there is one
 reloaded() {
 	local now
-	now=$(pgrep -P "$1" | sort)
-	[[ -n $now ]] && [[ -z $(comm -12 <(echo "$now") <(echo "$2")) ]]
+	now=$(nginx_procs | tail -n +2)
+	[[ -n $now ]] && [[ -z $(comm -12 <(echo "$now") <(echo "$1")) ]]
 }
 
 @test "auth: a token file with a short token, or none, is refused with its line" {
