@@ -19,10 +19,14 @@ codebox_uid_base() {
 # zygote still clones the rest). Bounded: 120 s, and only while PID (the stack) is alive.
 # Returns 0 when ready, 1 otherwise.
 codebox_wait_ready() {
-	local base=$1 pid=$2 rundir=$3 i
+	local base=$1 pid=$2 rundir=$3 i log
 	for ((i = 0; i < 1200; i++)); do
-		if [[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]] &&
-			grep -q '"pool started [0-9]* workers"' "$rundir/logs/pool.log" 2>/dev/null; then
+		# the log first, read by the shell itself: a curl and a grep at each look cost a
+		# start half a second of CPU on a host with slow forks
+		log=""
+		IFS= read -r -d '' log 2>/dev/null <"$rundir/logs/pool.log" || true
+		if [[ $log =~ \"pool\ started\ [0-9]*\ workers\" ]] &&
+			[[ $(curl -s -o /dev/null -w '%{http_code}' "$base/readyz") == 200 ]]; then
 			return 0
 		fi
 		kill -0 "$pid" 2>/dev/null || return 1

