@@ -210,15 +210,6 @@ run_init() {
 	ps -o ppid= -p "$(pgrep -f -- "$1" | head -1)" | tr -d ' '
 }
 
-# new_heavy OLD: a heavy template other than OLD is up
-new_heavy() {
-	local h
-	for h in $(heavy_pids); do
-		grep -qx "$h" <<<"$1" || return 0
-	done
-	return 1
-}
-
 @test "warm: a program that names a heavy module runs on the heavy template, others on the light one" {
 	execute 'import sys; print("sci" + "py" in sys.modules, "nu" + "mpy" in sys.modules)'
 	assert_equal "$(field .stdout)" "False True"

@@ -17,15 +17,6 @@ teardown_file() {
 	stack_stop
 }
 
-# new_heavy OLD: a heavy template other than OLD is up
-new_heavy() {
-	local h
-	for h in $(heavy_pids); do
-		grep -qx "$h" <<<"$1" || return 0
-	done
-	return 1
-}
-
 # one_heavy: one heavy template, and the zygote says it serves (a replacement still importing
 # is one heavy template too, but serves nothing yet)
 one_heavy() {

@@ -317,6 +317,15 @@ heavy_pids() {
 	children_named codebox-heavy $(zygote_pid) "$(pool_pid)"
 }
 
+# new_heavy OLD: a heavy template other than the OLD ones (one a line) is up
+new_heavy() {
+	local h
+	for h in $(heavy_pids); do
+		grep -qx "$h" <<<"$1" || return 0
+	done
+	return 1
+}
+
 # children_named COMM PARENT...: the children of the PARENTs whose name is COMM, one a line
 children_named() {
 	local comm=$1 parent p
