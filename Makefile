@@ -166,10 +166,10 @@ asan: asan-build
 
 asan-build: asan-unit
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined build-asan/codebox-pool
+	$(MAKE) $(NGX_MOD)
 # the unit tests, sanitized
 asan-unit:
 	$(MAKE) BUILD=build-asan SANITIZE=address,undefined unit
-	$(MAKE) $(NGX_MOD)
 
 # the passes alone, on what is built (test-lanes.sh runs the lanes below at once; they must
 # not build)
