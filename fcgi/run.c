@@ -1449,6 +1449,34 @@ session_execution_outcome(struct run_watch *w, const struct run_box *box,
 	return 0;
 }
 
+/* the execution's box: the session's init (named by its pidfd only: its pid is 1 in its
+ * namespace), the worker's ends of the four pipes (taken out of p) and the session's cgroup */
+static void
+session_box_take(struct run_box *box, int p[4][2], int pidfd, const struct run_session_box *sb,
+                 const struct run_spec *spec)
+{
+	memset(box, 0, sizeof(*box));
+	box->active = box->ns_mode = box->foreign = box->warm = true;
+	box->pid = 1;
+	box->pidfd = pidfd;
+	box->out_r = p[0][0];
+	box->err_r = p[1][0];
+	box->ctl_w = p[2][1];
+	box->rep_r = p[3][0];
+	box->fail_r = -1;
+	box->wd.fd = -1;
+	box->cg = sb->cg;
+	/* v1: the worker stops the execution at its first OOM, as a run's; v2: memory.oom.group
+	 * kills the session, and its init with it */
+	cgroup_run_arm_oom(&box->cg);
+	box->caps = spec->caps;
+	box->tier = sb->heavy ? RUN_TIER_HEAVY : RUN_TIER_LIGHT;
+	p[0][0] = p[1][0] = p[2][1] = p[3][0] = -1;
+	(void)fcntl(box->out_r, F_SETFL, O_NONBLOCK);
+	(void)fcntl(box->err_r, F_SETFL, O_NONBLOCK);
+	(void)fcntl(box->rep_r, F_SETFL, O_NONBLOCK);
+}
+
 int
 run_session_execute(const struct run_config *cfg, const struct run_spec *spec, int conn,
                     const struct run_session_box *sb, struct run_outcome *out, char *why,
@@ -1481,26 +1509,7 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 	}
 	for (int i = 0; i < 4; i++)
 		util_close_fd(&p[i][i == 2 ? 0 : 1]);
-	memset(&box, 0, sizeof(box));
-	box.active = box.ns_mode = box.foreign = box.warm = true;
-	box.pid = 1; /* init's pid in its namespace: only the pidfd names it here */
-	box.pidfd = pidfd;
-	box.out_r = p[0][0];
-	box.err_r = p[1][0];
-	box.ctl_w = p[2][1];
-	box.rep_r = p[3][0];
-	box.fail_r = -1;
-	box.wd.fd = -1;
-	box.cg = sb->cg;
-	/* v1: the worker stops the execution at its first OOM, as a run's; v2: memory.oom.group
-	 * kills the session, and its init with it */
-	cgroup_run_arm_oom(&box.cg);
-	box.caps = spec->caps;
-	box.tier = sb->heavy ? RUN_TIER_HEAVY : RUN_TIER_LIGHT;
-	p[0][0] = p[1][0] = p[2][1] = p[3][0] = -1;
-	(void)fcntl(box.out_r, F_SETFL, O_NONBLOCK);
-	(void)fcntl(box.err_r, F_SETFL, O_NONBLOCK);
-	(void)fcntl(box.rep_r, F_SETFL, O_NONBLOCK);
+	session_box_take(&box, p, pidfd, sb, spec);
 	if (box.cg.active)
 		cgroup_run_events(&box.cg, &oom_before, &pids_before);
 
