@@ -61,11 +61,11 @@ UNIT_DEPS_outcome = outcome capture utf8
 UNIT_DEPS_tier    = tier
 UNIT_DEPS_pycmd   = pycmd
 UNIT_DEPS_mcp     = mcp $(UNIT_DEPS_reply)
-UNIT_DEPS_files   = files capture utf8 workspace userns util proc log jsonw buf
+UNIT_DEPS_files   = files utf8 workspace userns util proc log jsonw buf
 UNIT_DEPS_tool    = tool
 UNIT_DEPS_util    = util
 UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
-UNIT_DEPS_stream  = stream jsonw buf capture utf8
+UNIT_DEPS_stream  = stream jsonw buf utf8
 UNIT_DEPS_buf     = buf
 
 .PHONY: all help deps build run test unit unit-bins parallel-build bats asan asan-build asan-unit bats-run asan-run check lint \

@@ -40,6 +40,7 @@
 #include "multipart.h"
 #include "pycmd.h"
 #include "serve.h"
+#include "utf8.h"
 #include "warm.h"
 #include "workspace.h"
 

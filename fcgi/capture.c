@@ -1,9 +1,9 @@
 /*
- * capture.c - bounded capture of a run's stdout or stderr, and UTF-8 repair.
+ * capture.c - bounded capture of a run's stdout or stderr.
  *
  * The run's parent drains each pipe into a capture. Bytes past max_bytes are counted and
  * dropped, never buffered, so a flood costs CPU but no memory and the program never blocks
- * on a full pipe. The reply needs valid UTF-8; utf8_sanitize() repairs what was kept.
+ * on a full pipe. The reply needs valid UTF-8; capture_utf8() repairs what was kept (utf8.c).
  */
 #include "capture.h"
 
@@ -49,46 +49,6 @@ bool
 capture_truncated(const struct capture *c)
 {
 	return c->total_bytes > c->max_bytes;
-}
-
-size_t
-utf8_sanitize(const unsigned char *in, size_t n, char *out)
-{
-	size_t i = 0, o = 0;
-
-	while (i < n) {
-		unsigned char b = in[i], lo, hi;
-		unsigned need;
-
-		if (b < 0x80) {
-			out[o++] = (char)b;
-			i++;
-			continue;
-		}
-		/* a byte that never starts a character has need 0: one U+FFFD below */
-		(void)utf8_lead(b, &need, &lo, &hi);
-
-		size_t j = i + 1;
-		unsigned k = 0;
-		while (k < need && j < n) {
-			unsigned char cb = in[j];
-			if (k == 0 ? (cb < lo || cb > hi) : (cb < 0x80 || cb > 0xBF))
-				break;
-			j++;
-			k++;
-		}
-		if (need > 0 && k == need) {
-			memcpy(out + o, in + i, j - i);
-			o += j - i;
-		} else {
-			/* one U+FFFD for the maximal subpart in[i..j) */
-			out[o++] = (char)0xEF;
-			out[o++] = (char)0xBF;
-			out[o++] = (char)0xBD;
-		}
-		i = j;
-	}
-	return o;
 }
 
 char *

@@ -27,14 +27,6 @@ void capture_append(struct capture *c, const char *data, size_t n);
 /* True iff the program produced more than max_bytes (exactly max_bytes is not truncation). */
 bool capture_truncated(const struct capture *c);
 
-/*
- * Writes in[0..n) to out as valid UTF-8: each maximal invalid subpart (an invalid byte, or the
- * start of a sequence that stops early, e.g. cut by the limit) becomes one U+FFFD, exactly as
- * Python's bytes.decode("utf-8", "replace") does. out needs room for 3 * n bytes.
- * Returns the bytes written.
- */
-size_t utf8_sanitize(const unsigned char *in, size_t n, char *out);
-
 /* A newly allocated valid UTF-8 copy of what was kept, NUL-terminated; caller frees. */
 char *capture_utf8(const struct capture *c, size_t *out_len);
 

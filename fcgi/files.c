@@ -4,7 +4,6 @@
 #include "files.h"
 
 #include "buf.h"
-#include "capture.h"
 #include "jsonw.h"
 #include "utf8.h"
 #include "util.h"

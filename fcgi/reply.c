@@ -9,6 +9,7 @@
 
 #include "files.h"
 #include "jsonw.h"
+#include "utf8.h"
 
 #include <jansson.h>
 #include <signal.h>

@@ -3,7 +3,6 @@
  */
 #include "stream.h"
 
-#include "capture.h"
 #include "utf8.h"
 
 #include <stdio.h>

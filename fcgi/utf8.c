@@ -4,6 +4,8 @@
  */
 #include "utf8.h"
 
+#include <string.h>
+
 bool
 utf8_lead(unsigned char b, unsigned *need, unsigned char *lo, unsigned char *hi)
 {
@@ -48,4 +50,44 @@ utf8_valid_len(const unsigned char *p, const unsigned char *end)
 		if (p[k] < 0x80 || p[k] > 0xBF)
 			return 0;
 	return need + 1;
+}
+
+size_t
+utf8_sanitize(const unsigned char *in, size_t n, char *out)
+{
+	size_t i = 0, o = 0;
+
+	while (i < n) {
+		unsigned char b = in[i], lo, hi;
+		unsigned need;
+
+		if (b < 0x80) {
+			out[o++] = (char)b;
+			i++;
+			continue;
+		}
+		/* a byte that never starts a character has need 0: one U+FFFD below */
+		(void)utf8_lead(b, &need, &lo, &hi);
+
+		size_t j = i + 1;
+		unsigned k = 0;
+		while (k < need && j < n) {
+			unsigned char cb = in[j];
+			if (k == 0 ? (cb < lo || cb > hi) : (cb < 0x80 || cb > 0xBF))
+				break;
+			j++;
+			k++;
+		}
+		if (need > 0 && k == need) {
+			memcpy(out + o, in + i, j - i);
+			o += j - i;
+		} else {
+			/* one U+FFFD for the maximal subpart in[i..j) */
+			out[o++] = (char)0xEF;
+			out[o++] = (char)0xBF;
+			out[o++] = (char)0xBD;
+		}
+		i = j;
+	}
+	return o;
 }

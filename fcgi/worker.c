@@ -36,6 +36,7 @@
 #include "tool.h"
 #include "slots.h"
 #include "stream.h"
+#include "utf8.h"
 #include "warm.h"
 #include "workdir.h"
 #include "workspace.h"
