@@ -46,8 +46,8 @@ if pids == ["self"]:
     except FileNotFoundError:
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
         open("held", "w").close()
-        if signal.sigtimedwait([signal.SIGUSR1], 20) is None:
-            raise SystemExit("no /proc here, and nobody read this run from outside")
+        # until the run's own time limit (a run nobody reads ends as "timeout")
+        signal.sigwait([signal.SIGUSR1])
         print("[]")
         sys.exit(0)
 res = []

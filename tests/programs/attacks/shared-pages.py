@@ -16,8 +16,9 @@ def own_maps():
     except FileNotFoundError:
         signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
         open("held", "w").close()
-        if signal.sigtimedwait([signal.SIGUSR1], 20) is None:
-            raise SystemExit("no /proc here, and nobody handed the maps in")
+        # until the run's own time limit: on a loaded machine the test's hand-in can be slow,
+        # and a run nobody hands anything ends as "timeout", which says so
+        signal.sigwait([signal.SIGUSR1])
         with open("maps") as f:
             return f.read()
 
