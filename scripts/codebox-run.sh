@@ -131,17 +131,22 @@ fi
 	echo "codebox-run: --port, --agent-port, --metrics-port and --agent-workspace-bytes must be numbers" >&2
 	exit 2
 }
-# both ports free, before anything starts (a busy one would be found by nginx, after the pool)
-for p in "$port" "$agent_port" "$metrics_port"; do
-	if ! /usr/bin/python3 -c 'import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))' "$p" 2>/dev/null; then
-		echo "codebox-run: port $p on 127.0.0.1 is in use (another codebox? make run PORT=... gives" \
-			"a second instance its own ports and run uids)" >&2
-		exit 1
-	fi
-done
+# every port free, before anything starts (a busy one would be found by nginx, after the pool);
+# one interpreter checks all three, and names the first that is busy
+if ! busy=$(/usr/bin/python3 -c 'import socket, sys
+for p in sys.argv[1:]:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", int(p)))
+    except OSError:
+        print(p)
+        sys.exit(1)
+    s.close()' "$port" "$agent_port" "$metrics_port" 2>/dev/null); then
+	echo "codebox-run: port ${busy:-$port} on 127.0.0.1 is in use (another codebox? make run PORT=..." \
+		"gives a second instance its own ports and run uids)" >&2
+	exit 1
+fi
 created_rundir=0
 if [[ -z $rundir ]]; then
 	rundir=$(mktemp -d "${TMPDIR:-/tmp}/codebox.XXXXXX")

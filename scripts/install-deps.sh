@@ -55,8 +55,9 @@ packages=(
 	# runtime: HTTP front end and the sandbox's interpreter with its modules
 	nginx-light python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-sklearn
 	python3-matplotlib
-	# tests and checks (setpriv and nsenter: util-linux; pgrep and ps: procps)
-	bats bats-assert bats-support curl jq shellcheck clang-format util-linux procps iproute2
+	# tests and checks (setpriv and nsenter: util-linux; pgrep and ps: procps; bash-builtins:
+	# the stacks' waits sleep without a process per 0.1 s tick)
+	bats bats-assert bats-support bash-builtins curl jq shellcheck clang-format util-linux procps iproute2
 	# the agent protocol suite speaks through requests, as the agent-sandbox client does;
 	# promtool (package prometheus) parses /metrics
 	python3-requests prometheus

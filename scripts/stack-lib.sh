@@ -3,9 +3,23 @@
 # (tests/helpers/stack.bash) and the benchmarks (scripts/bench.sh, scripts/bench-admission.sh),
 # so that they agree on what "ready" means: a free loopback port, and the bounded wait.
 
-# codebox_free_port: a free loopback port (bind port 0 and report what the kernel chose).
+# The waits below look every 0.1 s: with Debian's bash-builtins, sleep is the shell's own, not
+# a process per look (a fork and an exec cost milliseconds of CPU on a host with slow forks).
+enable -f /usr/lib/bash/sleep sleep 2>/dev/null || true
+
+# codebox_free_ports N: N free loopback ports, all different, one per line (each bound to port 0
+# at once, so the kernel chose N different ones, then released)
+codebox_free_ports() {
+	/usr/bin/python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
+
+# codebox_free_port: one free loopback port
 codebox_free_port() {
-	/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+	codebox_free_ports 1
 }
 
 # codebox_uid_base PORT: the run uid range of a stack listening on PORT (256 uids per port, far

@@ -56,11 +56,11 @@ preload_env() {
 # stack_ports: sets port, agent_port and metrics_port (the caller's locals) to three free
 # loopback ports, all different
 stack_ports() {
-	port=$(free_port)
-	agent_port=$(free_port)
-	while [[ $agent_port == "$port" ]]; do agent_port=$(free_port); done
-	metrics_port=$(free_port)
-	while [[ $metrics_port == "$port" || $metrics_port == "$agent_port" ]]; do metrics_port=$(free_port); done
+	{
+		read -r port
+		read -r agent_port
+		read -r metrics_port
+	} < <(codebox_free_ports 3)
 }
 
 # stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
