@@ -69,7 +69,7 @@ UNIT_DEPS_stream  = stream jsonw buf utf8
 UNIT_DEPS_buf     = buf
 
 .PHONY: all help deps build run test unit unit-bins parallel-build bats asan asan-build asan-unit bats-run asan-run check lint \
-        lane-plain lane-asan-a lane-asan-b-cold \
+        lane-plain lane-asan-a lane-asan-b \
         format clean bench
 
 all: build
@@ -183,36 +183,33 @@ asan-run:
 	CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1 \
 	    bats --print-output-on-failure tests/
 
-# make test's passes, in three lanes. The sanitizer pass runs every suite, warm, in two halves
-# (ASAN_A, ASAN_B). The plain build, the one that ships, runs warm what the sanitizer pass
-# cannot stand in for (PLAIN_SUITES): its contract, limits, isolation and attacks; the bounds
-# the sanitizers' slowness relaxes (30-isolation's 20 runs in 12 s, 16-renewal's renewals
-# without a fallback); what starts no pool and so runs once (05-config's check-config.sh,
-# 60-deploy's manifests and tooling, 85-fleet's routing); and then the cold pass (COLD_SUITES).
-# The other suites' warm runs take the same code in both builds: they run sanitized only
-# (`make bats` runs every suite plain). Each pass is tagged (CODEBOX_TEST_PASS: 99-leftovers.bats
-# answers for its own pass's pools).
-PLAIN_SUITES = $(addprefix tests/,00-smoke.bats 05-config.bats 10-contract.bats 16-renewal.bats \
-               20-limits.bats 30-isolation.bats 40-attacks.bats 60-deploy.bats 85-fleet.bats \
-               99-leftovers.bats)
-ASAN_A = $(wildcard tests/[0-4]*.bats) tests/99-leftovers.bats
-ASAN_B = $(wildcard tests/[5-8]*.bats) tests/99-leftovers.bats
+# make test's passes, in three lanes. The sanitizer pass runs every suite, warm. The plain build,
+# the one that ships, runs warm what the sanitizer pass cannot stand in for (PLAIN_SUITES): its
+# contract, limits, isolation and attacks, the bounds the sanitizers' slowness relaxes
+# (30-isolation's 20 runs in 12 s, 16-renewal's renewals without a fallback) and the fleet's
+# routing (85-fleet, skipped sanitized); then the cold pass (COLD_SUITES). The other suites'
+# warm runs take the same code in both builds, and the checks that start no pool (check-config,
+# the manifests and deploy tooling) are the same scripts: they run sanitized only (`make bats`
+# runs every suite plain). Each pass is tagged (CODEBOX_TEST_PASS: 99-leftovers.bats answers
+# for its own pass's pools).
+PLAIN_SUITES = $(addprefix tests/,00-smoke.bats 10-contract.bats 16-renewal.bats 20-limits.bats \
+               30-isolation.bats 40-attacks.bats 85-fleet.bats 99-leftovers.bats)
+# the sanitizer pass in three parts, one per lane: ASAN_C follows the plain and cold passes in
+# the first (balanced by the tests' times, --timing, in the CI of 2026-12-05)
+ASAN_C = tests/40-attacks.bats tests/45-layers.bats
+ASAN_B = $(wildcard tests/5*.bats tests/6*.bats tests/7[1-9]*.bats tests/8*.bats)
+ASAN_A = $(filter-out $(ASAN_B) $(ASAN_C) tests/99-leftovers.bats,$(wildcard tests/*.bats))
 ASAN_ENV = CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1
-# the cold pass's first suites follow the plain pass in its lane, the rest the sanitizer's second
-# half (balanced by the lanes' ends in make test on 2026-12-05: 622, 774 and 841 s); every test
-# line says how long it took (--timing), to balance them again
-COLD_A = tests/10-contract.bats tests/20-limits.bats tests/30-isolation.bats
+# every test line says how long it took, to balance the lanes again
 LANE_BATS = bats --timing --print-output-on-failure
 lane-plain:
 	CODEBOX_TEST_PASS=plain CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=1 $(LANE_BATS) $(PLAIN_SUITES)
-	CODEBOX_TEST_PASS=cold-a CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 \
-	    $(LANE_BATS) $(COLD_A) tests/99-leftovers.bats
+	CODEBOX_TEST_PASS=cold CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 $(LANE_BATS) $(COLD_SUITES)
+	CODEBOX_TEST_PASS=asan-c $(ASAN_ENV) $(LANE_BATS) $(ASAN_C) tests/99-leftovers.bats
 lane-asan-a:
-	CODEBOX_TEST_PASS=asan-a $(ASAN_ENV) $(LANE_BATS) $(ASAN_A)
-lane-asan-b-cold:
-	CODEBOX_TEST_PASS=asan-b $(ASAN_ENV) $(LANE_BATS) $(ASAN_B)
-	CODEBOX_TEST_PASS=cold-b CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 \
-	    $(LANE_BATS) $(filter-out $(COLD_A),$(COLD_SUITES))
+	CODEBOX_TEST_PASS=asan-a $(ASAN_ENV) $(LANE_BATS) $(ASAN_A) tests/99-leftovers.bats
+lane-asan-b:
+	CODEBOX_TEST_PASS=asan-b $(ASAN_ENV) $(LANE_BATS) $(ASAN_B) tests/99-leftovers.bats
 
 check: build
 	scripts/check-config.sh nginx/nginx.conf && echo "check-config: nginx/nginx.conf is consistent"
@@ -236,7 +233,7 @@ format:
 test: deps parallel-build
 	scripts/test-lanes.sh \
 	    "$(MAKE) --no-print-directory lint unit check asan-unit && $(MAKE) --no-print-directory lane-plain" \
-	    "$(MAKE) --no-print-directory lane-asan-a" "$(MAKE) --no-print-directory lane-asan-b-cold"
+	    "$(MAKE) --no-print-directory lane-asan-a" "$(MAKE) --no-print-directory lane-asan-b"
 
 # everything `make test` runs, plain and sanitized, compiled JOBS at a time (one per core),
 # so that the steps after it find it built

@@ -8,22 +8,13 @@ check() {
 	run "$ROOT/scripts/check-config.sh" "$@"
 }
 
-# script_alone: the test exercises check-config.sh alone (of the pool, it reads only its
-# constants, never starts it): the pass without sanitizers makes it, the sanitizer pass skips
-# it rather than run the same script again
-script_alone() {
-	[[ -z ${CODEBOX_ASAN:-} ]] || skip "check-config.sh alone: the pass without sanitizers runs it"
-}
-
 @test "config: the shipped config passes and needs 28 workers (20 slots + 4 meta + 4 agent)" {
-	script_alone
 	check --print-workers "$ROOT/nginx/nginx.conf"
 	assert_success
 	assert_output 28
 }
 
 @test "config: the drain time follows the execution timeout" {
-	script_alone
 	check --print-drain-seconds "$ROOT/nginx/nginx.conf"
 	assert_success
 	assert_output 46
@@ -34,7 +25,6 @@ script_alone() {
 }
 
 @test "config: fastcgi_read_timeout not longer than the execution timeout + grace is refused, naming where each is set" {
-	script_alone
 	local conf read_line timeout_line
 	conf=$(conf_variant 's/fastcgi_read_timeout     45s;/fastcgi_read_timeout     35s;/')
 	read_line=$(grep -n 'fastcgi_read_timeout     35s;' "$conf/nginx.conf" | cut -d: -f1)
@@ -50,7 +40,6 @@ script_alone() {
 }
 
 @test "config: a statement without its ';' is named at its own file and line, not nginx's" {
-	script_alone
 	local conf line
 	conf=$(conf_variant 's/^\(fastcgi_param  CODEBOX_MAX_PROCESSES .*\);$/\1/')
 	line=$(grep -n '^fastcgi_param  CODEBOX_MAX_PROCESSES ' "$conf/codebox-limits.conf" | cut -d: -f1)
@@ -72,7 +61,6 @@ script_alone() {
 }
 
 @test "config: CPU oversubscription is a warning with the numbers, not a refusal" {
-	script_alone
 	local conf
 	# the shipped limits: 20 runs of 1000 millicores against a 4-CPU pool
 	run --separate-stderr "$ROOT/scripts/check-config.sh" --cpu-limit 4000 --source-dir "$ROOT/nginx" \
@@ -95,7 +83,6 @@ script_alone() {
 }
 
 @test "config: an outer limit_conn below maxConcurrentExecutions is refused" {
-	script_alone
 	local conf
 	conf=$(conf_variant 's/limit_conn codebox_execute 100;/limit_conn codebox_execute 19;/')
 	check "$conf/nginx.conf"
@@ -104,7 +91,6 @@ script_alone() {
 }
 
 @test "config: a limit_conn zone not keyed by the nginx worker's pid is refused" {
-	script_alone
 	local conf
 	conf=$(conf_variant 's/limit_conn_zone    $pid zone=codebox_execute/limit_conn_zone    $server_name zone=codebox_execute/')
 	check "$conf/nginx.conf"
@@ -113,7 +99,6 @@ script_alone() {
 }
 
 @test "config: the pool's ceilings are every limit of the config and its body size" {
-	script_alone
 	check --print-ceilings "$ROOT/nginx/nginx.conf"
 	assert_success
 	assert_output --partial "CODEBOX_MEMORY_BYTES=1073741824,"
@@ -123,14 +108,12 @@ script_alone() {
 }
 
 @test "config: a pool smaller than the admitted concurrency is refused" {
-	script_alone
 	check --workers 20 "$ROOT/nginx/nginx.conf"
 	assert_failure 1
 	assert_output --regexp "the pool's workers \(20, --workers\) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS \(20, $ROOT/nginx/codebox-limits.conf:[0-9]+\) \+ limit_conn codebox_meta \(4\) \+ CODEBOX_AGENT_SLOTS \(4\) = 28"
 }
 
 @test "config: client_max_body_size below 4 * maxCodeBytes + 1024 is refused" {
-	script_alone
 	local conf
 	conf=$(conf_variant 's/client_max_body_size     1m;/client_max_body_size     256k;/')
 	check "$conf/nginx.conf"
@@ -139,7 +122,6 @@ script_alone() {
 }
 
 @test "config: limits that differ between locations are refused" {
-	script_alone
 	local conf
 	conf=$(conf_variant)
 	sed -i 's/fastcgi_param CODEBOX_ENDPOINT capabilities;/&\n            fastcgi_param CODEBOX_MAX_CODE_BYTES 1;/' "$conf/nginx.conf"
@@ -152,7 +134,6 @@ script_alone() {
 }
 
 @test "config: the pool memory budget is checked against one run and the memory available" {
-	script_alone
 	# (stderr: the CPU warning, checked above)
 	run --separate-stderr "$ROOT/scripts/check-config.sh" --print-pool-memory-bytes "$ROOT/nginx/nginx.conf"
 	assert_success
@@ -177,7 +158,6 @@ script_alone() {
 }
 
 @test "config: a config nginx rejects is refused" {
-	script_alone
 	local conf
 	conf=$(conf_variant 's/worker_connections  8192;/worker_connections  8192/')
 	check "$conf/nginx.conf"
@@ -186,7 +166,6 @@ script_alone() {
 }
 
 @test "config: codebox-run refuses to start on a broken invariant, and leaves nothing running" {
-	script_alone
 	local conf dir
 	conf=$(conf_variant 's/limit_conn codebox_execute 100;/limit_conn codebox_execute 5;/')
 	dir=$(mktemp -d /tmp/codebox-test.XXXXXX)
@@ -201,7 +180,6 @@ script_alone() {
 }
 
 @test "config: a misspelled key is named with its file, line and the key it resembles" {
-	script_alone
 	local conf
 	conf=$(conf_variant 's/CODEBOX_MAX_PROCESSES /CODEBOX_MAX_PROCESES /')
 	check --source-dir "$conf" "$conf/nginx.conf"

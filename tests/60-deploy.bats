@@ -18,14 +18,7 @@ yq_policy() {
 		"$ROOT/deploy/checks/node_modules/yaml" "$1" "$2"
 }
 
-# no_pool: skips a check that starts no pool (the manifests, the scripts, the kind targets) in
-# the sanitizer pass: the pass without sanitizers makes it, once.
-no_pool() {
-	[[ -z ${CODEBOX_ASAN:-} ]] || skip "no pool here: the pass without sanitizers checks it"
-}
-
 @test "deploy: the manifests render, validate and pass the hardening rules; broken fixtures fail" {
-	no_pool
 	local overlays
 	overlays=$(($(find "$ROOT/deploy/overlays" -mindepth 1 -maxdepth 1 -type d | wc -l) + 1))
 	run -0 "$ROOT/scripts/check-deploy.sh"
@@ -34,7 +27,6 @@ no_pool() {
 }
 
 @test "deploy: port 8888 (one tenant's workspace) is served and exposed by the agent-sandbox overlay only" {
-	no_pool
 	local dir name out="$BATS_TEST_TMPDIR"
 	for dir in "$ROOT/deploy/base" "$ROOT"/deploy/overlays/*; do
 		name=$(basename "$dir")
@@ -80,7 +72,6 @@ YAML
 }
 
 @test "deploy: every rendered pod names the image with a registry and the release tag, set in deploy/image alone" {
-	no_pool
 	local dir name out="$BATS_TEST_TMPDIR" version copy="$BATS_TEST_TMPDIR/repo"
 	version=$(cat "$ROOT/VERSION")
 	# as shipped: localhost/codebox (podman's name for make image's build), never a bare
@@ -115,7 +106,6 @@ YAML
 }
 
 @test "deploy: shipped NetworkPolicies admit chosen clients only, never every pod; the agent sandbox only the router" {
-	no_pool
 	local out="$BATS_TEST_TMPDIR"
 	kubectl kustomize "$ROOT/deploy/base" >"$out/base.yaml"
 	# the base: 8080 from the namespaces labelled codebox.dev/client=true, the label alone
@@ -149,7 +139,6 @@ YAML
 }
 
 @test "deploy: the agent-sandbox overlay matches the pinned CRDs' storage version and its pod is checked like the Deployment's" {
-	no_pool
 	local out="$BATS_TEST_TMPDIR" checks="$BATS_TEST_TMPDIR/checks" version
 	version=$(cat "$ROOT/VERSION")
 	kubectl kustomize "$ROOT/deploy/overlays/agent-sandbox" >"$out/as.yaml"
@@ -187,7 +176,6 @@ YAML
 }
 
 @test "deploy: the image's nginx config listens on 8888 only with CODEBOX_AGENT_PORT=on; 8080 is the same either way" {
-	no_pool
 	local conf="$BATS_TEST_TMPDIR" lim="$BATS_TEST_TMPDIR/limits" f
 	# codebox-config as the image runs it, on this checkout's config and scripts
 	cfg() {
@@ -232,7 +220,6 @@ YAML
 }
 
 @test "deploy: kind-up that fails partway leaves the current kubectl context as it was" {
-	no_pool
 	local bin="$BATS_TEST_TMPDIR/bin"
 	mkdir -p "$bin"
 	export KUBECONFIG="$BATS_TEST_TMPDIR/kubeconfig"
@@ -262,7 +249,6 @@ KIND
 }
 
 @test "deploy: kind-down without a cluster changes nothing and succeeds" {
-	no_pool
 	export KUBECONFIG="$BATS_TEST_TMPDIR/kubeconfig"
 	kubectl config set-cluster mine --server=https://127.0.0.1:1 >/dev/null
 	kubectl config set-context mine --cluster=mine >/dev/null
@@ -272,7 +258,6 @@ KIND
 }
 
 @test "deploy: kind-up and kind-test without kind say how to install it" {
-	no_pool
 	local bin="$BATS_TEST_TMPDIR/bin" target
 	mkdir -p "$bin"
 	# everything of the PATH but kind
@@ -288,7 +273,6 @@ KIND
 }
 
 @test "deploy: kind-test refuses to run without the kind cluster or kind-up's port-forward, testing nothing" {
-	no_pool
 	local bin="$BATS_TEST_TMPDIR/bin"
 	mkdir -p "$bin"
 	# a kind that knows no cluster
@@ -305,7 +289,6 @@ KIND
 }
 
 @test "deploy: the pod's limits ConfigMap is rendered into nginx's config and checked; a bad one is refused" {
-	no_pool
 	local lim="$BATS_TEST_TMPDIR/limits" out
 	mkdir -p "$lim"
 	printf 8 >"$lim/CODEBOX_MAX_CONCURRENT_EXECUTIONS"
@@ -342,7 +325,6 @@ KIND
 }
 
 @test "deploy: .ci/run stops at the first failing stage and its last line names it" {
-	no_pool
 	local repo="$BATS_TEST_TMPDIR/repo" bin="$BATS_TEST_TMPDIR/bin"
 	mkdir -p "$repo/.ci" "$repo/scripts" "$bin"
 	cp "$ROOT/.ci/run" "$repo/.ci/run"
@@ -384,7 +366,6 @@ MAKE
 }
 
 @test "deploy: install-deps names a command still missing after installing, and its package, in one line" {
-	no_pool
 	local bin="$BATS_TEST_TMPDIR/bin" c
 	mkdir -p "$bin"
 	# every command install-deps and the checks need, but wrk
@@ -398,7 +379,6 @@ MAKE
 }
 
 @test "deploy: when npm ci fails, install-deps shows npm's own error and says where" {
-	no_pool
 	local repo="$BATS_TEST_TMPDIR/repo"
 	mkdir -p "$repo"
 	tar -C "$ROOT" --exclude=node_modules --exclude=.out --exclude=bin -c scripts deploy VERSION |
@@ -420,7 +400,6 @@ docs_js() {
 }
 
 @test "deploy: /metrics is on its own port: the clients' Service does not expose it; the monitoring overlay scrapes it from the monitoring namespace" {
-	no_pool
 	local out="$BATS_TEST_TMPDIR"
 	kubectl kustomize "$ROOT/deploy/base" >"$out/base.yaml"
 	run -0 docs_js "$out/base.yaml" 'docs.filter((d) => d.kind === "Service").flatMap((d) => d.spec.ports.map((p) => p.port))'
@@ -437,7 +416,6 @@ docs_js() {
 }
 
 @test "deploy: bearer tokens: the auth component mounts the Secret in nginx's container alone, and the image turns them on from it" {
-	no_pool
 	local out="$BATS_TEST_TMPDIR" d="$BATS_TEST_TMPDIR/deploy/overlays/with-auth"
 	# an overlay of the user's: the base with the component
 	mkdir -p "$d"
