@@ -72,8 +72,9 @@ struct run_config;
  * is not this process's child: it is watched and killed through the pidfd returned in *pidfd,
  * and reaped by the kernel, waiting for the answer until deadline (util_now_ms()). Returns its
  * pid, with the template's address-space size in *as_base_bytes, or -1 with the reason in why
- * (the run is then cold; the tier is not asked again for a second). A tier the zygote says
- * does not serve now is not asked at all.
+ * (the caller then tries the light tier, or runs cold; a tier that could not be sent the
+ * request or did not answer is not asked again for a second). A tier the zygote says does not
+ * serve now is not asked at all.
  */
 pid_t warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
                      unsigned long long disk_bytes, const int fds[5], long long deadline,
