@@ -153,8 +153,8 @@ unit-bins: $(UNIT_BIN)
 unit: deps $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "# $$t"; $$t; done
 
-# every suite warm (the default), then the four suites about what a run sees and cannot do
-# cold as well (CODEBOX_WARM=0)
+# make bats: every suite warm (the default), then the suites about what a run sees, cannot do
+# and leaves behind cold as well (CODEBOX_WARM=0); make test's lanes run the same cold pass
 COLD_SUITES = tests/10-contract.bats tests/20-limits.bats tests/30-isolation.bats tests/40-attacks.bats \
               tests/82-files.bats tests/83-figures.bats tests/86-sessions.bats tests/99-leftovers.bats
 
