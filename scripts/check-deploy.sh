@@ -45,18 +45,17 @@ param() {
 	awk -v k="$2" '$1 == "fastcgi_param" && $2 == k { sub(";", "", $3); print $3 }' "$1/codebox-limits.conf"
 }
 
-# pod_limits RENDERED.yaml VERSION: the pod's ConfigMap limits, rendered as the containers
-# render them at start, pass check-config against the pool's memory limit (where port 8888 is
-# on, less its workspace's tmpfs and its slots' runs, which check-config does not count); the
-# grace period covers the drain, the longest preStop sleep and 5 s for nginx's last answers;
-# the runs volume holds every concurrent run's diskBytes (where runs write to it: no mount
-# namespace), and the pool's ephemeral-storage limit its emptyDirs.
+# pod_limits NAME DIR: the pod NAME's limits, from what podfacts.mjs printed of it (DIR/facts)
+# and the ConfigMap it wrote (DIR/limits), rendered as the containers render them at start,
+# pass check-config against the pool's memory limit (where port 8888 is on, less its
+# workspace's tmpfs and its slots' runs, which check-config does not count); the grace period
+# covers the drain, the longest preStop sleep and 5 s for nginx's last answers; the runs volume
+# holds every concurrent run's diskBytes (where runs write to it: no mount namespace), and the
+# pool's ephemeral-storage limit its emptyDirs.
 pod_limits() {
-	local dir facts memory grace pre_stop runs_b storage_b disk_b workspace drain conc disk slots
+	local dir=$2 memory grace pre_stop runs_b storage_b disk_b workspace drain conc disk slots
 	local mem reserve=0 cpu cpu_arg=()
-	dir=$(mktemp -d "$out/limits.XXXXXX")
-	facts=$(node "$checks/podfacts.mjs" "$1" "$dir/limits" "$2") || return 1
-	read -r memory grace pre_stop runs_b storage_b disk_b workspace cpu <<<"$facts"
+	read -r memory grace pre_stop runs_b storage_b disk_b workspace cpu <"$dir/facts"
 	# the pool's CPU limit: check-config warns when the runs' CPU quotas add up to more
 	((cpu == 0)) || cpu_arg=(--cpu-limit "$cpu")
 	"$here/scripts/render-limits.sh" --from "$dir/limits" --conf-dir "$here/nginx" --out "$dir/conf" ||
@@ -80,7 +79,7 @@ pod_limits() {
 		return 1
 	}
 	# its warnings (CPU oversubscription), as this pod's: the numbers are its ConfigMap's
-	sed -e 's/, [^ ,)]*\.conf:[0-9]*//g' -e "s/^check-config: warning:/check-deploy: $(basename "$1" .yaml): warning:/" \
+	sed -e 's/, [^ ,)]*\.conf:[0-9]*//g' -e "s/^check-config: warning:/check-deploy: $1: warning:/" \
 		-e 's/(--cpu-limit)/(the pool container'"'"'s limits.cpu)/' "$dir/check.err" >&2
 	if ((grace < drain + pre_stop + 5)); then
 		echo "check-deploy: terminationGracePeriodSeconds ($grace) must cover the pool's drain (${drain} s) + preStop (${pre_stop} s) + 5 s for nginx's last answers" >&2
@@ -100,26 +99,64 @@ pod_limits() {
 
 (cd "$here/deploy" && yamllint -c .yamllint.yaml .)
 
+# chain_job PREFIX STEP...: one line of chains.mjs's jobs (each STEP one word: a script and
+# its arguments, split on spaces; no path here has one)
+chain_job() {
+	local prefix=$1 step
+	shift
+	printf '{"out": "%s", "steps": [' "$prefix"
+	for step in "$@"; do
+		# shellcheck disable=SC2086 # the step's words
+		printf '%s' "$(printf '"%s",' $step)" | sed -e 's/^/[/' -e 's/,$/],/'
+	done | sed 's/,$//'
+	printf ']}\n'
+}
+
+# status PREFIX: the status chains.mjs wrote for the chain PREFIX
+status() {
+	local s
+	read -r s <"$1.status"
+	return "$s"
+}
+
 overlays=("$here/deploy/base" "$here"/deploy/overlays/*)
 typed=() # each overlay's objects as TypeScript, compiled at once after the loop (a compiler start each cost 2 s)
+jobs="$out/overlays.jsonl"
+: >"$jobs"
 for dir in "${overlays[@]}"; do
 	name=$(basename "$dir")
-	"$kubectl" kustomize "$dir" >"$out/$name.yaml"
+	mkdir -p "$out/pod.$name"
+	steps=()
 	if [[ $name == agent-sandbox ]]; then
 		# agent-sandbox's own kinds: checked against the pinned CRDs, then what the controller
 		# derives from them (a Pod, its NetworkPolicy, a Service) goes through the same checks
 		# as every other overlay, the pod's limits, grace and storage included
-		node "$checks/agent-sandbox.mjs" "$out/$name.yaml" "$out/$name-derived.yaml"
-		mv "$out/$name.yaml" "$out/$name-rendered.yaml"
-		mv "$out/$name-derived.yaml" "$out/$name.yaml"
+		"$kubectl" kustomize "$dir" >"$out/$name-rendered.yaml"
+		steps+=("agent-sandbox.mjs $out/$name-rendered.yaml $out/$name.yaml")
+	else
+		"$kubectl" kustomize "$dir" >"$out/$name.yaml"
 	fi
-	node "$checks/validate.mjs" "$out/$name.ts" "$out/$name.yaml"
-	typed+=(".out/$name.ts")
 	# tenancy: only the agent-sandbox overlay (one tenant per pod) serves port 8888
-	tenancy=()
-	[[ $name == agent-sandbox ]] && tenancy=(--agent-sandbox)
-	node "$checks/hardening.mjs" "${tenancy[@]}" "$out/$name.yaml"
-	pod_limits "$out/$name.yaml" "$version"
+	tenancy=""
+	[[ $name == agent-sandbox ]] && tenancy="--agent-sandbox "
+	steps+=("validate.mjs $out/$name.ts $out/$name.yaml" "hardening.mjs $tenancy$out/$name.yaml"
+		"podfacts.mjs $out/$name.yaml $out/pod.$name/limits $version")
+	chain_job "$out/pod.$name/chain" "${steps[@]}" >>"$jobs"
+	typed+=(".out/$name.ts")
+done
+# the fixtures that break one rule each, from the kind overlay and the agent-sandbox one
+chain_job "$out/fixtures" "fixtures.mjs $out/kind.yaml $out/fixtures" >>"$jobs"
+chain_job "$out/fixtures-as" "fixtures.mjs --agent-sandbox $out/agent-sandbox-rendered.yaml $out/fixtures" >>"$jobs"
+# every overlay's checks, as a node start each would (chains.mjs), then its limits
+node "$checks/chains.mjs" "$jobs"
+for dir in "${overlays[@]}"; do
+	name=$(basename "$dir")
+	chain="$out/pod.$name/chain"
+	sed '$d' "$chain.out"
+	cat "$chain.err" >&2
+	status "$chain" || exit 1
+	cp "$chain.last" "$out/pod.$name/facts"
+	pod_limits "$name" "$out/pod.$name"
 done
 tsc "${typed[@]}"
 echo "check-deploy: ${#overlays[@]} overlays render, validate, pass the hardening rules, and their limits fit"
@@ -139,34 +176,52 @@ codebox_router_render "$out/router" 8080 127.0.0.1:1 127.0.0.1:2
 	}
 echo "check-deploy: nginx accepts the fleet's router.conf"
 
-# agent_sandbox RENDERED.yaml: the agent-sandbox overlay's chain, as above
-agent_sandbox() {
-	local derived=${1%.yaml}-derived.yaml
-	node "$checks/agent-sandbox.mjs" "$1" "$derived" >/dev/null &&
-		node "$checks/validate.mjs" "${1%.yaml}.ts" "$derived" >/dev/null &&
-		node "$checks/hardening.mjs" --agent-sandbox "$derived" >/dev/null &&
-		pod_limits "$derived" "$version"
-}
-
-node "$checks/fixtures.mjs" "$out/kind.yaml" "$out/fixtures" >"$out/fixtures.tsv"
-node "$checks/fixtures.mjs" --agent-sandbox "$out/agent-sandbox-rendered.yaml" "$out/fixtures" >>"$out/fixtures.tsv"
-# the fixtures of the hardening rules alone, each checked on its own in one node start (one
-# each cost some 0.5 s of CPU): FIXTURE.yaml.hardening holds what hardening.mjs says of it
+for chain in "$out/fixtures" "$out/fixtures-as"; do
+	cat "$chain.err" >&2
+	status "$chain" || exit 1
+done
+cat "$out/fixtures.last" "$out/fixtures-as.last" >"$out/fixtures.tsv"
+# every fixture's checks as above, in one node start: the hardening rules' fixtures each
+# checked on its own (FIXTURE.yaml.hardening holds what hardening.mjs says of it); an
+# agent-sandbox fixture through the overlay's chain; a pod's limits from its facts
+jobs="$out/fixtures.jsonl"
+: >"$jobs"
 hardening=()
 while IFS=$'\t' read -r name _; do
-	[[ $name == as-* || $name == pod-* || $name == typo ]] || hardening+=("$out/fixtures/$name.yaml")
+	f="$out/fixtures/$name"
+	mkdir -p "$out/pod.fixture-$name"
+	case $name in
+	as-*)
+		chain_job "$out/pod.fixture-$name/chain" "agent-sandbox.mjs $f.yaml $f-derived.yaml" \
+			"validate.mjs $f.ts $f-derived.yaml" "hardening.mjs --agent-sandbox $f-derived.yaml" \
+			"podfacts.mjs $f-derived.yaml $out/pod.fixture-$name/limits $version" >>"$jobs"
+		;;
+	typo) chain_job "$out/pod.fixture-$name/chain" "validate.mjs $f.ts $f.yaml" >>"$jobs" ;;
+	pod-*) chain_job "$out/pod.fixture-$name/chain" "podfacts.mjs $f.yaml $out/pod.fixture-$name/limits $version" >>"$jobs" ;;
+	*) hardening+=("$f.yaml") ;;
+	esac
 done <"$out/fixtures.tsv"
-node "$checks/hardening.mjs" --each "${hardening[@]}"
+chain_job "$out/hardening-each" "hardening.mjs --each ${hardening[*]}" >>"$jobs"
+node "$checks/chains.mjs" "$jobs"
 failed=0
 while IFS=$'\t' read -r name expect; do
+	chain="$out/pod.fixture-$name/chain"
 	set +e
 	case $name in
-	as-*) msg=$(agent_sandbox "$out/fixtures/$name.yaml" 2>&1) ;;
-	typo)
-		node "$checks/validate.mjs" "$out/fixtures/$name.ts" "$out/fixtures/$name.yaml" >/dev/null &&
-			msg=$(tsc ".out/fixtures/$name.ts" 2>&1)
+	as-* | pod-*)
+		# the chain's stderr, then the pod's limits where the chain passed
+		msg=$(<"$chain.err")
+		if status "$chain"; then
+			cp "$chain.last" "$out/pod.fixture-$name/facts"
+			msg+=$(pod_limits "$name" "$out/pod.fixture-$name" 2>&1)
+		else
+			false
+		fi
 		;;
-	pod-*) msg=$(pod_limits "$out/fixtures/$name.yaml" "$version" 2>&1) ;;
+	typo)
+		msg=$(<"$chain.err")
+		status "$chain" && msg=$(tsc ".out/fixtures/$name.ts" 2>&1)
+		;;
 	*)
 		# as its own node start would have: status 1 with something said, 0 with nothing
 		msg=$(<"$out/fixtures/$name.yaml.hardening")
