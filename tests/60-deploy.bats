@@ -347,6 +347,11 @@ MAKE
 	sed -i 's/exit 2/true/' "$bin/make"
 	PATH="$bin:$PATH" run -0 bash "$repo/.ci/run"
 	assert_equal "${lines[-1]}" "tests: 3 passed, 0 failed"
+	# the pod's test, run once the image is built, failing names it
+	sed -i 's/^\*) echo "image-test must not run" ;;$/*) echo "the pod failed"; exit 3 ;;/' "$bin/make"
+	PATH="$bin:$PATH" run -3 bash "$repo/.ci/run"
+	assert_equal "${lines[-1]}" "ci: FAILED at stage 'make image-test' (exit 3)"
+	assert_output --partial "the pod failed"
 	# make test failing names make test, and the image built meanwhile is stopped, not left
 	cat >"$bin/make" <<MAKE
 #!/usr/bin/env bash
