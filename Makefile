@@ -88,8 +88,8 @@ help:
 	@echo '                        PORT=P alone never collides with a first instance;'
 	@echo '                        AUTH_TOKENS=FILE: bearer tokens required'
 	@echo '  make test             lint, unit tests, every bats suite under ASan+UBSan, the'
-	@echo '                        plain (shipped) build: contract, limits, isolation, attacks,'
-	@echo '                        warm and cold; side by side (CI runs it)'
+	@echo '                        plain (shipped) build: limits, isolation, attacks warm and'
+	@echo '                        cold, the contract cold; side by side (CI runs it)'
 	@echo '  make bats | asan      every bats suite on the plain build (warm and cold) | sanitized'
 	@echo '  make build | unit | lint | format | clean'
 	@echo '  make bench [BEFORE=REV]  latency, CPU and throughput, warm and cold; with BEFORE, the'
@@ -185,14 +185,15 @@ asan-run:
 
 # make test's passes, in three lanes. The sanitizer pass runs every suite, warm. The plain build,
 # the one that ships, runs warm what the sanitizer pass cannot stand in for (PLAIN_SUITES): its
-# contract, limits, isolation and attacks, the bounds the sanitizers' slowness relaxes
-# (30-isolation's 20 runs in 12 s, 16-renewal's renewals without a fallback) and the fleet's
-# routing (85-fleet, skipped sanitized); then the cold pass (COLD_SUITES). The other suites'
-# warm runs take the same code in both builds, and the checks that start no pool (check-config,
-# the manifests and deploy tooling) are the same scripts: they run sanitized only (`make bats`
-# runs every suite plain). Each pass is tagged (CODEBOX_TEST_PASS: 99-leftovers.bats answers
-# for its own pass's pools).
-PLAIN_SUITES = $(addprefix tests/,00-smoke.bats 10-contract.bats 16-renewal.bats 20-limits.bats \
+# limits, isolation and attacks with every layer of this host, make run (00-smoke), the bounds
+# the sanitizers' slowness relaxes (30-isolation's 20 runs in 12 s, 16-renewal's renewals
+# without a fallback) and the fleet's routing (85-fleet, skipped sanitized); then the cold pass
+# (COLD_SUITES). The contract's warm runs on the build that ships are make image-test's (the
+# pod runs 10-contract under three profiles). The other suites' warm runs take the same code in
+# both builds, and the checks that start no pool (check-config, the manifests and deploy
+# tooling) are the same scripts: they run sanitized only (`make bats` runs every suite plain).
+# Each pass is tagged (CODEBOX_TEST_PASS: 99-leftovers.bats answers for its own pass's pools).
+PLAIN_SUITES = $(addprefix tests/,00-smoke.bats 16-renewal.bats 20-limits.bats \
                30-isolation.bats 40-attacks.bats 85-fleet.bats 99-leftovers.bats)
 # the sanitizer pass in three parts, one per lane: ASAN_C follows the plain and cold passes in
 # the first (balanced by the tests' times, --timing, in the CI of 2026-12-05)
