@@ -196,8 +196,8 @@ asan-run:
 PLAIN_SUITES = $(addprefix tests/,00-smoke.bats 16-renewal.bats 20-limits.bats \
                30-isolation.bats 40-attacks.bats 85-fleet.bats 99-leftovers.bats)
 # the sanitizer pass in three parts, one per lane: ASAN_C follows the plain and cold passes in
-# the first (balanced by the tests' times, --timing, in the CI of 2026-12-05)
-ASAN_C = tests/40-attacks.bats tests/45-layers.bats
+# the first (balanced by the tests' times, --timing, in the CIs of 2026-12-05)
+ASAN_C = tests/20-limits.bats tests/30-isolation.bats tests/40-attacks.bats
 ASAN_B = $(wildcard tests/5*.bats tests/6*.bats tests/7[1-9]*.bats tests/8*.bats)
 ASAN_A = $(filter-out $(ASAN_B) $(ASAN_C) tests/99-leftovers.bats,$(wildcard tests/*.bats))
 ASAN_ENV = CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1
