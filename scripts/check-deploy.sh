@@ -99,17 +99,15 @@ pod_limits() {
 
 (cd "$here/deploy" && yamllint -c .yamllint.yaml .)
 
-# chain_job PREFIX STEP...: one line of chains.mjs's jobs (each STEP one word: a script and
-# its arguments, split on spaces; no path here has one)
+# step WORD...: adds a step (a script of deploy/checks/ and its arguments) to the array steps
+step() {
+	local IFS=$'\t'
+	steps+=("$*")
+}
+
+# chain_job PREFIX: the chain of the array steps as one line of chains.mjs's jobs
 chain_job() {
-	local prefix=$1 step
-	shift
-	printf '{"out": "%s", "steps": [' "$prefix"
-	for step in "$@"; do
-		# shellcheck disable=SC2086 # the step's words
-		printf '%s' "$(printf '"%s",' $step)" | sed -e 's/^/[/' -e 's/,$/],/'
-	done | sed 's/,$//'
-	printf ']}\n'
+	jq -cn --arg out "$1" '{out: $out, steps: [$ARGS.positional[] | split("\t")]}' --args "${steps[@]}"
 }
 
 # status PREFIX: the status chains.mjs wrote for the chain PREFIX
@@ -127,34 +125,44 @@ for dir in "${overlays[@]}"; do
 	name=$(basename "$dir")
 	mkdir -p "$out/pod.$name"
 	steps=()
+	# tenancy: only the agent-sandbox overlay (one tenant per pod) serves port 8888
+	tenancy=()
 	if [[ $name == agent-sandbox ]]; then
 		# agent-sandbox's own kinds: checked against the pinned CRDs, then what the controller
 		# derives from them (a Pod, its NetworkPolicy, a Service) goes through the same checks
 		# as every other overlay, the pod's limits, grace and storage included
 		"$kubectl" kustomize "$dir" >"$out/$name-rendered.yaml"
-		steps+=("agent-sandbox.mjs $out/$name-rendered.yaml $out/$name.yaml")
+		step agent-sandbox.mjs "$out/$name-rendered.yaml" "$out/$name.yaml"
+		tenancy=(--agent-sandbox)
 	else
 		"$kubectl" kustomize "$dir" >"$out/$name.yaml"
 	fi
-	# tenancy: only the agent-sandbox overlay (one tenant per pod) serves port 8888
-	tenancy=""
-	[[ $name == agent-sandbox ]] && tenancy="--agent-sandbox "
-	steps+=("validate.mjs $out/$name.ts $out/$name.yaml" "hardening.mjs $tenancy$out/$name.yaml"
-		"podfacts.mjs $out/$name.yaml $out/pod.$name/limits $version")
-	chain_job "$out/pod.$name/chain" "${steps[@]}" >>"$jobs"
+	step validate.mjs "$out/$name.ts" "$out/$name.yaml"
+	step hardening.mjs "${tenancy[@]}" "$out/$name.yaml"
+	step podfacts.mjs "$out/$name.yaml" "$out/pod.$name/limits" "$version"
+	chain_job "$out/pod.$name/chain" >>"$jobs"
 	typed+=(".out/$name.ts")
 done
 # the fixtures that break one rule each, from the kind overlay and the agent-sandbox one
-chain_job "$out/fixtures" "fixtures.mjs $out/kind.yaml $out/fixtures" >>"$jobs"
-chain_job "$out/fixtures-as" "fixtures.mjs --agent-sandbox $out/agent-sandbox-rendered.yaml $out/fixtures" >>"$jobs"
+steps=()
+step fixtures.mjs "$out/kind.yaml" "$out/fixtures"
+chain_job "$out/fixtures" >>"$jobs"
+steps=()
+step fixtures.mjs --agent-sandbox "$out/agent-sandbox-rendered.yaml" "$out/fixtures"
+chain_job "$out/fixtures-as" >>"$jobs"
 # every overlay's checks, as a node start each would (chains.mjs), then its limits
 node "$checks/chains.mjs" "$jobs"
 for dir in "${overlays[@]}"; do
 	name=$(basename "$dir")
 	chain="$out/pod.$name/chain"
+	# what its steps said (podfacts' facts, its last line, are pod_limits')
+	if ! status "$chain"; then
+		cat "$chain.out"
+		cat "$chain.err" >&2
+		exit 1
+	fi
 	sed '$d' "$chain.out"
 	cat "$chain.err" >&2
-	status "$chain" || exit 1
 	cp "$chain.last" "$out/pod.$name/facts"
 	pod_limits "$name" "$out/pod.$name"
 done
@@ -190,19 +198,27 @@ hardening=()
 while IFS=$'\t' read -r name _; do
 	f="$out/fixtures/$name"
 	mkdir -p "$out/pod.fixture-$name"
+	steps=()
 	case $name in
 	as-*)
-		chain_job "$out/pod.fixture-$name/chain" "agent-sandbox.mjs $f.yaml $f-derived.yaml" \
-			"validate.mjs $f.ts $f-derived.yaml" "hardening.mjs --agent-sandbox $f-derived.yaml" \
-			"podfacts.mjs $f-derived.yaml $out/pod.fixture-$name/limits $version" >>"$jobs"
+		step agent-sandbox.mjs "$f.yaml" "$f-derived.yaml"
+		step validate.mjs "$f.ts" "$f-derived.yaml"
+		step hardening.mjs --agent-sandbox "$f-derived.yaml"
+		step podfacts.mjs "$f-derived.yaml" "$out/pod.fixture-$name/limits" "$version"
 		;;
-	typo) chain_job "$out/pod.fixture-$name/chain" "validate.mjs $f.ts $f.yaml" >>"$jobs" ;;
-	pod-*) chain_job "$out/pod.fixture-$name/chain" "podfacts.mjs $f.yaml $out/pod.fixture-$name/limits $version" >>"$jobs" ;;
+	typo) step validate.mjs "$f.ts" "$f.yaml" ;;
+	pod-*) step podfacts.mjs "$f.yaml" "$out/pod.fixture-$name/limits" "$version" ;;
 	*) hardening+=("$f.yaml") ;;
 	esac
+	((${#steps[@]} == 0)) || chain_job "$out/pod.fixture-$name/chain" >>"$jobs"
 done <"$out/fixtures.tsv"
-chain_job "$out/hardening-each" "hardening.mjs --each ${hardening[*]}" >>"$jobs"
+steps=()
+step hardening.mjs --each "${hardening[@]}"
+chain_job "$out/hardening-each" >>"$jobs"
 node "$checks/chains.mjs" "$jobs"
+# (the hardening fixtures' own results are in their files: the chain itself must have run)
+cat "$out/hardening-each.err" >&2
+status "$out/hardening-each" || exit 1
 failed=0
 while IFS=$'\t' read -r name expect; do
 	chain="$out/pod.fixture-$name/chain"
@@ -213,7 +229,7 @@ while IFS=$'\t' read -r name expect; do
 		msg=$(<"$chain.err")
 		if status "$chain"; then
 			cp "$chain.last" "$out/pod.fixture-$name/facts"
-			msg+=$(pod_limits "$name" "$out/pod.fixture-$name" 2>&1)
+			msg+=$'\n'$(pod_limits "$name" "$out/pod.fixture-$name" 2>&1)
 		else
 			false
 		fi

@@ -70,7 +70,7 @@ cleanup() {
 	if ((!keep)) && [[ -n $current ]]; then
 		podman kube down "$current" >/dev/null 2>&1 || true
 	fi
-	rm -rf "$work" "$here/deploy/checks/.out/image-test"
+	rm -rf "$work" "$here/deploy/checks/.image-test"
 }
 trap cleanup EXIT
 fail() {
@@ -130,14 +130,15 @@ say "OCI labels ($(jq -r '[.["org.opencontainers.image.version"], .["org.opencon
 render() {
 	local name=$1 runs=$2 dir
 	shift 2
-	dir="$here/deploy/checks/.out/image-test/$name"
+	# (beside check-deploy's .out/, which it empties at its start: CI runs both at once)
+	dir="$here/deploy/checks/.image-test/$name"
 	mkdir -p "$dir"
 	{
 		cat <<KUST
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-  - ../../../../overlays/podman
+  - ../../../overlays/podman
 images:
   - name: $named
     newName: ${image%:*}
@@ -378,13 +379,13 @@ kube_down "$yaml"
 # podman plays it: no containerPorts (podman would publish them), probes by port number, and
 # the Localhost profile the pool names (profiles/codebox.json: deploy/seccomp/codebox.json)
 # through podman's seccomp annotation
-dir="$here/deploy/checks/.out/image-test/agent-sandbox"
+dir="$here/deploy/checks/.image-test/agent-sandbox"
 mkdir -p "$dir"
 cat >"$dir/kustomization.yaml" <<KUST
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-  - ../../../../overlays/agent-sandbox
+  - ../../../overlays/agent-sandbox
 images:
   - name: $named
     newName: ${image%:*}

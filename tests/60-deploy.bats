@@ -352,6 +352,10 @@ MAKE
 	PATH="$bin:$PATH" run -3 bash "$repo/.ci/run"
 	assert_equal "${lines[-1]}" "ci: FAILED at stage 'make image-test' (exit 3)"
 	assert_output --partial "the pod failed"
+	# and the stages' shell killed during the pod's test names that stage too
+	sed -i 's/^\*) echo "the pod failed"; exit 3 ;;$/*) kill -KILL "$PPID"; sleep 5 ;;/' "$bin/make"
+	PATH="$bin:$PATH" run -137 bash "$repo/.ci/run"
+	assert_equal "${lines[-1]}" "ci: FAILED at stage 'make image-test' (exit 137)"
 	# make test failing names make test, and the image built meanwhile is stopped, not left
 	cat >"$bin/make" <<MAKE
 #!/usr/bin/env bash

@@ -8,7 +8,7 @@
 // JOBS.jsonl: one chain a line, {"out": PREFIX, "steps": [["validate.mjs", ARG...], ...]};
 // writes PREFIX.status (the failed step's exit status, 0 when every step passed), PREFIX.err
 // and PREFIX.out (what the chain's steps printed on stderr and stdout) and PREFIX.last (what
-// its last step printed on stdout).
+// the last step that ran printed on stdout: the one that failed, if one did).
 import { readFileSync, writeFileSync } from "node:fs";
 import { format } from "node:util";
 
