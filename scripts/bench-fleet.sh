@@ -65,11 +65,7 @@ cd "$work"
 # metrics URL in $metrics
 start_stack() {
 	local port agent_port metrics_port
-	{
-		read -r port
-		read -r agent_port
-		read -r metrics_port
-	} < <(codebox_free_ports 3) # three different ones
+	codebox_stack_ports
 	CODEBOX_WARM=1 "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
 		--agent-port "$agent_port" --metrics-port "$metrics_port" \
 		--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/$1.out" 2>&1 &

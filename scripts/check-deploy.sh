@@ -45,8 +45,8 @@ param() {
 	awk -v k="$2" '$1 == "fastcgi_param" && $2 == k { sub(";", "", $3); print $3 }' "$1/codebox-limits.conf"
 }
 
-# pod_limits NAME DIR: the pod NAME's limits, from what podfacts.mjs printed of it (DIR/facts)
-# and the ConfigMap it wrote (DIR/limits), rendered as the containers render them at start,
+# pod_limits NAME DIR: the pod NAME's limits, from what podfacts.mjs printed of it, the last
+# step of its chain (DIR/chain.last), and the ConfigMap it wrote (DIR/limits), rendered as the containers render them at start,
 # pass check-config against the pool's memory limit (where port 8888 is on, less its
 # workspace's tmpfs and its slots' runs, which check-config does not count); the grace period
 # covers the drain, the longest preStop sleep and 5 s for nginx's last answers; the runs volume
@@ -55,7 +55,7 @@ param() {
 pod_limits() {
 	local dir=$2 memory grace pre_stop runs_b storage_b disk_b workspace drain conc disk slots
 	local mem reserve=0 cpu cpu_arg=()
-	read -r memory grace pre_stop runs_b storage_b disk_b workspace cpu <"$dir/facts"
+	read -r memory grace pre_stop runs_b storage_b disk_b workspace cpu <"$dir/chain.last"
 	# the pool's CPU limit: check-config warns when the runs' CPU quotas add up to more
 	((cpu == 0)) || cpu_arg=(--cpu-limit "$cpu")
 	"$here/scripts/render-limits.sh" --from "$dir/limits" --conf-dir "$here/nginx" --out "$dir/conf" ||
@@ -163,7 +163,6 @@ for dir in "${overlays[@]}"; do
 	fi
 	sed '$d' "$chain.out"
 	cat "$chain.err" >&2
-	cp "$chain.last" "$out/pod.$name/facts"
 	pod_limits "$name" "$out/pod.$name"
 done
 tsc "${typed[@]}"
@@ -228,7 +227,6 @@ while IFS=$'\t' read -r name expect; do
 		# the chain's stderr, then the pod's limits where the chain passed
 		msg=$(<"$chain.err")
 		if status "$chain"; then
-			cp "$chain.last" "$out/pod.fixture-$name/facts"
 			msg+=$'\n'$(pod_limits "$name" "$out/pod.fixture-$name" 2>&1)
 		else
 			false

@@ -22,6 +22,17 @@ codebox_free_port() {
 	codebox_free_ports 1
 }
 
+# codebox_stack_ports: sets port, agent_port and metrics_port (the caller's locals) to three
+# free loopback ports, all different: a stack's
+codebox_stack_ports() {
+	# shellcheck disable=SC2034 # the caller's
+	{
+		read -r port
+		read -r agent_port
+		read -r metrics_port
+	} < <(codebox_free_ports 3)
+}
+
 # codebox_uid_base PORT: the run uid range of a stack listening on PORT (256 uids per port, far
 # above the default 20000 and below 2^30), so that stacks side by side never share run uids
 codebox_uid_base() {

@@ -75,7 +75,7 @@ own_stack_start() { # [DIR]: its runtime directory (default: a new one under /tm
 	local port agent_port metrics_port
 	STACK_DIR=${1:-$(mktemp -d /tmp/codebox-test.XXXXXX)}
 	# never codebox-run.sh's defaults: another pass (test-lanes.sh runs two) may hold them
-	stack_ports
+	codebox_stack_ports
 	local preload
 	read -ra preload <<<"$(preload_env)"
 	env "${preload[@]}" "$PY" -c 'import os, signal, sys

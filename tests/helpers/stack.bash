@@ -53,16 +53,6 @@ preload_env() {
 	echo
 }
 
-# stack_ports: sets port, agent_port and metrics_port (the caller's locals) to three free
-# loopback ports, all different
-stack_ports() {
-	{
-		read -r port
-		read -r agent_port
-		read -r metrics_port
-	} < <(codebox_free_ports 3)
-}
-
 # stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
 # answers 200 (bounded: 120 s, and only while the stack is alive).
 stack_start() {
@@ -80,7 +70,7 @@ stack_start() {
 	# not under bats' private temp dir: a root pool runs programs as other uids, which must
 	# be able to reach their working directory (the runtime dir itself is 0711)
 	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
-	stack_ports
+	codebox_stack_ports
 	# concurrent stacks (other suites, other checkouts) never share run uids: each takes a
 	# range of 256 derived from its port, which no other live stack holds
 	# warm stacks preload numpy alone unless the suite asks for the default five
