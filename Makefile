@@ -41,6 +41,9 @@ POOL_OBJS = $(filter-out $(BUILD)/initexec.o,$(OBJS))
 # whatever BUILD is (nginx itself is not sanitized)
 NGX_MOD  = build/nginx/ngx_http_codebox_module.so
 
+# the suites' runner: bats-core as tests/tools pins it (make deps installs it)
+BATS     = $(CURDIR)/tests/tools/node_modules/bats/bin/bats
+
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
            outcome tier pycmd mcp files tool util http stream buf
@@ -176,12 +179,12 @@ asan-unit:
 # the passes alone, on what is built (test-lanes.sh runs the lanes below at once; they must
 # not build)
 bats-run:
-	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=1 bats --print-output-on-failure tests/
-	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 bats --print-output-on-failure $(COLD_SUITES)
+	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=1 $(BATS) --print-output-on-failure tests/
+	CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 $(BATS) --print-output-on-failure $(COLD_SUITES)
 
 asan-run:
 	CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1 \
-	    bats --print-output-on-failure tests/
+	    $(BATS) --print-output-on-failure tests/
 
 # make test's passes, in three lanes. The sanitizer pass runs every suite, warm. The plain build,
 # the one that ships, runs warm what the sanitizer pass cannot stand in for (PLAIN_SUITES): its
@@ -202,7 +205,7 @@ ASAN_B = $(wildcard tests/5*.bats tests/6*.bats tests/7[1-9]*.bats tests/8*.bats
 ASAN_A = $(filter-out $(ASAN_B) $(ASAN_C) tests/99-leftovers.bats,$(wildcard tests/*.bats))
 ASAN_ENV = CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1
 # every test line says how long it took, to balance the lanes again
-LANE_BATS = bats --timing --print-output-on-failure
+LANE_BATS = $(BATS) --timing --print-output-on-failure
 lane-plain:
 	CODEBOX_TEST_PASS=plain CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=1 $(LANE_BATS) $(PLAIN_SUITES)
 	CODEBOX_TEST_PASS=cold CODEBOX_POOL=$(CURDIR)/$(POOL) CODEBOX_WARM=0 $(LANE_BATS) $(COLD_SUITES)

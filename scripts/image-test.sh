@@ -61,6 +61,7 @@ image=${IMAGE:-localhost/codebox:$(cat "$here/VERSION")}
 # the image's name in the manifests (deploy/image), which render() replaces with $image
 named=$(awk '$1 == "newName:" { print $2; exit }' "$here/deploy/image/kustomization.yaml")
 kubectl="$here/deploy/tools/bin/kubectl"
+bats="$here/tests/tools/node_modules/bats/bin/bats"
 max_mb=600
 work=$(mktemp -d)
 chmod 0711 "$work"
@@ -83,8 +84,9 @@ say() { echo "image-test: $*"; }
 # one is missing, then named if it still is
 needs() {
 	local n missing=()
-	for n in podman:podman nsenter:util-linux jq:jq bats:bats node:nodejs curl:curl \
-		"$kubectl:scripts/install-deps.sh" "$here/deploy/checks/node_modules/yaml:scripts/install-deps.sh (npm ci in deploy/checks)"; do
+	for n in podman:podman nsenter:util-linux jq:jq node:nodejs curl:curl \
+		"$bats:scripts/install-deps.sh (npm ci in tests/tools)" "$kubectl:scripts/install-deps.sh" \
+		"$here/deploy/checks/node_modules/yaml:scripts/install-deps.sh (npm ci in deploy/checks)"; do
 		if [[ ${n%%:*} == /* ]]; then
 			[[ -e ${n%%:*} ]] || missing+=("${n%%:*} (${n#*:})")
 		else
@@ -225,7 +227,7 @@ suites() {
 		CODEBOX_POD_SOCKET=/run/codebox/fcgi.sock \
 		CODEBOX_POD_POOL_PID="$(podman inspect "$pod-pool" --format '{{.State.Pid}}')" \
 		CODEBOX_POD_NGINX_PID="$(podman inspect "$pod-nginx" --format '{{.State.Pid}}')" \
-		bats --print-output-on-failure "${@/#/$here/tests/}"
+		"$bats" --print-output-on-failure "${@/#/$here/tests/}"
 }
 
 # layers: what /isolation says is on, and why the rest is off

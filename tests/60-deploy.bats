@@ -379,7 +379,7 @@ MAKE
 	mkdir -p "$bin"
 	# every command install-deps and the checks need, but wrk
 	for c in bash dirname cat uname dpkg-query sha256sum unzip mkdir chmod mv rm cc make pkg-config \
-		bats curl jq shellcheck clang-format yamllint node npm setpriv nsenter pgrep ps realpath \
+		curl jq shellcheck clang-format yamllint node npm setpriv nsenter pgrep ps realpath \
 		cgi-fcgi promtool ss; do
 		ln -s "$(type -P "$c")" "$bin/$c"
 	done
