@@ -104,11 +104,16 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 	run -0 cat "$HISTORY/trail/$(stems | tail -1).py"
 	assert_output "print($((MAX_RUNS + 2)))"
 	first=$(stems | head -1)
-	# bytes: one run with 50000 bytes of output pushes the older ones out
+	# bytes: one run with 50000 bytes of output pushes the older ones out. The worker writes
+	# the entry's result and prunes after its reply, so wait for what can only become true
+	# (the oldest gone), not for a bound the trail met before the big result was written.
 	execute 'print("x" * 50000)'
-	wait_for "the pruning by bytes" 50 at_most_bytes 60000
-	[[ ! -e $HISTORY/trail/$first.py ]]
+	wait_for "the oldest entry pruned" 100 pruned "$first"
+	wait_for "the pruning by bytes" 100 at_most_bytes 60000
+	run -0 jq -e '.stdout | length == 50001' "$HISTORY/trail/$(entry_of "$(header X-Request-Id)").result.json"
 }
+
+pruned() { [[ ! -e $HISTORY/trail/$1.py && ! -e $HISTORY/trail/$1.meta.json ]]; }
 
 at_most_runs() {
 	(($(stems | wc -l) <= $1)) && (($(find "$HISTORY/trail" -name '*.json' | wc -l) <= 2 * $1))
