@@ -45,6 +45,8 @@ result_written() { [[ -s $HISTORY/trail/$1.result.json ]]; }
 		.path == "\($d)/\($s).result.json" and .code_path == "\($d)/\($s).py" and
 		.exit_code == 3 and .stdout == "out\n" and .stderr == "err\n" and .status == "failed" and
 		.requestId == "hist-8080-1" and (.durationMs | type) == "number"' "$HISTORY/trail/$stem.result.json"
+	# the worker writes the meta's end just after the result
+	wait_for "the final meta" 50 meta_final "$stem" failed
 	run -0 jq -e '.status == "failed" and .port == "execute" and .exitCode == 3' "$HISTORY/trail/$stem.meta.json"
 	# nothing of it is readable by anyone but the pool
 	[[ $(stat -c %a "$HISTORY/trail") == 700 && $(stat -c %a "$HISTORY/trail/$stem.py") == 600 ]]
@@ -64,7 +66,7 @@ result_written() { [[ -s $HISTORY/trail/$1.result.json ]]; }
 }
 
 entry_exists() { [[ -n $(entry_of "$1") ]]; }
-meta_final() { [[ $(jq -r .status "$HISTORY/trail/$1.meta.json") == succeeded ]]; }
+meta_final() { [[ $(jq -r .status "$HISTORY/trail/$1.meta.json") == "${2:-succeeded}" ]]; }
 
 @test "history: a command on port 8888 is recorded too, timeouts included" {
 	local stem
@@ -95,7 +97,7 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 }
 
 @test "history: the trail is bounded by count and bytes, the oldest pruned first" {
-	local i first
+	local i first big1 big2
 	for ((i = 0; i < MAX_RUNS + 3; i++)); do
 		execute "print($i)"
 	done
@@ -104,13 +106,21 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 	run -0 cat "$HISTORY/trail/$(stems | tail -1).py"
 	assert_output "print($((MAX_RUNS + 2)))"
 	first=$(stems | head -1)
-	# bytes: one run with 50000 bytes of output pushes the older ones out. The worker writes
-	# the entry's result and prunes after its reply, so wait for what can only become true
-	# (the oldest gone), not for a bound the trail met before the big result was written.
-	execute 'print("x" * 50000)'
-	wait_for "the oldest entry pruned" 100 pruned "$first"
-	wait_for "the pruning by bytes" 100 at_most_bytes 60000
-	run -0 jq -e '.stdout | length == 50001' "$HISTORY/trail/$(entry_of "$(header X-Request-Id)").result.json"
+	# bytes: two runs of 30000 bytes of output pass the 60000-byte bound together, where the
+	# count bound alone would keep both: the pruning (to 90 % of the bound) removes the small
+	# entries, then the first big one, oldest first, and keeps only the newest. A worker writes
+	# its entry's result and prunes after its reply, so wait for what only that pruning makes
+	# true, never for a bound the trail met before the results were written.
+	execute 'print("x" * 30000)'
+	big1=$(entry_of "$(header X-Request-Id)")
+	wait_for "the first big result" 100 result_written "$big1"
+	execute 'print("y" * 30000)'
+	big2=$(entry_of "$(header X-Request-Id)")
+	wait_for "the pruning by bytes" 100 pruned "$big1"
+	assert_equal "$(stems)" "$big2"
+	pruned "$first"
+	at_most_bytes 60000
+	run -0 jq -e '.stdout | length == 30001' "$HISTORY/trail/$big2.result.json"
 }
 
 pruned() { [[ ! -e $HISTORY/trail/$1.py && ! -e $HISTORY/trail/$1.meta.json ]]; }
