@@ -11,8 +11,9 @@
  * worker after FCGX_Finish_r). The directory is the pool's own (0700, files 0600), outside
  * every run's mount namespace and Landlock rules, so no run can read it. Bounded by entries
  * and bytes: the oldest entries (names sort by time) go first. Concurrent workers may prune
- * at once; a file already gone is not an error. Every file is written to a temporary name
- * and renamed, so a reader never sees half a file.
+ * at once; a file already gone is not an error, and an entry pruned while its run was in
+ * flight (it was the oldest) gets no end. Every file is written to a temporary name and
+ * renamed, so a reader never sees half a file.
  */
 #include "history.h"
 
@@ -128,8 +129,9 @@ history_setup(struct history_config *hc, char *why, size_t why_len)
 	return 0;
 }
 
-/* Writes name (in the history directory): a new file directly (O_EXCL: the stem is fresh), a
- * replaced one through a temporary file and a rename, so a reader never sees half of it. */
+/* Writes name (in the history directory) through a temporary file and a rename, so a reader
+ * never sees half of it: a new file (the stem is fresh) is never put over an existing one
+ * (RENAME_NOREPLACE), a replaced one is. */
 static int
 history_write(const struct history_config *hc, const char *name, const char *data, size_t len,
               bool replace)
@@ -138,10 +140,8 @@ history_write(const struct history_config *hc, const char *name, const char *dat
 	int fd;
 	size_t done = 0;
 
-	snprintf(tmp, sizeof(tmp), replace ? ".%s.tmp" : "%s", name);
-	fd = openat(hc->dir_fd, tmp,
-	            O_WRONLY | O_CREAT | (replace ? O_TRUNC : O_EXCL) | O_NOFOLLOW | O_CLOEXEC,
-	            0600);
+	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
+	fd = openat(hc->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		goto fail;
 	while (done < len) {
@@ -156,9 +156,18 @@ history_write(const struct history_config *hc, const char *name, const char *dat
 		done += (size_t)w;
 	}
 	close(fd);
-	if (!replace || renameat(hc->dir_fd, tmp, hc->dir_fd, name) == 0)
+	if (renameat2(hc->dir_fd, tmp, hc->dir_fd, name, replace ? 0 : RENAME_NOREPLACE) == 0)
 		return 0;
-	(void)unlinkat(hc->dir_fd, tmp, 0);
+	/* a filesystem without RENAME_NOREPLACE: a link fails as well on an existing name */
+	if (errno == EINVAL && !replace && linkat(hc->dir_fd, tmp, hc->dir_fd, name, 0) == 0) {
+		(void)unlinkat(hc->dir_fd, tmp, 0);
+		return 0;
+	}
+	{
+		int err = errno;
+		(void)unlinkat(hc->dir_fd, tmp, 0);
+		errno = err;
+	}
 fail:
 	log_msg(LOG_WARN, "history: writing %s/%s failed: %s", hc->dir, name, strerror(errno));
 	return -1;
@@ -197,6 +206,15 @@ history_meta(const char *status, long long duration_ms, const int *exit_code, si
 	return jsonw_take(&w, len);
 }
 
+/* Forgets the run's entry (what history_end kept for the flush). */
+static void
+history_run_clear(void)
+{
+	free(history_run.result);
+	free(history_run.meta);
+	memset(&history_run, 0, sizeof(history_run));
+}
+
 void
 history_begin(const struct history_config *hc, const char *port, const char *code, size_t code_len,
               const char *request_id)
@@ -207,9 +225,7 @@ history_begin(const struct history_config *hc, const char *port, const char *cod
 	char name[64], day[20], *meta;
 	size_t meta_len;
 
-	free(history_run.result);
-	free(history_run.meta);
-	memset(&history_run, 0, sizeof(history_run));
+	history_run_clear();
 	if (hc == NULL || hc->dir_fd < 0)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -425,6 +441,16 @@ history_flush(const struct history_config *hc)
 
 	if (hc == NULL || hc->dir_fd < 0 || !history_run.active)
 		return;
+	/* another worker's pruning took the entry while it ran (it was the oldest): its end alone
+	 * would be an entry without its program, so it is not written */
+	snprintf(name, sizeof(name), "%s.py", history_run.stem);
+	if (faccessat(hc->dir_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+		log_msg(LOG_INFO,
+		        "history: entry %s was pruned while it ran; its end is not written",
+		        history_run.stem);
+		history_run_clear();
+		return;
+	}
 	if (history_run.result != NULL) {
 		snprintf(name, sizeof(name), "%s.result.json", history_run.stem);
 		(void)history_write(hc, name, history_run.result, history_run.result_len, false);
@@ -444,9 +470,7 @@ history_flush(const struct history_config *hc)
 			    __atomic_add_fetch(&history_totals->bytes, bytes, __ATOMIC_RELAXED);
 			scan = entries > hc->max_runs || total > hc->max_bytes;
 		}
-		free(history_run.result);
-		free(history_run.meta);
-		memset(&history_run, 0, sizeof(history_run));
+		history_run_clear();
 		if (scan)
 			history_prune(hc);
 	}

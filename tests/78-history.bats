@@ -123,6 +123,30 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 	run -0 jq -e '.stdout | length == 30001' "$HISTORY/trail/$big2.result.json"
 }
 
+@test "history: an entry pruned while its run is in flight gets no end written after it" {
+	local m="codebox-hist-inflight-$RANDOM$RANDOM" stem i bg
+	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
+	curl -s -o /dev/null --max-time 60 -H 'Content-Type: application/json' \
+		-H 'X-Request-Id: hist-inflight' --data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" &
+	bg=$!
+	wait_for "the run to start" 100 pgrep -f -- "$m"
+	wait_for "its entry" 50 entry_exists hist-inflight
+	stem=$(entry_of hist-inflight)
+	# MAX_RUNS + 1 newer runs: the pruning keeps MAX_RUNS of them, the oldest in flight goes
+	for ((i = 0; i <= MAX_RUNS; i++)); do
+		execute "print($i)"
+	done
+	wait_for "the in-flight entry pruned" 100 pruned "$stem"
+	pkill -f -- "$m"
+	wait "$bg" || true
+	wait_for "the worker to say so" 100 grep -q "entry $stem was pruned while it ran" \
+		"$STACK_DIR/logs/pool.log"
+	# no half entry (a result and a meta without the program), no temporary file left
+	run -0 find "$HISTORY/trail" -name "*$stem*"
+	assert_output ""
+	at_most_runs "$MAX_RUNS"
+}
+
 pruned() { [[ ! -e $HISTORY/trail/$1.py && ! -e $HISTORY/trail/$1.meta.json ]]; }
 
 at_most_runs() {
