@@ -8,12 +8,13 @@
  *
  * Only the first two are written before the run (two small files); the result, the final
  * meta and the pruning wait until the reply has been sent (history_flush(), called by the
- * worker after FCGX_Finish_r). The directory is the pool's own (0700, files 0600), outside
- * every run's mount namespace and Landlock rules, so no run can read it. Bounded by entries
- * and bytes: the oldest entries (names sort by time) go first. Concurrent workers may prune
- * at once; a file already gone is not an error, and an entry pruned while its run was in
- * flight (it was the oldest) gets no end. Every file is written to a temporary name and
- * renamed, so a reader never sees half a file.
+ * worker after FCGX_Finish_r, and by a session's watcher when a background execution ends). The
+ * directory is the pool's own (0700, files 0600), outside every run's mount namespace and Landlock
+ * rules, so no run can read it. Bounded by entries and bytes: the oldest entries (names sort by
+ * time) go first. Concurrent workers may prune at once; a file already gone is not an error, and an
+ * entry pruned while its run was in flight (it was among the oldest) keeps no end. Every file is
+ * written to a temporary name and renamed, so a reader never sees half a file; the pruning removes
+ * the temporary files of a worker that died in a write.
  */
 #include "history.h"
 
@@ -37,6 +38,9 @@
 #define HISTORY_DEFAULT_RUNS 1000UL
 #define HISTORY_DEFAULT_BYTES (64ULL << 20)
 #define HISTORY_STEM_LEN 24 /* 20261201T061428_1a2b3c4d */
+#define HISTORY_TMP_FMT ".%s.tmp"
+/* a temporary file lives for one write (milliseconds): one this old is a dead worker's */
+#define HISTORY_TMP_STALE_SEC 60
 
 /* The run in hand: set by history_begin(), completed by history_end(). */
 static struct {
@@ -129,47 +133,51 @@ history_setup(struct history_config *hc, char *why, size_t why_len)
 	return 0;
 }
 
-/* Writes name (in the history directory) through a temporary file and a rename, so a reader
- * never sees half of it: a new file (the stem is fresh) is never put over an existing one
- * (RENAME_NOREPLACE), a replaced one is. */
+/* Writes name (in the history directory) through a temporary file (HISTORY_TMP_FMT) and a
+ * rename, so a reader never sees half of it: a new file (the stem is fresh) is never put
+ * over an existing one (RENAME_NOREPLACE), a replaced one is. A temporary file outlives its
+ * write only when its worker died in it; history_prune() removes it. */
 static int
 history_write(const struct history_config *hc, const char *name, const char *data, size_t len,
               bool replace)
 {
 	char tmp[64];
-	int fd;
+	int fd, err = 0;
 	size_t done = 0;
 
-	snprintf(tmp, sizeof(tmp), ".%s.tmp", name);
-	fd = openat(hc->dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		goto fail;
+	snprintf(tmp, sizeof(tmp), HISTORY_TMP_FMT, name);
+	fd = openat(hc->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		err = errno;
+		goto out;
+	}
 	while (done < len) {
 		ssize_t w = write(fd, data + done, len - done);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			close(fd);
-			(void)unlinkat(hc->dir_fd, tmp, 0);
-			goto fail;
+			err = w < 0 ? errno : EIO;
+			break;
 		}
 		done += (size_t)w;
 	}
-	close(fd);
-	if (renameat2(hc->dir_fd, tmp, hc->dir_fd, name, replace ? 0 : RENAME_NOREPLACE) == 0)
+	if (close(fd) < 0 && err == 0)
+		err = errno; /* a write the filesystem deferred failed: no short file goes in */
+	if (err == 0 &&
+	    renameat2(hc->dir_fd, tmp, hc->dir_fd, name, replace ? 0 : RENAME_NOREPLACE) == 0)
 		return 0;
-	/* a filesystem without RENAME_NOREPLACE: a link fails as well on an existing name */
-	if (errno == EINVAL && !replace && linkat(hc->dir_fd, tmp, hc->dir_fd, name, 0) == 0) {
-		(void)unlinkat(hc->dir_fd, tmp, 0);
+	if (err == 0) {
+		err = errno;
+		/* a filesystem without RENAME_NOREPLACE: a link fails as well on an existing name
+		 */
+		if (err == EINVAL && !replace && linkat(hc->dir_fd, tmp, hc->dir_fd, name, 0) == 0)
+			err = 0;
+	}
+	(void)unlinkat(hc->dir_fd, tmp, 0);
+out:
+	if (err == 0)
 		return 0;
-	}
-	{
-		int err = errno;
-		(void)unlinkat(hc->dir_fd, tmp, 0);
-		errno = err;
-	}
-fail:
-	log_msg(LOG_WARN, "history: writing %s/%s failed: %s", hc->dir, name, strerror(errno));
+	log_msg(LOG_WARN, "history: writing %s/%s failed: %s", hc->dir, name, strerror(err));
 	return -1;
 }
 
@@ -248,7 +256,10 @@ history_begin(const struct history_config *hc, const char *port, const char *cod
 	history_run.active = true;
 
 	snprintf(name, sizeof(name), "%s.py", history_run.stem);
-	(void)history_write(hc, name, code, code_len, false);
+	if (history_write(hc, name, code, code_len, false) < 0) {
+		history_run.active = false; /* logged: no entry for this run */
+		return;
+	}
 	meta = history_meta("pending", -1, NULL, &meta_len);
 	if (meta != NULL) {
 		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
@@ -350,7 +361,8 @@ history_cmp_file(const void *a, const void *b)
 
 /*
  * Lists the directory's entries (files grouped by stem: sort the files by name, then merge
- * neighbours), and removes the oldest entries past the bounds. O(n log n) in the files.
+ * neighbours), and removes the oldest entries past the bounds, and the temporary files of
+ * writes whose worker died. O(n log n) in the files.
  */
 static void
 history_prune(const struct history_config *hc)
@@ -359,6 +371,7 @@ history_prune(const struct history_config *hc)
 	struct history_entry *e = NULL;
 	size_t nf = 0, cap = 0, n = 0, first = 0;
 	unsigned long long total = 0;
+	struct timespec now;
 	int fd = openat(hc->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
@@ -368,9 +381,17 @@ history_prune(const struct history_config *hc)
 			close(fd);
 		return;
 	}
+	clock_gettime(CLOCK_REALTIME, &now);
 	while ((de = readdir(d)) != NULL) {
 		struct stat sb;
-		if (strlen(de->d_name) <= HISTORY_STEM_LEN || de->d_name[HISTORY_STEM_LEN] != '.' ||
+		size_t len = strlen(de->d_name);
+		if (de->d_name[0] == '.' && len > 5 && strcmp(de->d_name + len - 4, ".tmp") == 0) {
+			if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    sb.st_mtim.tv_sec < now.tv_sec - HISTORY_TMP_STALE_SEC)
+				(void)unlinkat(dirfd(d), de->d_name, 0);
+			continue;
+		}
+		if (len <= HISTORY_STEM_LEN || de->d_name[HISTORY_STEM_LEN] != '.' ||
 		    fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (nf == cap) {
@@ -411,6 +432,7 @@ history_prune(const struct history_config *hc)
 	/* past a bound, prune to 90% of both, so the next runs need no scan */
 	while (first < n && (n - first > hc->max_runs - hc->max_runs / 10 ||
 	                     total > hc->max_bytes - hc->max_bytes / 10)) {
+		/* the .py first: history_flush() reads its absence as the entry's removal */
 		static const char *const ext[] = {".py", ".meta.json", ".result.json"};
 		char name[64];
 		for (size_t k = 0; k < 3; k++) {
@@ -434,23 +456,25 @@ out:
 	free(e);
 }
 
-void
-history_flush(const struct history_config *hc)
+/* Whether the entry's program is still there: a pruning that took the entry removed it
+ * first. */
+static bool
+history_entry_kept(const struct history_config *hc)
+{
+	char name[64];
+	struct stat sb;
+
+	snprintf(name, sizeof(name), "%s.py", history_run.stem);
+	return fstatat(hc->dir_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+}
+
+/* Writes the entry's end, the result and the final meta; false when a pruning took the entry
+ * meanwhile, having removed what the writes put back (the pruning may not have seen them). */
+static bool
+history_write_end(const struct history_config *hc)
 {
 	char name[64];
 
-	if (hc == NULL || hc->dir_fd < 0 || !history_run.active)
-		return;
-	/* another worker's pruning took the entry while it ran (it was the oldest): its end alone
-	 * would be an entry without its program, so it is not written */
-	snprintf(name, sizeof(name), "%s.py", history_run.stem);
-	if (faccessat(hc->dir_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
-		log_msg(LOG_INFO,
-		        "history: entry %s was pruned while it ran; its end is not written",
-		        history_run.stem);
-		history_run_clear();
-		return;
-	}
 	if (history_run.result != NULL) {
 		snprintf(name, sizeof(name), "%s.result.json", history_run.stem);
 		(void)history_write(hc, name, history_run.result, history_run.result_len, false);
@@ -459,19 +483,41 @@ history_flush(const struct history_config *hc)
 		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
 		(void)history_write(hc, name, history_run.meta, history_run.meta_len, true);
 	}
-	{
-		unsigned long long bytes =
-		    history_run.code_len + history_run.result_len + history_run.meta_len;
-		bool scan = history_totals == NULL;
-		if (!scan) {
-			unsigned long long entries =
-			    __atomic_add_fetch(&history_totals->entries, 1, __ATOMIC_RELAXED);
-			unsigned long long total =
-			    __atomic_add_fetch(&history_totals->bytes, bytes, __ATOMIC_RELAXED);
-			scan = entries > hc->max_runs || total > hc->max_bytes;
-		}
+	if (history_entry_kept(hc))
+		return true; /* a pruning from now on removes all three files */
+	snprintf(name, sizeof(name), "%s.result.json", history_run.stem);
+	(void)unlinkat(hc->dir_fd, name, 0);
+	snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
+	(void)unlinkat(hc->dir_fd, name, 0);
+	return false;
+}
+
+void
+history_flush(const struct history_config *hc)
+{
+	unsigned long long bytes;
+	bool scan = history_totals == NULL;
+
+	if (hc == NULL || hc->dir_fd < 0 || !history_run.active)
+		return;
+	/* another worker's pruning took the entry while it ran (it was among the oldest): its
+	 * end alone would be an entry without its program, so none is left (checked before the
+	 * writes too, not to write a result for nothing); the pruning counted it gone */
+	if (!history_entry_kept(hc) || !history_write_end(hc)) {
+		log_msg(LOG_INFO, "history: entry %s was pruned while it ran; its end is not kept",
+		        history_run.stem);
 		history_run_clear();
-		if (scan)
-			history_prune(hc);
+		return;
 	}
+	bytes = history_run.code_len + history_run.result_len + history_run.meta_len;
+	if (!scan) {
+		unsigned long long entries =
+		    __atomic_add_fetch(&history_totals->entries, 1, __ATOMIC_RELAXED);
+		unsigned long long total =
+		    __atomic_add_fetch(&history_totals->bytes, bytes, __ATOMIC_RELAXED);
+		scan = entries > hc->max_runs || total > hc->max_bytes;
+	}
+	history_run_clear();
+	if (scan)
+		history_prune(hc);
 }

@@ -39,8 +39,9 @@ void history_begin(const struct history_config *hc, const char *port, const char
 void history_end(const struct history_config *hc, const struct run_outcome *o, int exit_code,
                  bool has_exit_code);
 
-/* Writes what history_end() prepared and prunes the oldest entries past the bounds. Call
- * after the reply is out (off the request's path). */
+/* Writes what history_end() prepared and prunes the oldest entries past the bounds; an entry
+ * another worker pruned while it ran keeps nothing of its end and is not counted. Call after
+ * the reply is out (off the request's path). */
 void history_flush(const struct history_config *hc);
 
 #endif

@@ -54,7 +54,7 @@ result_written() { [[ -s $HISTORY/trail/$1.result.json ]]; }
 
 @test "history: the meta says pending while the run is in flight" {
 	local stem
-	post "$(jq -cn '{code: "import time; time.sleep(3)"}')" -H 'X-Request-Id: hist-pending' >/dev/null &
+	post "$(jq -cn '{code: "import time; time.sleep(3)"}')" -H 'X-Request-Id: hist-pending' >/dev/null 3>&- &
 	local bg=$!
 	wait_for "the entry to appear" 50 entry_exists hist-pending
 	stem=$(entry_of hist-pending)
@@ -97,7 +97,11 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 }
 
 @test "history: the trail is bounded by count and bytes, the oldest pruned first" {
-	local i first big1 big2
+	local i big1 big2 stale=$HISTORY/trail/.20260101T000000_0000dead.result.json.tmp
+	local fresh=$HISTORY/trail/.20260101T000000_0000beef.result.json.tmp
+	# what a worker that died in a write leaves: a pruning removes it once it is stale
+	touch -d '-2 min' "$stale"
+	touch "$fresh"
 	for ((i = 0; i < MAX_RUNS + 3; i++)); do
 		execute "print($i)"
 	done
@@ -105,7 +109,6 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 	wait_for "the pruning" 50 at_most_runs "$MAX_RUNS"
 	run -0 cat "$HISTORY/trail/$(stems | tail -1).py"
 	assert_output "print($((MAX_RUNS + 2)))"
-	first=$(stems | head -1)
 	# bytes: two runs of 30000 bytes of output pass the 60000-byte bound together, where the
 	# count bound alone would keep both: the pruning (to 90 % of the bound) removes the small
 	# entries, then the first big one, oldest first, and keeps only the newest. A worker writes
@@ -113,41 +116,48 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 	# true, never for a bound the trail met before the results were written.
 	execute 'print("x" * 30000)'
 	big1=$(entry_of "$(header X-Request-Id)")
+	[[ -n $big1 ]]
 	wait_for "the first big result" 100 result_written "$big1"
 	execute 'print("y" * 30000)'
 	big2=$(entry_of "$(header X-Request-Id)")
+	[[ -n $big2 ]]
 	wait_for "the pruning by bytes" 100 pruned "$big1"
 	assert_equal "$(stems)" "$big2"
-	pruned "$first"
 	at_most_bytes 60000
 	run -0 jq -e '.stdout | length == 30001' "$HISTORY/trail/$big2.result.json"
+	[[ ! -e $stale && -e $fresh ]]
+	rm "$fresh"
 }
 
 @test "history: an entry pruned while its run is in flight gets no end written after it" {
 	local m="codebox-hist-inflight-$RANDOM$RANDOM" stem i bg
+	# held until the test ends it (or the 30 s execution timeout)
 	marker_body "$m" 'import time; time.sleep(60)' >"$BATS_TEST_TMPDIR/req"
 	curl -s -o /dev/null --max-time 60 -H 'Content-Type: application/json' \
-		-H 'X-Request-Id: hist-inflight' --data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" &
+		-H 'X-Request-Id: hist-inflight' --data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/execute" 3>&- &
 	bg=$!
 	wait_for "the run to start" 100 pgrep -f -- "$m"
 	wait_for "its entry" 50 entry_exists hist-inflight
 	stem=$(entry_of hist-inflight)
+	[[ -n $stem ]]
 	# MAX_RUNS + 1 newer runs: the pruning keeps MAX_RUNS of them, the oldest in flight goes
 	for ((i = 0; i <= MAX_RUNS; i++)); do
 		execute "print($i)"
 	done
 	wait_for "the in-flight entry pruned" 100 pruned "$stem"
-	pkill -f -- "$m"
+	pkill -f -- "$m" || fail "the run ended before its entry was pruned (the execution timeout?)"
 	wait "$bg" || true
 	wait_for "the worker to say so" 100 grep -q "entry $stem was pruned while it ran" \
 		"$STACK_DIR/logs/pool.log"
 	# no half entry (a result and a meta without the program), no temporary file left
 	run -0 find "$HISTORY/trail" -name "*$stem*"
 	assert_output ""
-	at_most_runs "$MAX_RUNS"
+	wait_for "the bound" 50 at_most_runs "$MAX_RUNS"
 }
 
-pruned() { [[ ! -e $HISTORY/trail/$1.py && ! -e $HISTORY/trail/$1.meta.json ]]; }
+pruned() { # pruned STEM: none of the entry's three files is left
+	[[ ! -e $HISTORY/trail/$1.py && ! -e $HISTORY/trail/$1.meta.json && ! -e $HISTORY/trail/$1.result.json ]]
+}
 
 at_most_runs() {
 	(($(stems | wc -l) <= $1)) && (($(find "$HISTORY/trail" -name '*.json' | wc -l) <= 2 * $1))
