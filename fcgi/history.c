@@ -39,7 +39,8 @@
 #define HISTORY_DEFAULT_BYTES (64ULL << 20)
 #define HISTORY_STEM_LEN 24 /* 20261201T061428_1a2b3c4d */
 #define HISTORY_TMP_FMT ".%s.tmp"
-/* a temporary file lives for one write (milliseconds): one this old is a dead worker's */
+/* a temporary file lives for one write (milliseconds): one this old is left over (its writer
+ * died in the write, or could not remove it) */
 #define HISTORY_TMP_STALE_SEC 60
 
 /* The run in hand: set by history_begin(), completed by history_end(). */
@@ -136,7 +137,7 @@ history_setup(struct history_config *hc, char *why, size_t why_len)
 /* Writes name (in the history directory) through a temporary file (HISTORY_TMP_FMT) and a
  * rename, so a reader never sees half of it: a new file (the stem is fresh) is never put
  * over an existing one (RENAME_NOREPLACE), a replaced one is. A temporary file outlives its
- * write only when its worker died in it; history_prune() removes it. */
+ * write only when its writer died in it (or its removal failed); history_prune() removes it. */
 static int
 history_write(const struct history_config *hc, const char *name, const char *data, size_t len,
               bool replace)
@@ -162,7 +163,7 @@ history_write(const struct history_config *hc, const char *name, const char *dat
 		done += (size_t)w;
 	}
 	if (close(fd) < 0 && err == 0)
-		err = errno; /* a write the filesystem deferred failed: no short file goes in */
+		err = errno; /* NFS and the like report a deferred write's error here */
 	if (err == 0 &&
 	    renameat2(hc->dir_fd, tmp, hc->dir_fd, name, replace ? 0 : RENAME_NOREPLACE) == 0)
 		return 0;
@@ -170,8 +171,8 @@ history_write(const struct history_config *hc, const char *name, const char *dat
 		err = errno;
 		/* a filesystem without RENAME_NOREPLACE: a link fails as well on an existing name
 		 */
-		if (err == EINVAL && !replace && linkat(hc->dir_fd, tmp, hc->dir_fd, name, 0) == 0)
-			err = 0;
+		if (err == EINVAL && !replace)
+			err = linkat(hc->dir_fd, tmp, hc->dir_fd, name, 0) == 0 ? 0 : errno;
 	}
 	(void)unlinkat(hc->dir_fd, tmp, 0);
 out:
@@ -223,6 +224,18 @@ history_run_clear(void)
 	memset(&history_run, 0, sizeof(history_run));
 }
 
+/* Whether the entry's program is still there: a pruning that took the entry removed it
+ * first. An error other than ENOENT says nothing of a pruning: kept. */
+static bool
+history_entry_kept(const struct history_config *hc)
+{
+	char name[64];
+	struct stat sb;
+
+	snprintf(name, sizeof(name), "%s.py", history_run.stem);
+	return fstatat(hc->dir_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
+}
+
 void
 history_begin(const struct history_config *hc, const char *port, const char *code, size_t code_len,
               const char *request_id)
@@ -265,6 +278,12 @@ history_begin(const struct history_config *hc, const char *port, const char *cod
 		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
 		(void)history_write(hc, name, meta, meta_len, false);
 		free(meta);
+	}
+	/* a pruning may have listed the .py and removed the entry before the meta went in */
+	if (!history_entry_kept(hc)) {
+		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
+		(void)unlinkat(hc->dir_fd, name, 0);
+		history_run.active = false;
 	}
 }
 
@@ -385,7 +404,10 @@ history_prune(const struct history_config *hc)
 	while ((de = readdir(d)) != NULL) {
 		struct stat sb;
 		size_t len = strlen(de->d_name);
-		if (de->d_name[0] == '.' && len > 5 && strcmp(de->d_name + len - 4, ".tmp") == 0) {
+		/* ours: "." + a stem + "." + an extension + ".tmp" */
+		if (de->d_name[0] == '.' && len > HISTORY_STEM_LEN + 6 &&
+		    de->d_name[1 + HISTORY_STEM_LEN] == '.' &&
+		    strcmp(de->d_name + len - 4, ".tmp") == 0) {
 			if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
 			    sb.st_mtim.tv_sec < now.tv_sec - HISTORY_TMP_STALE_SEC)
 				(void)unlinkat(dirfd(d), de->d_name, 0);
@@ -456,20 +478,8 @@ out:
 	free(e);
 }
 
-/* Whether the entry's program is still there: a pruning that took the entry removed it
- * first. */
-static bool
-history_entry_kept(const struct history_config *hc)
-{
-	char name[64];
-	struct stat sb;
-
-	snprintf(name, sizeof(name), "%s.py", history_run.stem);
-	return fstatat(hc->dir_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT;
-}
-
 /* Writes the entry's end, the result and the final meta; false when a pruning took the entry
- * meanwhile, having removed what the writes put back (the pruning may not have seen them). */
+ * meanwhile (its unlinks may have run before the renames: what they put back is left). */
 static bool
 history_write_end(const struct history_config *hc)
 {
@@ -483,13 +493,7 @@ history_write_end(const struct history_config *hc)
 		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
 		(void)history_write(hc, name, history_run.meta, history_run.meta_len, true);
 	}
-	if (history_entry_kept(hc))
-		return true; /* a pruning from now on removes all three files */
-	snprintf(name, sizeof(name), "%s.result.json", history_run.stem);
-	(void)unlinkat(hc->dir_fd, name, 0);
-	snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
-	(void)unlinkat(hc->dir_fd, name, 0);
-	return false;
+	return history_entry_kept(hc); /* if so, a pruning from now on removes all three files */
 }
 
 void
@@ -504,6 +508,11 @@ history_flush(const struct history_config *hc)
 	 * end alone would be an entry without its program, so none is left (checked before the
 	 * writes too, not to write a result for nothing); the pruning counted it gone */
 	if (!history_entry_kept(hc) || !history_write_end(hc)) {
+		char name[64];
+		snprintf(name, sizeof(name), "%s.result.json", history_run.stem);
+		(void)unlinkat(hc->dir_fd, name, 0);
+		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
+		(void)unlinkat(hc->dir_fd, name, 0);
 		log_msg(LOG_INFO, "history: entry %s was pruned while it ran; its end is not kept",
 		        history_run.stem);
 		history_run_clear();

@@ -118,6 +118,7 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 	big1=$(entry_of "$(header X-Request-Id)")
 	[[ -n $big1 ]]
 	wait_for "the first big result" 100 result_written "$big1"
+	touch "$fresh" # younger than a minute at the last pruning, however slow the runs above
 	execute 'print("y" * 30000)'
 	big2=$(entry_of "$(header X-Request-Id)")
 	[[ -n $big2 ]]
@@ -153,6 +154,33 @@ for p in ['$HISTORY/trail', '$HISTORY']:
 	run -0 find "$HISTORY/trail" -name "*$stem*"
 	assert_output ""
 	wait_for "the bound" 50 at_most_runs "$MAX_RUNS"
+}
+
+@test "history: runs in parallel, pruned as they go, leave no entry without its program" {
+	local i pids=()
+	# twice the bound, at once, of unequal lengths: the pruning takes entries in flight
+	for ((i = 0; i < 2 * MAX_RUNS; i++)); do
+		curl -s -o /dev/null --max-time 60 -H 'Content-Type: application/json' \
+			--data-binary "{\"code\": \"import time; time.sleep($((i % 4)) / 10)\"}" "$BASE/execute" 3>&- &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	wait_for "every end written" 100 no_pending
+	wait_for "the bound" 50 at_most_runs "$MAX_RUNS"
+	run -0 orphans
+	assert_output ""
+}
+
+no_pending() { ! grep -l '"status":"pending"' "$HISTORY"/trail/*.meta.json >/dev/null 2>&1; }
+
+orphans() { # the ends (results, metas) whose .py is gone
+	local f stem
+	for f in "$HISTORY"/trail/*.json; do
+		stem=${f##*/}
+		stem=${stem%%.*}
+		[[ -e $f && ! -e $HISTORY/trail/$stem.py ]] && echo "$f"
+	done
+	return 0
 }
 
 pruned() { # pruned STEM: none of the entry's three files is left
