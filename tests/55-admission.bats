@@ -49,8 +49,14 @@ teardown() {
 		wait "$STACK_PID" 2>/dev/null || true
 		wait_for "the test's own stack to stop" 300 marker_gone "$STACK_DIR" || true
 	fi
+	if [[ -n ${OWN_STACK_TMP:-} ]]; then
+		rm -rf "$OWN_STACK_TMP"
+	fi
 	if [[ -n ${SMALL_DISK:-} ]] && mountpoint -q "$SMALL_DISK"; then
 		umount "$SMALL_DISK" || true
+	fi
+	if [[ -n ${SMALL_DISK:-} ]]; then
+		rmdir "$SMALL_DISK" 2>/dev/null || true
 	fi
 }
 
@@ -73,7 +79,12 @@ ready() {
 # STACK_PID and BASE for this test only (each test runs in a subshell).
 own_stack_start() { # [DIR]: its runtime directory (default: a new one under /tmp)
 	local port agent_port metrics_port
-	STACK_DIR=${1:-$(mktemp -d /tmp/codebox-test.XXXXXX)}
+	if [[ -n ${1:-} ]]; then
+		STACK_DIR=$1
+	else
+		STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
+		OWN_STACK_TMP=$STACK_DIR # teardown removes it
+	fi
 	# never codebox-run.sh's defaults: another pass (test-lanes.sh runs two) may hold them
 	codebox_stack_ports
 	local preload
