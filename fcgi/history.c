@@ -169,8 +169,7 @@ history_write(const struct history_config *hc, const char *name, const char *dat
 		return 0;
 	if (err == 0) {
 		err = errno;
-		/* a filesystem without RENAME_NOREPLACE: a link fails as well on an existing name
-		 */
+		/* no RENAME_NOREPLACE here: a link fails as well on an existing name */
 		if (err == EINVAL && !replace)
 			err = linkat(hc->dir_fd, tmp, hc->dir_fd, name, 0) == 0 ? 0 : errno;
 	}
@@ -279,12 +278,6 @@ history_begin(const struct history_config *hc, const char *port, const char *cod
 		(void)history_write(hc, name, meta, meta_len, false);
 		free(meta);
 	}
-	/* a pruning may have listed the .py and removed the entry before the meta went in */
-	if (!history_entry_kept(hc)) {
-		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
-		(void)unlinkat(hc->dir_fd, name, 0);
-		history_run.active = false;
-	}
 }
 
 static void
@@ -378,6 +371,21 @@ history_cmp_file(const void *a, const void *b)
 	              ((const struct history_file *)b)->stem);
 }
 
+/* Removes the entry stem's files, the .py first: history_flush() reads its absence as the
+ * entry's removal. A file already gone is not an error. */
+static void
+history_remove(int dir_fd, const char *stem)
+{
+	static const char *const ext[] = {".py", ".meta.json", ".result.json"};
+	char name[64];
+
+	for (size_t k = 0; k < 3; k++) {
+		snprintf(name, sizeof(name), "%s%s", stem, ext[k]);
+		if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
+			log_msg(LOG_WARN, "history: removing %s failed: %s", name, strerror(errno));
+	}
+}
+
 /*
  * Lists the directory's entries (files grouped by stem: sort the files by name, then merge
  * neighbours), and removes the oldest entries past the bounds, and the temporary files of
@@ -454,15 +462,7 @@ history_prune(const struct history_config *hc)
 	/* past a bound, prune to 90% of both, so the next runs need no scan */
 	while (first < n && (n - first > hc->max_runs - hc->max_runs / 10 ||
 	                     total > hc->max_bytes - hc->max_bytes / 10)) {
-		/* the .py first: history_flush() reads its absence as the entry's removal */
-		static const char *const ext[] = {".py", ".meta.json", ".result.json"};
-		char name[64];
-		for (size_t k = 0; k < 3; k++) {
-			snprintf(name, sizeof(name), "%s%s", e[first].stem, ext[k]);
-			if (unlinkat(dirfd(d), name, 0) < 0 && errno != ENOENT)
-				log_msg(LOG_WARN, "history: removing %s failed: %s", name,
-				        strerror(errno));
-		}
+		history_remove(dirfd(d), e[first].stem);
 		total -= e[first].bytes;
 		first++;
 	}
@@ -505,14 +505,11 @@ history_flush(const struct history_config *hc)
 	if (hc == NULL || hc->dir_fd < 0 || !history_run.active)
 		return;
 	/* another worker's pruning took the entry while it ran (it was among the oldest): its
-	 * end alone would be an entry without its program, so none is left (checked before the
-	 * writes too, not to write a result for nothing); the pruning counted it gone */
+	 * end alone (or a pending meta written after the pruning's unlinks) would be an entry
+	 * without its program, so none is left (checked before the writes too, not to write a
+	 * result for nothing); the pruning counted it gone */
 	if (!history_entry_kept(hc) || !history_write_end(hc)) {
-		char name[64];
-		snprintf(name, sizeof(name), "%s.result.json", history_run.stem);
-		(void)unlinkat(hc->dir_fd, name, 0);
-		snprintf(name, sizeof(name), "%s.meta.json", history_run.stem);
-		(void)unlinkat(hc->dir_fd, name, 0);
+		history_remove(hc->dir_fd, history_run.stem);
 		log_msg(LOG_INFO, "history: entry %s was pruned while it ran; its end is not kept",
 		        history_run.stem);
 		history_run_clear();

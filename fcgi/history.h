@@ -27,7 +27,7 @@ int history_setup(struct history_config *hc, char *why, size_t why_len);
  * Before a run: writes <stem>.py (exactly what runs: the program, or the agent's shell
  * command) and <stem>.meta.json with "status": "pending". Cheap: two small files. Does
  * nothing when off. port is "execute" or "agent". A failure is logged, never fatal: the run
- * goes on without an entry (as when a pruning takes the entry at once).
+ * goes on without an entry.
  */
 void history_begin(const struct history_config *hc, const char *port, const char *code,
                    size_t code_len, const char *request_id);

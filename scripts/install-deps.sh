@@ -3,9 +3,8 @@
 # offline deploy checks, a pinned kubectl for them, the MCP test client's SDK and the MCP
 # conformance suite with the node they run on, and the suites' runner (bats-core, pinned).
 # Idempotent: when everything is present it only runs dpkg-query, a checksum of each npm lock,
-# the node check and the final check. Ends by
-# checking that every command the Makefile and the scripts call exists, naming the package of
-# any that does not.
+# the node check and the final check. Ends by checking that every command the Makefile and the
+# scripts call exists, naming the package of any that does not.
 set -euo pipefail
 
 usage() {

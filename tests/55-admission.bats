@@ -52,10 +52,8 @@ teardown() {
 	if [[ -n ${OWN_STACK_TMP:-} ]]; then
 		rm -rf "$OWN_STACK_TMP"
 	fi
-	if [[ -n ${SMALL_DISK:-} ]] && mountpoint -q "$SMALL_DISK"; then
-		umount "$SMALL_DISK" || true
-	fi
 	if [[ -n ${SMALL_DISK:-} ]]; then
+		! mountpoint -q "$SMALL_DISK" || umount "$SMALL_DISK" || true
 		rmdir "$SMALL_DISK" 2>/dev/null || true
 	fi
 }
