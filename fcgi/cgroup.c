@@ -547,35 +547,57 @@ cgroup_run_oom(struct cgroup_run *run)
 		run->oom_seen = true; /* its own limit */
 		return true;
 	}
-	/* else the pool-wide budget (every group below it is told): stop the largest run */
+	/* else the pool-wide budget (every group below it is told). Sessions hold their caps of
+	 * the budget from their creation (session_reserve() admits no more than it holds), so
+	 * what exhausts it is the runs' load: the largest run is stopped, never a session, and
+	 * a session's own execution is never the one stopped (self a session: it goes on) */
 	parent_usage = read_key(run->parent, "memory.usage_in_bytes", "");
 	parent_limit = read_key(run->parent, "memory.limit_in_bytes", "");
 	if (parent_limit == 0 || parent_usage + CGROUP_OOM_SLACK_BYTES < parent_limit)
 		return false;
+	bool self_session = strncmp(self + 1, "s-", 2) == 0;
+	char largest_session[800] = "";
+	unsigned long long session_largest = 0;
 	d = opendir(run->parent);
 	if (d == NULL)
 		return false;
 	while ((e = readdir(d)) != NULL) {
 		char dir[800];
 		unsigned long long u;
+		bool session = strncmp(e->d_name, "s-", 2) == 0;
 		if (e->d_type != DT_DIR || e->d_name[0] == '.' || strcmp(e->d_name, self + 1) == 0)
 			continue;
 		snprintf(dir, sizeof(dir), "%s/%.100s", run->parent, e->d_name);
 		u = read_key(dir, "memory.usage_in_bytes", "");
+		if (session) {
+			if (u > session_largest) {
+				session_largest = u;
+				snprintf(largest_session, sizeof(largest_session), "%s", dir);
+			}
+			continue;
+		}
 		/* ties go to the smaller name, so exactly one worker acts */
-		if (u > largest && (u > usage || (u == usage && strcmp(e->d_name, self + 1) < 0))) {
+		if (u > largest && (self_session || u > usage ||
+		                    (u == usage && strcmp(e->d_name, self + 1) < 0))) {
 			largest = u;
 			snprintf(largest_dir, sizeof(largest_dir), "%s", dir);
 		}
 	}
 	closedir(d);
-	/* a session's group (session.h) has no worker watching it between executions: the
-	 * worker that finds it the largest stops it (its init dies with it), and its own run
-	 * goes on */
-	if (largest > 0 && strncmp(strrchr(largest_dir, '/') + 1, "s-", 2) == 0)
-		kill_group(largest_dir, "a session at the pool's memory budget");
 	if (largest > 0)
+		return false; /* a larger run: its own worker stops it */
+	/* no run but this session's and the budget spent by sessions alone (a budget lowered
+	 * under them): the largest session goes, the only way out of a pool whose tasks wait
+	 * for memory */
+	if (self_session && session_largest > usage) {
+		log_msg(LOG_WARN,
+		        "the pool's memory budget is spent by sessions alone: stopping "
+		        "the largest, %s (%llu bytes)",
+		        strrchr(largest_session, '/') + 1, session_largest);
+		kill_group(largest_session, "a session at the pool's memory budget, with no run to "
+		                            "stop");
 		return false;
+	}
 	run->oom_seen = true;
 	return true;
 }

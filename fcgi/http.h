@@ -15,10 +15,15 @@
 #define HTTP_JSON "application/json"
 
 /* The headers of a 429: when to retry, and which bound refused (nginx's own 429 says
- * "Codebox-Busy: nginx", codebox-errors.conf): the pool's execution or agent slots, or port
- * 8888's one workspace. */
+ * "Codebox-Busy: nginx", codebox-errors.conf): the pool's execution or agent slots, port
+ * 8888's one workspace... */
 #define HTTP_BUSY_POOL "Retry-After: 1\r\nCodebox-Busy: pool"
 #define HTTP_BUSY_WORKSPACE "Retry-After: 1\r\nCodebox-Busy: workspace"
+/* ...the pod's sessions (CODEBOX_MAX_SESSIONS), one token's share of them
+ * (CODEBOX_MAX_SESSIONS_PER_TOKEN), the pool's memory budget (sessions' caps held of it) */
+#define HTTP_BUSY_SESSIONS "Retry-After: 1\r\nCodebox-Busy: sessions"
+#define HTTP_BUSY_TENANT "Retry-After: 1\r\nCodebox-Busy: tenant"
+#define HTTP_BUSY_MEMORY "Retry-After: 1\r\nCodebox-Busy: memory"
 
 /* What http_read_body() returns when it has no body to give. */
 #define HTTP_BODY_UNREADABLE -1 /* a read error, a malformed or short Content-Length */

@@ -1254,11 +1254,14 @@ session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox
  * One cell: the request from the control pipe into the working directory, the cell to the
  * program, then its end, the worker's stop (SIGINT into the program: a KeyboardInterrupt; the
  * session is killed if the cell does not end within SESSION_INTERRUPT_MS) or the program's
- * death, and the report. Returns whether the session lives on.
+ * death, and the report. The session's lifetime ends at life_until (CLOCK_MONOTONIC ms) even
+ * while the cell runs: the cell is stopped as at its deadline, and the session ends with it.
+ * Returns whether the session lives on.
  */
 static bool
 sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int *fds,
-                     const sigset_t *waitmask, const struct session_answer *base)
+                     const sigset_t *waitmask, const struct session_answer *base,
+                     long long life_until)
 {
 	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
 	struct sandbox_input in = {0};
@@ -1270,7 +1273,7 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 	long long cpu0, interrupt_at = 0;
 	long flt0;
 	struct timespec since;
-	bool over = false, ended = false;
+	bool over = false, ended = false, too_old = false;
 	int stdin_fd;
 
 	free(s->manifest);
@@ -1342,8 +1345,11 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 		} else if (!ended && (pfd[0].revents & (POLLHUP | POLLERR))) {
 			over = ended = true;
 		}
-		if (!ended && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			/* 'S' (the deadline) or EOF (the worker is gone): interrupt the cell */
+		too_old = too_old || util_now_ms() >= life_until;
+		if (!ended && !interrupt_at &&
+		    (too_old || (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))) {
+			/* 'S' (the deadline), EOF (the worker is gone) or the session's lifetime
+			 * over: interrupt the cell */
 			rep.stopped = 1;
 			(void)kill(prog, SIGINT);
 			interrupt_at = util_now_ms();
@@ -1351,6 +1357,8 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 		if (!ended && interrupt_at && util_now_ms() - interrupt_at >= SESSION_INTERRUPT_MS)
 			over = ended = true;
 	}
+	/* past its lifetime the session ends with the cell, whatever the cell did */
+	over = over || too_old;
 	session_cell_end(prog, over, done.exit_code, cpu0, flt0, &rep);
 	session_cell_report(s, fds, &rep, &since, value);
 	free(msg);
@@ -1391,7 +1399,8 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
 			a.ok = 0; /* no pidfd to watch it by: not taken */
 			(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
 		} else if (util_send_fds(conn, &a, sizeof(a), &self, 1, 0) == 0) {
-			live = sandbox_session_cell(s, prog, cell_fd, fds, waitmask, &a);
+			live = sandbox_session_cell(s, prog, cell_fd, fds, waitmask, &a,
+			                            start + s->session_life_ms);
 			(*executions)++;
 		}
 		if (self >= 0)

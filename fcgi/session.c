@@ -70,6 +70,20 @@ session_limits_parse(struct session_limits *sl, const char *(*get)(const char *,
 			return -1;
 		}
 	}
+	/* one token's share: by default half of the pod's (at least one) */
+	{
+		const char *v = get("CODEBOX_MAX_SESSIONS_PER_TOKEN", ctx);
+		bool ok = true;
+
+		sl->max_per_token =
+		    v == NULL ? (sl->max_sessions + 1) / 2 : parse_bound(v, 1000, &ok);
+		if (!ok) {
+			snprintf(
+			    why, why_len,
+			    "CODEBOX_MAX_SESSIONS_PER_TOKEN must be an integer from 0 to 1000");
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -264,14 +278,28 @@ rec_each(int sdir, bool (*fn)(int sdir, struct session_rec *rec, void *ctx), voi
 	closedir(d);
 }
 
+/* What session_reserve() counts of the live sessions: all of them, the asking token's, and
+ * the memory their caps hold of the pool's budget. */
+struct live_count {
+	const char *auth;
+	long all;
+	long token;
+	unsigned long long memory_bytes;
+};
+
 static bool
 count_live(int sdir, struct session_rec *rec, void *ctx)
 {
-	long *n = ctx;
+	struct live_count *n = ctx;
+	uint64_t h[2];
 	int fd;
 
 	if (rec_alive(sdir, rec)) {
-		(*n)++;
+		n->all++;
+		n->memory_bytes += rec->memory_bytes;
+		token_hash(rec->salt, n->auth, h);
+		if (h[0] != 0 && h[0] == rec->token_hash[0] && h[1] == rec->token_hash[1])
+			n->token++;
 		return true;
 	}
 	/* ended: removed under its lock (an execution still reporting holds it, and its
@@ -308,11 +336,11 @@ dir_lock(int sdir)
 }
 
 int
-session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, int *listen_fd,
+session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec, int *listen_fd,
                 char *why, size_t why_len)
 {
 	uint8_t raw[16];
-	long live = 0;
+	struct live_count live = {.auth = ask->auth};
 	int lock, fd = -1;
 	char path[128];
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -324,9 +352,15 @@ session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, i
 		return -1;
 	}
 	rec_each(sdir, count_live, &live);
-	if (live >= max) {
+	/* the token's own share first: closing one of its sessions is what it can do */
+	if (ask->per_token > 0 && live.token >= ask->per_token) {
 		close(lock);
-		return 1;
+		return SESSION_FULL_TENANT;
+	}
+	if (live.all >= ask->max ||
+	    (ask->budget_bytes > 0 && live.memory_bytes + ask->memory_bytes > ask->budget_bytes)) {
+		close(lock);
+		return live.all >= ask->max ? SESSION_FULL : SESSION_FULL_MEMORY;
 	}
 	memset(rec, 0, sizeof(*rec));
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw) ||
@@ -339,7 +373,8 @@ session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, i
 	for (int i = 0; i < 16; i++)
 		snprintf(rec->id + 2 * i, 3, "%02x", raw[i]);
 	rec->created_ms = realtime_ms();
-	token_hash(rec->salt, auth, rec->token_hash);
+	rec->memory_bytes = ask->memory_bytes; /* held of the budget from now: counted as live */
+	token_hash(rec->salt, ask->auth, rec->token_hash);
 	session_sock_path(sdir, rec->id, path, sizeof(path));
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);

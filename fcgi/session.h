@@ -39,6 +39,7 @@ struct session_rec {
 /* The pool's bounds on sessions, from nginx's parameters (codebox-limits.conf). */
 struct session_limits {
 	long max_sessions;          /* per pod; 0: sessions are off */
+	long max_per_token;         /* per bearer token (without tokens: none); 0: no such cap */
 	long idle_seconds;          /* an idle session ends after this */
 	long max_life_seconds;      /* and any after this */
 	long max_execution_seconds; /* a background execution's longest run */
@@ -51,6 +52,7 @@ struct session_limits {
 
 /*
  * Reads the bounds from get (nginx's parameters): CODEBOX_MAX_SESSIONS,
+ * CODEBOX_MAX_SESSIONS_PER_TOKEN (absent: half of CODEBOX_MAX_SESSIONS, at least 1),
  * CODEBOX_SESSION_IDLE_SECONDS, CODEBOX_SESSION_MAX_SECONDS, CODEBOX_SESSION_MAX_EXECUTION_SECONDS;
  * an absent one has its default.
  * Returns 0, or -1 with why for a malformed one.
@@ -69,13 +71,32 @@ bool session_id_valid(const char *s, size_t n);
  * sun_path whatever the runtime directory's length). */
 void session_sock_path(int sdir, const char *id, char *path, size_t len);
 
+/* What a new session asks of the pod's bounds (session_reserve()). */
+struct session_ask {
+	long max;                        /* sessions per pod */
+	long per_token;                  /* sessions per token (auth); 0: no such cap */
+	const char *auth;                /* the token's id, or NULL (no token: no per-token cap) */
+	unsigned long long memory_bytes; /* the session's memory cap */
+	unsigned long long budget_bytes; /* the pool's memory budget; 0: none */
+};
+
+/* Why session_reserve() refused (its positive returns). */
+enum session_full {
+	SESSION_FULL = 1,        /* the pod holds max sessions */
+	SESSION_FULL_TENANT = 2, /* the token holds per_token sessions */
+	SESSION_FULL_MEMORY =
+	    3, /* the live sessions' memory caps and this one's exceed the budget */
+};
+
 /*
- * Reserves a session: counts the live ones (removing ended ones) and, when fewer than max,
- * writes rec (a new id, salt and token hash of auth, which may be NULL) as not ready, and
- * binds its socket (*listen_fd). Returns 0, 1 when the pod has max sessions, -1 on error.
+ * Reserves a session: counts the live ones (removing ended ones) and, when ask fits (fewer
+ * than ask->max in all, fewer than ask->per_token of ask->auth's, and the memory caps of all
+ * of them with this one's within ask->budget_bytes), writes rec (a new id, salt and token
+ * hash of auth, its memory cap: held of the budget from now on) as not ready, and binds its
+ * socket (*listen_fd). Returns 0, a session_full when it does not fit, -1 on error.
  */
-int session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, int *listen_fd,
-                    char *why, size_t why_len);
+int session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec,
+                    int *listen_fd, char *why, size_t why_len);
 
 /* Writes rec (ready, with its box) over its reservation. Returns 0 or -1. */
 int session_commit(int sdir, const struct session_rec *rec);

@@ -500,6 +500,28 @@ session_body_bound(json_t *root, const char *key, long max, unsigned *out, char 
 	return 0;
 }
 
+/* POST /sessions' "memoryBytes": an integer from 16 MiB to the runs' own cap max, into *out
+ * (absent: 0, the runs' own). Returns 0, or -1 with why. */
+static int
+worker_session_memory(json_t *root, unsigned long long max, unsigned long long *out, char *why,
+                      size_t why_len)
+{
+	const unsigned long long min = 16ULL << 20;
+	json_t *v = json_object_get(root, "memoryBytes");
+
+	*out = 0;
+	if (v == NULL)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < (json_int_t)min ||
+	    (unsigned long long)json_integer_value(v) > max) {
+		snprintf(why, why_len, "memoryBytes must be an integer from %llu to %llu", min,
+		         max);
+		return -1;
+	}
+	*out = (unsigned long long)json_integer_value(v);
+	return 0;
+}
+
 /* Whether this pool serves sessions (for this request's bounds). */
 static bool
 worker_sessions_on(const struct worker_request *w)
@@ -516,19 +538,28 @@ enum worker_started {
 	WORKER_START_BUSY,   /* no execution slot: 429 */
 	WORKER_START_STUCK,  /* the slots' lock: 503 */
 	WORKER_START_FULL,   /* the pod holds CODEBOX_MAX_SESSIONS: 429 */
+	WORKER_START_TENANT, /* the token holds CODEBOX_MAX_SESSIONS_PER_TOKEN: 429 */
+	WORKER_START_MEMORY, /* the sessions' memory caps would exceed the pool's budget: 429 */
 	WORKER_START_FAILED, /* 503, logged */
 };
 
-/* Starts a session with the bounds idle and life, bound to auth (the token's id, or NULL),
- * into rec. Building its box is a run's start: it holds an execution slot meanwhile. */
+/* Starts a session with the bounds idle and life and a memory cap of memory_bytes (0: the
+ * runs' own), bound to auth (the token's id, or NULL), into rec. Building its box is a run's
+ * start: it holds an execution slot meanwhile. */
 static enum worker_started
-worker_session_start(const struct worker_request *w, unsigned idle, unsigned life, const char *auth,
-                     struct session_rec *rec)
+worker_session_start(const struct worker_request *w, unsigned idle, unsigned life,
+                     unsigned long long memory_bytes, const char *auth, struct session_rec *rec)
 {
 	const struct worker_config *wc = w->wc;
 	char why[512], path[128];
 	struct run_spec spec;
 	int listen_fd, rc;
+	const struct session_ask ask = {
+	    .max = w->sl.max_sessions,
+	    .per_token = w->sl.max_per_token,
+	    .auth = auth,
+	    .memory_bytes = memory_bytes > 0 ? memory_bytes : w->l.memory_bytes,
+	    .budget_bytes = wc->iso->on[ISO_POOLMEMORY] ? wc->iso->pool_memory_bytes : 0};
 
 	if (!worker_sessions_on(w))
 		return WORKER_START_OFF;
@@ -541,15 +572,18 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	case SLOTS_STUCK:
 		return WORKER_START_STUCK;
 	}
-	rc = session_reserve(wc->sessions_fd, w->sl.max_sessions, auth, rec, &listen_fd, why,
-	                     sizeof(why));
+	rc = session_reserve(wc->sessions_fd, &ask, rec, &listen_fd, why, sizeof(why));
 	if (rc != 0) {
 		slots_release(wc->slots, wc->index);
 		if (rc < 0)
 			log_msg(LOG_ERROR, "session: %s", why);
-		return rc > 0 ? WORKER_START_FULL : WORKER_START_FAILED;
+		return rc == SESSION_FULL          ? WORKER_START_FULL
+		       : rc == SESSION_FULL_TENANT ? WORKER_START_TENANT
+		       : rc == SESSION_FULL_MEMORY ? WORKER_START_MEMORY
+		                                   : WORKER_START_FAILED;
 	}
 	spec = run_spec_from_limits(&w->l, "", 0, w->l.execution_timeout_seconds * 1000L, -1);
+	spec.caps.memory_bytes = ask.memory_bytes;
 	spec.session = true;
 	/* a session outlives many imports: the heavy tier's template has them all (the light
 	 * one takes it when the heavy one cannot) */
@@ -558,7 +592,6 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	spec.session_life_seconds = life;
 	rec->idle_seconds = idle;
 	rec->life_seconds = life;
-	rec->memory_bytes = w->l.memory_bytes;
 	rec->disk_bytes = w->l.disk_bytes;
 	session_sock_path(wc->sessions_fd, rec->id, path, sizeof(path));
 	rc = run_session_create(w->run, &spec, listen_fd, path, wc->sessions_fd, wc->sessions_dir,
@@ -580,12 +613,14 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	return WORKER_STARTED;
 }
 
-/* The sentence for a session that could not start; its HTTP status in *status. */
+/* The sentence for a session that could not start; its HTTP status in *status and, for a 429,
+ * its headers in *extra (which bound refused: Codebox-Busy), else NULL. */
 static const char *
-worker_start_message(enum worker_started st, int *status, const char **error)
+worker_start_message(enum worker_started st, int *status, const char **error, const char **extra)
 {
 	*error = "sandbox_unavailable";
 	*status = 503;
+	*extra = NULL;
 	switch (st) {
 	case WORKER_STARTED:
 		return "";
@@ -595,14 +630,28 @@ worker_start_message(enum worker_started st, int *status, const char **error)
 	case WORKER_START_BUSY:
 		*status = 429;
 		*error = "sandbox_busy";
+		*extra = HTTP_BUSY_POOL;
 		return "all execution slots are in use; retry shortly";
 	case WORKER_START_STUCK:
 		return "the sandbox cannot admit runs right now; retry shortly";
 	case WORKER_START_FULL:
 		*status = 429;
 		*error = "sandbox_busy";
+		*extra = HTTP_BUSY_SESSIONS;
 		return "this server holds as many sessions as it may; close one (DELETE "
 		       "/sessions/{id}) or retry later";
+	case WORKER_START_TENANT:
+		*status = 429;
+		*error = "sandbox_busy";
+		*extra = HTTP_BUSY_TENANT;
+		return "this token holds as many sessions as one token may on this server; close "
+		       "one of them (DELETE /sessions/{id}) first";
+	case WORKER_START_MEMORY:
+		*status = 429;
+		*error = "sandbox_busy";
+		*extra = HTTP_BUSY_MEMORY;
+		return "the open sessions hold the server's memory budget; close one, ask for less "
+		       "(memoryBytes), or retry later";
 	case WORKER_START_FAILED:
 		break;
 	}
@@ -617,9 +666,10 @@ worker_session_create(const struct worker_request *w, FCGX_Request *req, const c
 	json_t *root = NULL;
 	json_error_t err;
 	unsigned idle, life;
+	unsigned long long memory;
 	struct session_rec rec;
 	enum worker_started st;
-	const char *message, *error;
+	const char *message, *error, *extra;
 	int status;
 
 	if (n < 0) {
@@ -644,11 +694,12 @@ worker_session_create(const struct worker_request *w, FCGX_Request *req, const c
 		{
 			(void)v;
 			if (strcmp(key, "idleTimeoutSeconds") != 0 &&
-			    strcmp(key, "maxLifetimeSeconds") != 0) {
+			    strcmp(key, "maxLifetimeSeconds") != 0 &&
+			    strcmp(key, "memoryBytes") != 0) {
 				json_decref(root);
 				http_send_message(req, 400, NULL, "invalid_request",
 				                  "unknown field; allowed: idleTimeoutSeconds, "
-				                  "maxLifetimeSeconds");
+				                  "maxLifetimeSeconds, memoryBytes");
 				return;
 			}
 		}
@@ -656,17 +707,17 @@ worker_session_create(const struct worker_request *w, FCGX_Request *req, const c
 	if (session_body_bound(root, "idleTimeoutSeconds", w->sl.idle_seconds, &idle, why,
 	                       sizeof(why)) < 0 ||
 	    session_body_bound(root, "maxLifetimeSeconds", w->sl.max_life_seconds, &life, why,
-	                       sizeof(why)) < 0) {
+	                       sizeof(why)) < 0 ||
+	    worker_session_memory(root, w->l.memory_bytes, &memory, why, sizeof(why)) < 0) {
 		json_decref(root);
 		http_send_message(req, 400, NULL, "invalid_request", why);
 		return;
 	}
 	json_decref(root);
-	st = worker_session_start(w, idle, life, auth, &rec);
+	st = worker_session_start(w, idle, life, memory, auth, &rec);
 	if (st != WORKER_STARTED) {
-		message = worker_start_message(st, &status, &error);
-		http_send_message(req, status, status == 429 ? "Retry-After: 1" : NULL, error,
-		                  message);
+		message = worker_start_message(st, &status, &error, &extra);
+		http_send_message(req, status, extra, error, message);
 		return;
 	}
 	worker_session_state(req, 201, &rec, NULL, false, &w->l);
@@ -1383,15 +1434,16 @@ worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json
                    const char *want, struct session_rec *rec, int *lock_fd)
 {
 	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
-	const char *message, *error;
+	const char *message, *error, *extra;
 	int status;
 
 	*lock_fd = -1;
 	if (strcmp(want, "new") == 0) {
-		enum worker_started st = worker_session_start(
-		    w, (unsigned)w->sl.idle_seconds, (unsigned)w->sl.max_life_seconds, auth, rec);
+		enum worker_started st =
+		    worker_session_start(w, (unsigned)w->sl.idle_seconds,
+		                         (unsigned)w->sl.max_life_seconds, 0, auth, rec);
 		if (st != WORKER_STARTED) {
-			message = worker_start_message(st, &status, &error);
+			message = worker_start_message(st, &status, &error, &extra);
 			worker_mcp_tool_error(req, id, message);
 			return -1;
 		}
@@ -1620,8 +1672,9 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	/* sessions' bounds (session.h): /capabilities' keys are the lab contract's, fixed */
 	json_t *sessions =
 	    worker_sessions_on(w)
-	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
-	                    (json_int_t)w->sl.max_sessions, "idleTimeoutSeconds",
+	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
+	                    (json_int_t)w->sl.max_sessions, "maxSessionsPerToken",
+	                    (json_int_t)w->sl.max_per_token, "idleTimeoutSeconds",
 	                    (json_int_t)w->sl.idle_seconds, "maxLifetimeSeconds",
 	                    (json_int_t)w->sl.max_life_seconds, "executionTimeoutSeconds",
 	                    (json_int_t)w->l.execution_timeout_seconds, "maxExecutionSeconds",
