@@ -21,6 +21,12 @@
  * takes and gives back the same lock (slots_check()), answers 503 too, so the pod leaves the
  * Service and the pool container's liveness probe restarts the pool, whose new table is free.
  *
+ * A slot may also be lent to a process that is not a worker: a session's background execution
+ * (session.h) runs in a watcher of its own, for up to an hour, and holds a slot for as long as
+ * it runs, so that spinning sessions cannot take the CPU the slots share out. There are as many
+ * loans as slots (no more can be held at once); each holds its holder's pid, and a loan whose
+ * holder no longer exists is taken back by the next count, so a killed watcher never leaks one.
+ *
  * The page is a memfd's, named codebox-slots, so that /proc/PID/maps says which mapping is
  * the table; the mutex is its first bytes. tests/helpers/wedge-slots.py relies on both to hold
  * the lock from outside the pool (as root, through /proc/PID/map_files), which no request can.
@@ -31,6 +37,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -41,7 +48,8 @@ struct slots {
 	int capacity;
 	int workers;
 	size_t map_bytes;
-	atomic_int held[]; /* one per worker: 1 while it holds a slot */
+	/* one per worker: 1 while it holds a slot; then capacity loans: the holder's pid, or 0 */
+	atomic_int held[];
 };
 
 struct slots *
@@ -55,7 +63,7 @@ slots_create(int capacity, int workers)
 		errno = EINVAL;
 		return NULL;
 	}
-	bytes = sizeof(*s) + (size_t)workers * sizeof(atomic_int);
+	bytes = sizeof(*s) + (size_t)(workers + capacity) * sizeof(atomic_int);
 	/* named in /proc/PID/maps (codebox-slots), so that root can find it from outside */
 	s = util_map_shared("codebox-slots", bytes);
 	if (s == NULL)
@@ -63,7 +71,7 @@ slots_create(int capacity, int workers)
 	s->capacity = capacity;
 	s->workers = workers;
 	s->map_bytes = bytes;
-	for (int i = 0; i < workers; i++)
+	for (int i = 0; i < workers + capacity; i++)
 		atomic_init(&s->held[i], 0);
 	if (pthread_mutexattr_init(&attr) != 0 ||
 	    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) != 0 ||
@@ -131,6 +139,13 @@ slots_count_locked(struct slots *s)
 
 	for (int i = 0; i < s->workers; i++)
 		n += atomic_load(&s->held[i]);
+	for (int i = s->workers; i < s->workers + s->capacity; i++) {
+		pid_t pid = atomic_load(&s->held[i]);
+		/* a holder gone without giving its loan back (killed): taken back */
+		if (pid > 0 && kill(pid, 0) < 0 && errno == ESRCH)
+			atomic_compare_exchange_strong(&s->held[i], &pid, 0);
+		n += atomic_load(&s->held[i]) != 0;
+	}
 	return n;
 }
 
@@ -153,6 +168,42 @@ slots_acquire(struct slots *s, int worker, long limit)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return a;
+}
+
+int
+slots_lend(struct slots *s, long limit, pid_t pid)
+{
+	int loan = SLOTS_LOAN_FULL;
+
+	if (pid <= 0)
+		return SLOTS_LOAN_FULL;
+	if (limit > s->capacity)
+		limit = s->capacity;
+	if (slots_lock(s) != 0)
+		return SLOTS_LOAN_STUCK;
+	if (slots_count_locked(s) < limit)
+		for (int i = s->workers; i < s->workers + s->capacity; i++)
+			if (atomic_load(&s->held[i]) == 0) {
+				atomic_store(&s->held[i], pid);
+				loan = i - s->workers;
+				break;
+			}
+	pthread_mutex_unlock(&s->lock);
+	return loan;
+}
+
+void
+slots_lend_to(struct slots *s, int loan, pid_t pid)
+{
+	if (loan >= 0 && loan < s->capacity && pid > 0)
+		atomic_store(&s->held[s->workers + loan], pid);
+}
+
+void
+slots_return(struct slots *s, int loan, pid_t pid)
+{
+	if (loan >= 0 && loan < s->capacity)
+		atomic_compare_exchange_strong(&s->held[s->workers + loan], &pid, 0);
 }
 
 int

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 struct slots;
 
@@ -40,6 +41,24 @@ const char *slots_admit_string(enum slots_admit a);
  * no-op that succeeds. An out-of-range worker is refused (SLOTS_FULL).
  */
 enum slots_admit slots_acquire(struct slots *s, int worker, long limit);
+
+/* What slots_lend() returns when it lends nothing. */
+#define SLOTS_LOAN_FULL (-1)  /* min(limit, capacity) runs are in flight: 429 */
+#define SLOTS_LOAN_STUCK (-2) /* the lock was not free within SLOTS_LOCK_WAIT_MS */
+
+/*
+ * Lends a slot to pid, a process that is not a worker (a session's background execution), if
+ * fewer than min(limit, capacity) runs are in flight, counting the workers' slots and the loans.
+ * Returns the loan (>= 0), SLOTS_LOAN_FULL or SLOTS_LOAN_STUCK. A loan whose holder no longer
+ * exists is taken back by the next count: a holder killed mid-run leaks nothing.
+ */
+int slots_lend(struct slots *s, long limit, pid_t pid);
+
+/* Passes loan on to pid (the process that runs what it was lent for). */
+void slots_lend_to(struct slots *s, int loan, pid_t pid);
+
+/* Gives back loan if pid still holds it (no-op otherwise, or for a negative loan). */
+void slots_return(struct slots *s, int loan, pid_t pid);
 
 /*
  * The admission path without admitting: takes the lock and gives it back at once, waiting at

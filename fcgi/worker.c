@@ -827,13 +827,14 @@ worker_file_put(void *ctx, const char *p, size_t n)
 /*
  * The watcher of a background execution: a grandchild of the worker (a guard, like it),
  * adopted by the supervisor. It holds the session's lock, runs the execution as a worker
- * would (no HTTP request, no execution slot), appends its output to <id>.stdout and
+ * would (no HTTP request; the execution slot its worker was lent for it: loan), appends its
+ * output to <id>.stdout and
  * <id>.stderr as it comes, writes the answer to <id>.result, and ends.
  */
 static noreturn void
 worker_session_watch(const struct worker_request *w, const struct session_rec *rec,
                      const struct request *r, int conn, int lock_fd, struct worker_bg_out *out,
-                     const char *eid)
+                     const char *eid, int loan)
 {
 	const struct worker_config *wc = w->wc;
 	int keep[] = {conn, lock_fd, out->fd[0], out->fd[1], wc->sessions_fd, wc->history.dir_fd};
@@ -847,6 +848,8 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 	int fd;
 
 	(void)util_close_fds_except(keep, 6);
+	/* the execution slot its worker took for it is this process's while it runs */
+	slots_lend_to(wc->slots, loan, getpid());
 	log_set_component("background");
 	spec = run_spec_from_limits(&w->l, r->code, r->code_len, r->wall_ms, -1);
 	spec.stdin_data = r->stdin_data;
@@ -856,7 +859,7 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 	spec.artifacts = r->artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE;
 	spec.on_output = worker_bg_output;
 	spec.output_ctx = out;
-	/* admitted already: it holds the session's lock, and no execution slot */
+	/* admitted already: it holds the session's lock and its execution slot (the loan) */
 	ran = serve_run(&p, &q, &spec, &o);
 	{
 		const struct session_reply sr = {
@@ -886,6 +889,7 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 		session_remove(wc->sessions_fd, (struct session_rec *)rec);
 	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
+	slots_return(wc->slots, loan, getpid());
 	/* the audit trail's entry, as a worker writes it after its reply */
 	history_flush(&wc->history);
 	_exit(0);
@@ -902,10 +906,26 @@ worker_session_background(const struct worker_request *w, FCGX_Request *req,
 	struct worker_bg_out out = {{-1, -1}};
 	uint8_t raw[8];
 	char eid[17], name[64], line[64], answer[256];
-	int fd, len;
+	int fd, len, loan;
 	pid_t child;
 
+	/* it runs code as a foreground execution does: it is admitted for an execution slot,
+	 * lent to its watcher for as long as it runs */
+	loan = slots_lend(wc->slots, w->l.max_concurrent_executions, getpid());
+	if (loan < 0) {
+		close(conn);
+		if (loan == SLOTS_LOAN_FULL) {
+			metrics_record_busy();
+			http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
+			                  "all execution slots are in use; retry shortly");
+		} else {
+			http_send_message(req, 503, NULL, "sandbox_unavailable",
+			                  "the sandbox cannot admit runs right now; retry shortly");
+		}
+		return;
+	}
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		slots_return(wc->slots, loan, getpid());
 		close(conn);
 		http_send_message(req, 500, NULL, "sandbox_error", "getrandom() failed");
 		return;
@@ -930,6 +950,7 @@ worker_session_background(const struct worker_request *w, FCGX_Request *req,
 		for (int i = 0; i < 2; i++)
 			if (out.fd[i] >= 0)
 				close(out.fd[i]);
+		slots_return(wc->slots, loan, getpid());
 		close(conn);
 		http_send_message(req, 500, NULL, "sandbox_error",
 		                  "the background execution's files could not be made");
@@ -948,18 +969,23 @@ worker_session_background(const struct worker_request *w, FCGX_Request *req,
 			        strerror(errno));
 			_exit(1);
 		}
-		worker_session_watch(w, rec, r, conn, lock_fd, &out, eid);
+		worker_session_watch(w, rec, r, conn, lock_fd, &out, eid, loan);
 	}
 	close(conn);
 	close(out.fd[0]);
 	close(out.fd[1]);
 	if (child < 0) {
+		slots_return(wc->slots, loan, getpid());
 		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the background execution could not start; retry shortly");
 		return;
 	}
-	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+	int st = 0;
+	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
 		;
+	/* no watcher (its fork failed): the loan was never passed on */
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		slots_return(wc->slots, loan, getpid());
 	log_msg(LOG_INFO, "session %.8s...: background execution %s started (at most %ld ms)",
 	        rec->id, eid, r->wall_ms);
 	len = snprintf(answer, sizeof(answer),

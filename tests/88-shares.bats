@@ -257,3 +257,46 @@ busy_by() {
 	stack_stop
 	STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base AGENT=$saved_agent METRICS=$saved_metrics
 }
+
+@test "shares: a background execution holds an execution slot while it runs: spinning sessions get no more CPU than the slots" {
+	local conf saved_dir saved_pid saved_base saved_agent saved_metrics
+	saved_dir=$STACK_DIR saved_pid=$STACK_PID saved_base=$BASE saved_agent=${AGENT:-} saved_metrics=${METRICS:-}
+	conf=$(conf_variant 's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  *[0-9]*;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  2;/' \
+		's/CODEBOX_MAX_SESSIONS  *8;/CODEBOX_MAX_SESSIONS  4;/' \
+		's/CODEBOX_MAX_SESSIONS_PER_TOKEN  *4;/CODEBOX_MAX_SESSIONS_PER_TOKEN  2;/')
+	stack_start --auth-tokens "$TOKENS" --conf-dir "$conf"
+	local spin='{"code": "while True:\n    pass", "background": true, "timeoutSeconds": 120}'
+	local a1 a2 b1
+	new_as "$TOKEN_A" && a1=$sid
+	new_as "$TOKEN_A" && a2=$sid
+	new_as "$TOKEN_B" && b1=$sid
+	[[ -n $a1 && -n $a2 && -n $b1 ]]
+	# A's two spinning cells take the two slots
+	as "$TOKEN_A" POST "/sessions/$a1/execute" "$spin"
+	assert_equal "$code" 202
+	as "$TOKEN_A" POST "/sessions/$a2/execute" "$spin"
+	assert_equal "$code" 202
+	# a third is refused as a run would be, and so is B's run: nothing queues behind them
+	as "$TOKEN_B" POST "/sessions/$b1/execute" "$spin"
+	busy_by pool
+	as "$TOKEN_B" POST /execute '{"code": "print(6 * 7)"}'
+	busy_by pool
+	# a spinning cell interrupted gives its slot back: B runs
+	as "$TOKEN_A" POST "/sessions/$a1/interrupt"
+	assert_equal "$code" 200
+	served() {
+		as "$TOKEN_B" POST /execute '{"code": "print(6 * 7)"}'
+		[[ $code == 200 ]]
+	}
+	wait_for "a slot to be given back" 100 served
+	assert_equal "$(field .stdout)" 42
+	# a deleted session's spinning cell gives its slot back too
+	as "$TOKEN_A" DELETE "/sessions/$a2"
+	assert_equal "$code" 204
+	wait_for "the other slot" 100 served
+	as "$TOKEN_B" POST "/sessions/$b1/execute" "$spin"
+	assert_equal "$code" 202
+	as "$TOKEN_B" DELETE "/sessions/$b1"
+	stack_stop
+	STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base AGENT=$saved_agent METRICS=$saved_metrics
+}

@@ -76,6 +76,39 @@ main(void)
 	ok(slots_reconcile(s, 4) && slots_in_flight(s) == 0,
 	   "reconciling the dead worker frees its slot");
 
+	/* loans: counted with the workers' slots, passed on, given back, taken back when their
+	 * holder is gone */
+	{
+		int a = -1, b = -1;
+		ok(slots_acquire(s, 0, 20) == SLOTS_TAKEN &&
+		       (a = slots_lend(s, 20, getpid())) >= 0 && slots_in_flight(s) == 2,
+		   "a loan counts as a run in flight");
+		ok((b = slots_lend(s, 20, getpid())) >= 0 && b != a &&
+		       slots_lend(s, 20, getpid()) == SLOTS_LOAN_FULL &&
+		       slots_acquire(s, 1, 20) == SLOTS_FULL,
+		   "loans and slots share the capacity");
+		ok(slots_lend(s, 0, getpid()) == SLOTS_LOAN_FULL &&
+		       slots_lend(s, 20, 0) == SLOTS_LOAN_FULL,
+		   "a loan is refused past the request's limit, and to no process");
+		slots_return(s, b, getpid() + 1);
+		ok(slots_in_flight(s) == 3, "a loan is given back by its holder alone");
+		slots_return(s, b, getpid());
+		ok(slots_in_flight(s) == 2, "its holder gives it back");
+		pid = fork();
+		if (pid == 0) {
+			struct timespec ms = {0, 1000 * 1000};
+			nanosleep(&ms, NULL);
+			_exit(0);
+		}
+		slots_lend_to(s, a, pid);
+		ok(slots_in_flight(s) == 2, "a loan passed on to a live process still counts");
+		waitpid(pid, &st, 0);
+		ok(slots_in_flight(s) == 1, "a loan whose holder is gone is taken back");
+		slots_return(s, a, pid);
+		slots_release(s, 0);
+		ok(slots_in_flight(s) == 0, "all given back again");
+	}
+
 	/* racing children: never more than capacity at once */
 	for (int round = 0; round < 20; round++) {
 		int won = 0;
