@@ -24,6 +24,8 @@
 #define HTTP_BUSY_SESSIONS "Retry-After: 1\r\nCodebox-Busy: sessions"
 #define HTTP_BUSY_TENANT "Retry-After: 1\r\nCodebox-Busy: tenant"
 #define HTTP_BUSY_MEMORY "Retry-After: 1\r\nCodebox-Busy: memory"
+/* ...the event streams of background executions (CODEBOX_MAX_STREAMS, per session) */
+#define HTTP_BUSY_STREAMS "Retry-After: 1\r\nCodebox-Busy: streams"
 
 /* What http_read_body() returns when it has no body to give. */
 #define HTTP_BODY_UNREADABLE -1 /* a read error, a malformed or short Content-Length */

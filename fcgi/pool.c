@@ -176,6 +176,7 @@ pool_reap(struct pool_loop *pl)
 				    "worker %d died holding an execution slot; the slot is free "
 				    "again",
 				    i);
+			(void)slots_reconcile(pc->worker.streams, i);
 			workers[i].pid = 0;
 			pl->alive--;
 			if (pl->stopping)
@@ -226,11 +227,17 @@ pool_run(struct pool_config *pc)
 		log_msg(LOG_ERROR, "out of memory");
 		return -1;
 	}
-	pc->worker.slots =
-	    slots_create((int)pc->worker.ceilings->max_concurrent_executions, pc->workers);
-	if (pc->worker.slots == NULL) {
+	pc->worker.slots = slots_create(
+	    "codebox-slots", (int)pc->worker.ceilings->max_concurrent_executions, pc->workers);
+	/* a stream holds its worker, not an execution slot: at most one each (the bound is the
+	 * request's CODEBOX_MAX_STREAMS, for which the pool has workers of its own) */
+	pc->worker.streams = slots_create("codebox-streams", pc->workers, pc->workers);
+	if (pc->worker.slots == NULL || pc->worker.streams == NULL) {
 		log_msg(LOG_ERROR, "creating the shared execution slots failed: %s",
 		        strerror(errno));
+		slots_destroy(pc->worker.slots);
+		slots_destroy(pc->worker.streams);
+		slots_destroy(pc->worker.streams);
 		free(pl.workers);
 		return -1;
 	}
@@ -304,6 +311,7 @@ pool_run(struct pool_config *pc)
 	proc_kill_all_children(0, -1, &unused, &st, &ru, util_now_ms() + 3000);
 	free(pl.workers);
 	slots_destroy(pc->worker.slots);
+	slots_destroy(pc->worker.streams);
 	pc->worker.slots = NULL;
 	log_msg(LOG_INFO, "pool stopped");
 	return 0;

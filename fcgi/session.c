@@ -56,6 +56,8 @@ session_limits_parse(struct session_limits *sl, const char *(*get)(const char *,
 	    {"CODEBOX_SESSION_MAX_EXECUTION_SECONDS",
 	     offsetof(struct session_limits, max_execution_seconds),
 	     SESSION_DEFAULT_EXECUTION_SECONDS, 1, 86400},
+	    {"CODEBOX_MAX_STREAMS", offsetof(struct session_limits, max_streams),
+	     SESSION_DEFAULT_STREAMS, 0, 1000},
 	};
 
 	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {

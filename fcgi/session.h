@@ -40,12 +40,16 @@ struct session_rec {
 struct session_limits {
 	long max_sessions;          /* per pod; 0: sessions are off */
 	long max_per_token;         /* per bearer token (without tokens: none); 0: no such cap */
+	long max_streams;           /* event streams of background executions, per pod */
 	long idle_seconds;          /* an idle session ends after this */
 	long max_life_seconds;      /* and any after this */
 	long max_execution_seconds; /* a background execution's longest run */
 };
 
 #define SESSION_DEFAULT_MAX 8
+#define SESSION_DEFAULT_STREAMS 4
+/* event streams of one session's background execution at once */
+#define SESSION_STREAMS_PER_SESSION 2
 #define SESSION_DEFAULT_IDLE_SECONDS 600
 #define SESSION_DEFAULT_LIFE_SECONDS 3600
 #define SESSION_DEFAULT_EXECUTION_SECONDS 3600
@@ -53,6 +57,7 @@ struct session_limits {
 /*
  * Reads the bounds from get (nginx's parameters): CODEBOX_MAX_SESSIONS,
  * CODEBOX_MAX_SESSIONS_PER_TOKEN (absent: half of CODEBOX_MAX_SESSIONS, at least 1),
+ * CODEBOX_MAX_STREAMS,
  * CODEBOX_SESSION_IDLE_SECONDS, CODEBOX_SESSION_MAX_SECONDS, CODEBOX_SESSION_MAX_EXECUTION_SECONDS;
  * an absent one has its default.
  * Returns 0, or -1 with why for a malformed one.

@@ -48,12 +48,14 @@ struct slots {
 	int capacity;
 	int workers;
 	size_t map_bytes;
-	/* one per worker: 1 while it holds a slot; then capacity loans: the holder's pid, or 0 */
+	atomic_uint *tags; /* a second tag per worker (slots_acquire_tagged()), after held[] */
+	/* one per worker: 1 (or its first tag) while it holds a slot; then capacity loans: the
+	 * holder's pid, or 0 */
 	atomic_int held[];
 };
 
 struct slots *
-slots_create(int capacity, int workers)
+slots_create(const char *name, int capacity, int workers)
 {
 	pthread_mutexattr_t attr;
 	size_t bytes;
@@ -63,16 +65,21 @@ slots_create(int capacity, int workers)
 		errno = EINVAL;
 		return NULL;
 	}
-	bytes = sizeof(*s) + (size_t)(workers + capacity) * sizeof(atomic_int);
-	/* named in /proc/PID/maps (codebox-slots), so that root can find it from outside */
-	s = util_map_shared("codebox-slots", bytes);
+	bytes = sizeof(*s) + (size_t)(workers + capacity) * sizeof(atomic_int) +
+	        (size_t)workers * sizeof(atomic_uint);
+	/* named in /proc/PID/maps (codebox-slots, codebox-streams), so that root can find it
+	 * from outside */
+	s = util_map_shared(name, bytes);
 	if (s == NULL)
 		return NULL;
 	s->capacity = capacity;
 	s->workers = workers;
 	s->map_bytes = bytes;
+	s->tags = (atomic_uint *)&s->held[workers + capacity];
 	for (int i = 0; i < workers + capacity; i++)
 		atomic_init(&s->held[i], 0);
+	for (int i = 0; i < workers; i++)
+		atomic_init(&s->tags[i], 0);
 	if (pthread_mutexattr_init(&attr) != 0 ||
 	    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) != 0 ||
 	    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) != 0 ||
@@ -138,7 +145,7 @@ slots_count_locked(struct slots *s)
 	int n = 0;
 
 	for (int i = 0; i < s->workers; i++)
-		n += atomic_load(&s->held[i]);
+		n += atomic_load(&s->held[i]) != 0;
 	for (int i = s->workers; i < s->workers + s->capacity; i++) {
 		pid_t pid = atomic_load(&s->held[i]);
 		/* a holder gone without giving its loan back (killed): taken back */
@@ -165,6 +172,41 @@ slots_acquire(struct slots *s, int worker, long limit)
 	} else if (slots_count_locked(s) < limit) {
 		atomic_store(&s->held[worker], 1);
 		a = SLOTS_TAKEN;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return a;
+}
+
+enum slots_admit
+slots_acquire_tagged(struct slots *s, int worker, long limit, const unsigned tag[2],
+                     const long tag_limit[2], int *which)
+{
+	enum slots_admit a = SLOTS_FULL;
+	long same[2] = {0, 0};
+
+	*which = 0;
+	if (worker < 0 || worker >= s->workers || tag[0] == 0)
+		return SLOTS_FULL;
+	if (limit > s->capacity)
+		limit = s->capacity;
+	if (slots_lock(s) != 0)
+		return SLOTS_STUCK;
+	for (int i = 0; i < s->workers; i++) {
+		same[0] += i != worker && (unsigned)atomic_load(&s->held[i]) == tag[0];
+		same[1] += i != worker && atomic_load(&s->held[i]) != 0 && tag[1] != 0 &&
+		           atomic_load(&s->tags[i]) == tag[1];
+	}
+	if (atomic_load(&s->held[worker]) != 0)
+		a = SLOTS_TAKEN;
+	else if (tag_limit[0] > 0 && same[0] >= tag_limit[0])
+		*which = 1;
+	else if (tag_limit[1] > 0 && tag[1] != 0 && same[1] >= tag_limit[1])
+		*which = 2;
+	else if (slots_count_locked(s) < limit)
+		a = SLOTS_TAKEN;
+	if (a == SLOTS_TAKEN) {
+		atomic_store(&s->tags[worker], tag[1]);
+		atomic_store(&s->held[worker], (int)tag[0]);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return a;
@@ -222,8 +264,10 @@ slots_check(struct slots *s)
 void
 slots_release(struct slots *s, int worker)
 {
-	if (worker >= 0 && worker < s->workers)
+	if (worker >= 0 && worker < s->workers) {
 		atomic_store(&s->held[worker], 0);
+		atomic_store(&s->tags[worker], 0);
+	}
 }
 
 bool
@@ -231,7 +275,8 @@ slots_reconcile(struct slots *s, int worker)
 {
 	if (worker < 0 || worker >= s->workers)
 		return false;
-	return atomic_exchange(&s->held[worker], 0) == 1;
+	atomic_store(&s->tags[worker], 0);
+	return atomic_exchange(&s->held[worker], 0) != 0;
 }
 
 int

@@ -12,10 +12,11 @@ struct slots;
 
 /*
  * Creates the table of slots for workers 0..workers-1 with at most capacity runs at once,
- * in an anonymous shared mapping, so that the workers forked afterwards share it. Returns
- * NULL (errno set) on failure. Free with slots_destroy().
+ * in an anonymous shared mapping named name in /proc/PID/maps (codebox-slots: the execution
+ * slots), so that the workers forked afterwards share it. Returns NULL (errno set) on
+ * failure. Free with slots_destroy().
  */
-struct slots *slots_create(int capacity, int workers);
+struct slots *slots_create(const char *name, int capacity, int workers);
 
 void slots_destroy(struct slots *s);
 
@@ -41,6 +42,15 @@ const char *slots_admit_string(enum slots_admit a);
  * no-op that succeeds. An out-of-range worker is refused (SLOTS_FULL).
  */
 enum slots_admit slots_acquire(struct slots *s, int worker, long limit);
+
+/*
+ * Takes a slot for worker as slots_acquire() does, tagged with two tags (tag[0] nonzero; tag[1]
+ * 0: none): refused when another worker holds tag_limit[0] slots of tag[0] (*which 1), or
+ * tag_limit[1] of tag[1] (*which 2), or when min(limit, capacity) are held in all (*which 0).
+ * A tag_limit of 0 is no such bound. What a table of streams counts per session and per token.
+ */
+enum slots_admit slots_acquire_tagged(struct slots *s, int worker, long limit,
+                                      const unsigned tag[2], const long tag_limit[2], int *which);
 
 /* What slots_lend() returns when it lends nothing. */
 #define SLOTS_LOAN_FULL (-1)  /* min(limit, capacity) runs are in flight: 429 */

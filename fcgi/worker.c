@@ -1087,7 +1087,56 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	request_free(&r);
 }
 
-/* The longest a stream of a background execution lasts (it holds a worker and a slot). */
+/* A 32-bit tag of s (FNV-1a), never 0; 0 for NULL or "" (no token). */
+static unsigned
+worker_tag(const char *s)
+{
+	uint32_t h = 0x811c9dc5u;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x01000193u;
+	return h | 1;
+}
+
+/*
+ * Takes a stream slot for this worker: at most CODEBOX_MAX_STREAMS in the pod,
+ * SESSION_STREAMS_PER_SESSION of rec's, and (with tokens) half of the pod's of one token's.
+ * Returns 0, or -1 having answered 429 (Codebox-Busy: streams, or tenant) or 503.
+ */
+static int
+worker_stream_take(const struct worker_request *w, FCGX_Request *req, const struct session_rec *rec)
+{
+	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
+	const unsigned tag[2] = {worker_tag(rec->id), worker_tag(auth)};
+	const long limit[2] = {SESSION_STREAMS_PER_SESSION, (w->sl.max_streams + 1) / 2};
+	int which = 0;
+
+	switch (slots_acquire_tagged(w->wc->streams, w->wc->index, w->sl.max_streams, tag, limit,
+	                             &which)) {
+	case SLOTS_TAKEN:
+		return 0;
+	case SLOTS_FULL:
+		metrics_record_busy();
+		http_send_message(
+		    req, 429, which == 2 ? HTTP_BUSY_TENANT : HTTP_BUSY_STREAMS, "sandbox_busy",
+		    which == 1   ? "this execution has as many streams as it may; poll "
+		                   "without a stream, or close one"
+		    : which == 2 ? "this token has as many streams open as it may; poll "
+		                   "without a stream, or close one"
+		                 : "the server has as many streams open as it may; poll "
+		                   "without a stream, or retry");
+		return -1;
+	case SLOTS_STUCK:
+		break;
+	}
+	http_send_message(req, 503, NULL, "sandbox_unavailable",
+	                  "the sandbox cannot admit streams right now; retry shortly");
+	return -1;
+}
+
+/* The longest a stream of a background execution lasts (it holds a worker and a stream slot). */
 #define WORKER_POLL_STREAM_MS 600000
 
 static void worker_session_tail(const struct worker_request *w, FCGX_Request *req,
@@ -1166,23 +1215,12 @@ worker_session_poll(const struct worker_request *w, FCGX_Request *req,
 		return;
 	}
 	/* the stream: the files' new bytes every 100 ms, until the answer is there. It holds a
-	 * worker, so it takes an execution slot, and lasts WORKER_POLL_STREAM_MS at most */
-	switch (slots_acquire(w->wc->slots, w->wc->index, w->l.max_concurrent_executions)) {
-	case SLOTS_TAKEN:
-		break;
-	case SLOTS_FULL:
-		metrics_record_busy();
-		http_send_message(
-		    req, 429, HTTP_BUSY_POOL, "sandbox_busy",
-		    "all execution slots are in use; poll without a stream, or retry");
-		return;
-	case SLOTS_STUCK:
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the sandbox cannot admit runs right now; retry shortly");
-		return;
+	 * worker, not an execution slot: a stream slot (the pool has a worker for each), bounded
+	 * per pod, per session and per token, and lasts WORKER_POLL_STREAM_MS at most */
+	if (worker_stream_take(w, req, rec) == 0) {
+		worker_session_tail(w, req, rec, &sse);
+		slots_release(w->wc->streams, w->wc->index);
 	}
-	worker_session_tail(w, req, rec, &sse);
-	slots_release(w->wc->slots, w->wc->index);
 }
 
 /* The stream of worker_session_poll(), its slot taken. */
@@ -1698,9 +1736,10 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	/* sessions' bounds (session.h): /capabilities' keys are the lab contract's, fixed */
 	json_t *sessions =
 	    worker_sessions_on(w)
-	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
+	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
 	                    (json_int_t)w->sl.max_sessions, "maxSessionsPerToken",
-	                    (json_int_t)w->sl.max_per_token, "idleTimeoutSeconds",
+	                    (json_int_t)w->sl.max_per_token, "maxStreams",
+	                    (json_int_t)w->sl.max_streams, "idleTimeoutSeconds",
 	                    (json_int_t)w->sl.idle_seconds, "maxLifetimeSeconds",
 	                    (json_int_t)w->sl.max_life_seconds, "executionTimeoutSeconds",
 	                    (json_int_t)w->l.execution_timeout_seconds, "maxExecutionSeconds",

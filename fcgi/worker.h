@@ -28,6 +28,7 @@ struct worker_config {
 	const char *nginx_busy_log;    /* nginx's log of its own 429s (metrics.h), or NULL */
 	struct history_config history; /* the audit trail; dir_fd -1: off */
 	struct slots *slots;           /* the execution slots, shared by every worker */
+	struct slots *streams;         /* the event streams of background executions (one each) */
 	const struct limits *ceilings; /* every request's limits are capped at these */
 	size_t max_body_bytes;         /* nginx's client_max_body_size */
 	bool warm_enabled; /* CODEBOX_WARM: runs are cloned from a warm template when one is up */

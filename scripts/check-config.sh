@@ -211,7 +211,7 @@ CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT_BYTES CODEB
 CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES CODEBOX_CPU_MILLICORES
 CODEBOX_POOL_MEMORY_BYTES CODEBOX_ENDPOINT CODEBOX_REQUEST_ID CODEBOX_AGENT_SLOTS CODEBOX_MCP_ORIGINS
 CODEBOX_MAX_SESSIONS CODEBOX_SESSION_IDLE_SECONDS CODEBOX_SESSION_MAX_SECONDS CODEBOX_TOKEN_ID
-CODEBOX_SESSION_MAX_EXECUTION_SECONDS CODEBOX_MAX_SESSIONS_PER_TOKEN"
+CODEBOX_SESSION_MAX_EXECUTION_SECONDS CODEBOX_MAX_SESSIONS_PER_TOKEN CODEBOX_MAX_STREAMS"
 
 # nearest NAME: the known parameter closest to NAME (edit distance)
 nearest() {
@@ -389,9 +389,12 @@ fi
 if [[ -n $agent_limit ]] && ((agent_limit < agent_slots)); then
 	fail "$(where_directive limit_conn codebox_agent)limit_conn codebox_agent ($agent_limit) must be at least CODEBOX_AGENT_SLOTS ($agent_slots$(at CODEBOX_AGENT_SLOTS)), or nginx refuses below the pool's agent slots"
 fi
-need=$((max_conc + meta_limit + agent_slots))
+# the event streams of background executions hold workers of their own, never an execution slot
+max_streams=$(one_value CODEBOX_MAX_STREAMS)
+((max_streams <= 1000)) || fail "$(where CODEBOX_MAX_STREAMS)CODEBOX_MAX_STREAMS ($max_streams) must be at most 1000"
+need=$((max_conc + meta_limit + agent_slots + max_streams))
 if [[ -n $workers ]] && ((workers < need)); then
-	fail "the pool's workers ($workers, --workers) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)) + limit_conn codebox_meta ($meta_limit) + CODEBOX_AGENT_SLOTS ($agent_slots) = $need"
+	fail "the pool's workers ($workers, --workers) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)) + limit_conn codebox_meta ($meta_limit) + CODEBOX_AGENT_SLOTS ($agent_slots) + CODEBOX_MAX_STREAMS ($max_streams$(at CODEBOX_MAX_STREAMS)) = $need"
 fi
 
 # 4. body size

@@ -8,10 +8,10 @@ check() {
 	run "$ROOT/scripts/check-config.sh" "$@"
 }
 
-@test "config: the shipped config passes and needs 28 workers (20 slots + 4 meta + 4 agent)" {
+@test "config: the shipped config passes and needs 32 workers (20 slots + 4 meta + 4 agent + 4 streams)" {
 	check --print-workers "$ROOT/nginx/nginx.conf"
 	assert_success
-	assert_output 28
+	assert_output 32
 }
 
 @test "config: the drain time follows the execution timeout" {
@@ -66,7 +66,7 @@ check() {
 	run --separate-stderr "$ROOT/scripts/check-config.sh" --cpu-limit 4000 --source-dir "$ROOT/nginx" \
 		--print-workers "$ROOT/nginx/nginx.conf"
 	assert_success
-	assert_output 28
+	assert_output 32
 	[[ $stderr == "check-config: warning: CODEBOX_MAX_CONCURRENT_EXECUTIONS (20, $ROOT/nginx/codebox-limits.conf:"*") runs of CODEBOX_CPU_MILLICORES (1000, $ROOT/nginx/codebox-limits.conf:"*") may use 20000 millicores, 5.0 times the pool's 4000 (--cpu-limit): at full load a CPU-bound run gets about 200 millicores"* ]]
 	# runs that fit: no warning
 	conf=$(conf_variant 's/CODEBOX_CPU_MILLICORES             1000;/CODEBOX_CPU_MILLICORES             200;/')
@@ -110,7 +110,7 @@ check() {
 @test "config: a pool smaller than the admitted concurrency is refused" {
 	check --workers 20 "$ROOT/nginx/nginx.conf"
 	assert_failure 1
-	assert_output --regexp "the pool's workers \(20, --workers\) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS \(20, $ROOT/nginx/codebox-limits.conf:[0-9]+\) \+ limit_conn codebox_meta \(4\) \+ CODEBOX_AGENT_SLOTS \(4\) = 28"
+	assert_output --regexp "the pool's workers \(20, --workers\) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS \(20, $ROOT/nginx/codebox-limits.conf:[0-9]+\) \+ limit_conn codebox_meta \(4\) \+ CODEBOX_AGENT_SLOTS \(4\) \+ CODEBOX_MAX_STREAMS \(4, $ROOT/nginx/codebox-limits.conf:[0-9]+\) = 32"
 }
 
 @test "config: client_max_body_size below 4 * maxCodeBytes + 1024 is refused" {

@@ -195,11 +195,11 @@ YAML
 		run -1 grep -nE '^ *(listen .*8888|server_name +codebox-agent;|limit_conn codebox_agent)' "$conf/off/nginx.conf"
 	done
 	run -0 "$ROOT/scripts/check-config.sh" --print-workers "$conf/off/nginx.conf"
-	assert_output 24 # 20 execution slots + 4 meta: no agent workers
+	assert_output 28 # 20 execution slots + 4 meta + 4 streams: no agent workers
 	CODEBOX_AGENT_PORT=on run -0 cfg "$conf/on"
 	assert_output "$ROOT/nginx/nginx.conf"
 	run -0 "$ROOT/scripts/check-config.sh" --print-workers "$ROOT/nginx/nginx.conf"
-	assert_output 28 # and 4 for port 8888
+	assert_output 32 # and 4 for port 8888
 	assert_equal "$(port_8080 "$conf/off/nginx.conf")" "$(port_8080 "$ROOT/nginx/nginx.conf")"
 	[[ -n $(port_8080 "$ROOT/nginx/nginx.conf") ]]
 	# limits mounted: rendered either way, with or without the agent server

@@ -300,3 +300,63 @@ busy_by() {
 	stack_stop
 	STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base AGENT=$saved_agent METRICS=$saved_metrics
 }
+
+@test "shares: streams of a background execution hold no execution slot, and are bounded per execution, per token and per pod" {
+	local conf saved_dir saved_pid saved_base saved_agent saved_metrics
+	saved_dir=$STACK_DIR saved_pid=$STACK_PID saved_base=$BASE saved_agent=${AGENT:-} saved_metrics=${METRICS:-}
+	# three background executions and one run fit the slots; 4 streams a pod, 2 a token
+	conf=$(conf_variant 's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  *[0-9]*;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  4;/' \
+		's/CODEBOX_MAX_SESSIONS  *8;/CODEBOX_MAX_SESSIONS  4;/' \
+		's/CODEBOX_MAX_SESSIONS_PER_TOKEN  *4;/CODEBOX_MAX_SESSIONS_PER_TOKEN  2;/')
+	stack_start --auth-tokens "$TOKENS" --conf-dir "$conf"
+	as "$TOKEN_A" GET /isolation
+	assert_equal "$(field .sessions.maxStreams)" 4
+	local slow='{"code": "import time\nfor i in range(600):\n    print(i, flush=True)\n    time.sleep(0.1)", "background": true, "timeoutSeconds": 120}'
+	local a1 a2 b1 e_a1 e_a2 e_b1 n
+	new_as "$TOKEN_A" && a1=$sid
+	new_as "$TOKEN_A" && a2=$sid
+	new_as "$TOKEN_B" && b1=$sid
+	as "$TOKEN_A" POST "/sessions/$a1/execute" "$slow" && e_a1=$(field .execution)
+	as "$TOKEN_A" POST "/sessions/$a2/execute" "$slow" && e_a2=$(field .execution)
+	as "$TOKEN_B" POST "/sessions/$b1/execute" "$slow" && e_b1=$(field .execution)
+	[[ -n $e_a1 && -n $e_a2 && -n $e_b1 ]]
+	# stream N TOKEN SESSION EXECUTION: a stream in the background, its headers in s.N
+	streams=()
+	stream() {
+		curl -sN --max-time 60 -D "$BATS_TEST_TMPDIR/s.$1" -o /dev/null -H 'Accept: text/event-stream' \
+			-H "Authorization: Bearer $2" "$BASE/sessions/$3/executions/$4" 3>&- &
+		streams+=($!)
+		wait_for "stream $1's answer" 300 grep -q '^HTTP' "$BATS_TEST_TMPDIR/s.$1"
+	}
+	# two streams of A's first execution: open; a third of it is refused, for the execution
+	stream 1 "$TOKEN_A" "$a1" "$e_a1"
+	stream 2 "$TOKEN_A" "$a1" "$e_a1"
+	for n in 1 2; do
+		run -0 grep -q '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/s.$n"
+	done
+	request --max-time 5 -H "Authorization: Bearer $TOKEN_A" -H 'Accept: text/event-stream' \
+		"$BASE/sessions/$a1/executions/$e_a1"
+	busy_by streams
+	# A holds its token's share (2 of 4): a stream of its other execution is refused, for A
+	request --max-time 5 -H "Authorization: Bearer $TOKEN_A" -H 'Accept: text/event-stream' \
+		"$BASE/sessions/$a2/executions/$e_a2"
+	busy_by tenant
+	# B streams its own
+	stream 3 "$TOKEN_B" "$b1" "$e_b1"
+	run -0 grep -q '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/s.3"
+	# a plain poll always answers, and the streams took no execution slot: a run is served
+	as "$TOKEN_A" GET "/sessions/$a2/executions/$e_a2"
+	assert_equal "$code" 200
+	assert_equal "$(field .state)" running
+	as "$TOKEN_B" POST /execute '{"code": "print(6 * 7)"}'
+	assert_equal "$code" 200
+	assert_equal "$(field .stdout)" 42
+	kill "${streams[@]}" 2>/dev/null || true
+	wait "${streams[@]}" 2>/dev/null || true
+	for n in "$a1" "$a2"; do
+		as "$TOKEN_A" DELETE "/sessions/$n"
+	done
+	as "$TOKEN_B" DELETE "/sessions/$b1"
+	stack_stop
+	STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base AGENT=$saved_agent METRICS=$saved_metrics
+}

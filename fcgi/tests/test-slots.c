@@ -39,7 +39,7 @@ maps_name(const char *name)
 int
 main(void)
 {
-	struct slots *s = slots_create(3, 5);
+	struct slots *s = slots_create("codebox-slots", 3, 5);
 	int st;
 	pid_t pid;
 
@@ -106,6 +106,32 @@ main(void)
 		ok(slots_in_flight(s) == 1, "a loan whose holder is gone is taken back");
 		slots_return(s, a, pid);
 		slots_release(s, 0);
+		ok(slots_in_flight(s) == 0, "all given back again");
+	}
+
+	/* tagged: per first tag, per second tag, and in all */
+	{
+		const unsigned a[2] = {7, 100}, b[2] = {8, 100}, c[2] = {9, 200};
+		const long lim[2] = {2, 2}, none[2] = {0, 0};
+		int which = -1;
+		ok(slots_acquire_tagged(s, 0, 20, a, lim, &which) == SLOTS_TAKEN &&
+		       slots_acquire_tagged(s, 1, 20, a, lim, &which) == SLOTS_TAKEN,
+		   "two slots of one first tag are taken");
+		ok(slots_acquire_tagged(s, 2, 20, a, lim, &which) == SLOTS_FULL && which == 1,
+		   "a third of that tag is refused, for its first tag");
+		ok(slots_acquire_tagged(s, 2, 20, b, lim, &which) == SLOTS_FULL && which == 2,
+		   "another first tag with the same second tag is refused, for its second tag");
+		ok(slots_acquire_tagged(s, 2, 20, c, lim, &which) == SLOTS_TAKEN &&
+		       slots_in_flight(s) == 3,
+		   "other tags are taken");
+		ok(slots_acquire_tagged(s, 3, 20, c, none, &which) == SLOTS_FULL && which == 0,
+		   "the capacity bounds them all");
+		slots_release(s, 1);
+		ok(slots_acquire_tagged(s, 3, 20, b, lim, &which) == SLOTS_TAKEN,
+		   "a slot given back frees its tags");
+		ok(slots_reconcile(s, 3) && slots_in_flight(s) == 2, "a tagged slot is reconciled");
+		slots_release(s, 0);
+		slots_release(s, 2);
 		ok(slots_in_flight(s) == 0, "all given back again");
 	}
 
