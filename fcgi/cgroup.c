@@ -91,24 +91,23 @@ own_group(const char *controller, char *out, size_t out_len)
 	return -1;
 }
 
+static void kill_group(const char *dir, const char *why);
+
 /*
  * v1 parents are named after their pool's pid: a pool that was SIGKILLed left its
- * codebox-<pid> groups (and its runs' groups inside). Removes those whose pool is dead; a
- * live pid may be another pool on this host, and is left alone.
+ * codebox-<pid> groups, its runs' groups inside (w<N>-...) and its sessions' (s-...), whose
+ * processes may live on (a session's init is no worker's child). Removes those whose pool is
+ * dead, and kills first what this pid namespace sees in their groups: a pool's group holds its
+ * runs and sessions and nothing else. A live pid may be another pool on this host, and is left
+ * alone; so is a group whose processes are not this namespace's to see (another pool's, in a
+ * pid namespace of its own): it holds them, and rmdir says EBUSY.
  */
 static void
-sweep_dead_pools(const char *group)
+sweep_dead_pools(const char *parent)
 {
-	char parent[512];
-	char *slash;
 	DIR *d;
 	struct dirent *e;
 
-	snprintf(parent, sizeof(parent), "%s", group);
-	slash = strrchr(parent, '/');
-	if (slash == NULL)
-		return;
-	*slash = '\0';
 	d = opendir(parent);
 	if (d == NULL)
 		return;
@@ -123,16 +122,23 @@ sweep_dead_pools(const char *group)
 		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
 		snprintf(dir, sizeof(dir), "%.500s/%.80s", parent, e->d_name);
-		/* kill nothing: a pid that is not ours to see may be a live pool in another pid
-		 * namespace; a group that still holds processes stays (rmdir says EBUSY) */
 		DIR *runs = opendir(dir);
 		struct dirent *r;
 		while (runs != NULL && (r = readdir(runs)) != NULL) {
 			char sub[800];
-			if (strncmp(r->d_name, "w", 1) != 0 || r->d_type != DT_DIR)
+			if (r->d_type != DT_DIR || r->d_name[0] == '.')
 				continue;
+			char procs[850], pids[64];
 			snprintf(sub, sizeof(sub), "%s/%.80s", dir, r->d_name);
-			(void)rmdir(sub);
+			snprintf(procs, sizeof(procs), "%s/cgroup.procs", sub);
+			if (util_read_small(procs, pids, sizeof(pids)) > 0)
+				log_msg(LOG_WARN,
+				        "killing the processes of %s, left by a pool that "
+				        "died (pid %ld)",
+				        sub, pid);
+			kill_group(sub, "a process left by a pool that died");
+			if (rmdir(sub) < 0 && errno != ENOENT)
+				log_msg(LOG_WARN, "rmdir(%s) failed: %s", sub, strerror(errno));
 		}
 		if (runs != NULL)
 			closedir(runs);
@@ -141,6 +147,23 @@ sweep_dead_pools(const char *group)
 			        pid);
 	}
 	closedir(d);
+}
+
+void
+cgroup_sweep_dead_pools(void)
+{
+	static const char *const hierarchies[] = {"memory", "pids", "cpu"};
+
+	for (size_t i = 0; i < sizeof(hierarchies) / sizeof(hierarchies[0]); i++) {
+		char own[256], parent[400];
+		if (own_group(hierarchies[i], own, sizeof(own)) < 0)
+			continue; /* not a v1 hierarchy here */
+		snprintf(parent, sizeof(parent), "/sys/fs/cgroup/%s%.300s", hierarchies[i],
+		         strcmp(own, "/") == 0 ? "" : own);
+		/* a pool that may make no group here has none to sweep either */
+		if (access(parent, W_OK) == 0)
+			sweep_dead_pools(parent);
+	}
 }
 
 /* v1: an eventfd the kernel signals when dir (or a group above it) runs out of memory */
@@ -188,8 +211,6 @@ setup_v1(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want
 	         strcmp(mem_own, "/") == 0 ? "" : mem_own, (int)getpid());
 	snprintf(ctx->pids, sizeof(ctx->pids), "/sys/fs/cgroup/pids%s/codebox-%d",
 	         strcmp(pids_own, "/") == 0 ? "" : pids_own, (int)getpid());
-	sweep_dead_pools(ctx->memory);
-	sweep_dead_pools(ctx->pids);
 	if (mkdir(ctx->memory, 0755) < 0 && errno != EEXIST) {
 		snprintf(why, why_len, "cannot create %.200s: %s", ctx->memory, strerror(errno));
 		return -1;
@@ -209,7 +230,6 @@ setup_v1(struct cgroup_ctx *ctx, unsigned long long pool_memory_bytes, bool want
 		} else {
 			snprintf(ctx->cpu, sizeof(ctx->cpu), "/sys/fs/cgroup/cpu%s/codebox-%d",
 			         strcmp(cpu_own, "/") == 0 ? "" : cpu_own, (int)getpid());
-			sweep_dead_pools(ctx->cpu);
 			if (mkdir(ctx->cpu, 0755) < 0 && errno != EEXIST) {
 				snprintf(ctx->cpu_why, sizeof(ctx->cpu_why),
 				         "cannot create a v1 cpu group: %s", strerror(errno));
@@ -521,8 +541,6 @@ cgroup_run_remove(struct cgroup_run *run)
 		remove_group(run->cpu);
 	run->active = false;
 }
-
-static void kill_group(const char *dir, const char *why);
 
 /* usage within this much of a limit counts as at the limit (charges come in batches) */
 #define CGROUP_OOM_SLACK_BYTES (2ULL << 20)

@@ -94,6 +94,13 @@ void cgroup_run_events(const struct cgroup_run *run, bool *oom_killed, bool *pid
 unsigned long long cgroup_run_peak_bytes(const struct cgroup_run *run);
 
 /*
+ * v1: removes the groups of pools that died (codebox-<pid>, the pid gone), and kills what this
+ * pid namespace sees in them first (the runs and sessions a SIGKILLed pool left running). Call
+ * it at start-up, before the run uids are claimed (their processes would hold them).
+ */
+void cgroup_sweep_dead_pools(void);
+
+/*
  * Removes groups whose names start with prefix, left by a worker that died mid-run: kills
  * whatever is still in them first. Call it when a worker starts.
  */

@@ -307,6 +307,11 @@ uid_range_claim(uid_t first, uid_t last)
 		snprintf(path, sizeof(path), "/proc/%.200s/status", e->d_name);
 		if (util_read_small(path, buf, sizeof(buf)) <= 0)
 			continue;
+		/* a zombie runs nothing: one just killed (cgroup_sweep_dead_pools()) until its
+		 * parent reaps it */
+		line = strstr(buf, "\nState:");
+		if (line != NULL && line[strspn(line + 7, " \t") + 7] == 'Z')
+			continue;
 		line = strstr(buf, "\nUid:");
 		if (line == NULL ||
 		    sscanf(line, "\nUid: %lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) != 4)
@@ -825,6 +830,9 @@ main(int argc, char **argv)
 		die("%s", why);
 	pc.worker.warm_enabled = pc.warm.enabled;
 	signals_block();
+	/* what a pool that was killed left running goes first: its processes would hold the
+	 * run uids claimed next */
+	cgroup_sweep_dead_pools();
 	runs_setup(o.runs_dir, &pc, runs_real, sizeof(runs_real), etc, sizeof(etc));
 
 	layers_probe(&iso, disabled, &pc, &filter, &cg, o.pool_memory_bytes);

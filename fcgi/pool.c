@@ -21,7 +21,8 @@
  * is left in the socket's backlog with 503 and exit, busy ones after answering their run.
  * After drain_seconds the rest are SIGKILLed; a second SIGTERM or SIGINT does that at once.
  * The supervisor is a child subreaper too, so runs orphaned by a killed worker are swept
- * before it exits.
+ * before it exits. It is also the parent of the background executions' watchers (worker.c),
+ * which it reaps as they end, and which die with it.
  */
 #include "pool.h"
 
@@ -189,7 +190,8 @@ pool_reap(struct pool_loop *pl)
 			}
 			break;
 		}
-		/* anything else is an orphaned run, reaped here */
+		/* anything else is an orphaned run, or a background execution's watcher (a
+		 * worker's copy made the supervisor's child, worker.c), reaped here */
 	}
 }
 

@@ -458,8 +458,17 @@ close_one(int sdir, struct session_rec *rec, void *ctx)
 void
 session_close_all(int sdir)
 {
-	if (sdir >= 0)
-		rec_each(sdir, close_one, NULL);
+	int lock;
+
+	if (sdir < 0)
+		return;
+	/* one closer at a time: the workers of a pool that died each call this (worker.c) */
+	lock = dir_lock(sdir);
+	if (lock < 0 && errno == EWOULDBLOCK)
+		return; /* another closes them */
+	rec_each(sdir, close_one, NULL);
+	if (lock >= 0)
+		close(lock);
 }
 
 int

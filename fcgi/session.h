@@ -127,8 +127,9 @@ bool session_locked(int sdir, const char *id);
 /* Removes an ended (or never started) session's record, socket, directory and cgroup. */
 void session_remove(int sdir, struct session_rec *rec);
 
-/* Ends every session (the pool is stopping): each one's init is told to close, and what is
- * left removed. */
+/* Ends every session (the pool is stopping, or it died): each one's init is told to close,
+ * and what is left removed, under the sessions' lock; nothing when another process holds that
+ * lock beyond a bounded wait (it is closing them). */
 void session_close_all(int sdir);
 
 #endif

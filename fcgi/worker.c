@@ -54,8 +54,9 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/random.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t worker_stopping;
@@ -293,6 +294,13 @@ write_mcp_reply(struct jsonw *jw, const void *ctx)
 	"no such session: it was never made, it ended (closed, idle or too old, or its program "   \
 	"was killed), or it is another token's"
 
+/* A session whose init was killed from outside while its execution ran: as /execute's run, not
+ * the program's doing, nor an unknown session's 404 (the client could not tell whether its
+ * code ran); the session ended with it. */
+#define WORKER_SESSION_LOST                                                                        \
+	"the session's sandbox was killed from outside while the execution ran; the session has "  \
+	"ended: start a new one and retry"
+
 /*
  * Answers what worker_run() came to, for /execute and a session's execution alike: the reply
  * (write(ctx)) as JSON or as the SSE stream's last event, or the error (an event too once the
@@ -318,14 +326,13 @@ worker_answer(FCGX_Request *req, enum serve_ran ran, struct stream_sse *sse,
 		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the sandbox cannot admit runs right now; retry shortly");
 		break;
-	case SERVE_LOST:
-	case SERVE_GONE:
-		if (session)
-			worker_send_message(req, sse, 404, NULL, "not_found",
-			                    WORKER_SESSION_UNKNOWN);
-		else /* not the program's doing: a new sandbox would run it */
-			worker_send_message(req, sse, 503, NULL, "sandbox_unavailable",
-			                    "the run's sandbox was killed from outside; retry");
+	case SERVE_GONE: /* the session ended before it took the execution: it never ran */
+		worker_send_message(req, sse, 404, NULL, "not_found", WORKER_SESSION_UNKNOWN);
+		break;
+	case SERVE_LOST: /* not the program's doing: a new sandbox would run it */
+		worker_send_message(req, sse, 503, NULL, "sandbox_unavailable",
+		                    session ? WORKER_SESSION_LOST
+		                            : "the run's sandbox was killed from outside; retry");
 		break;
 	case SERVE_SESSION_BUSY:
 		worker_send_message(req, sse, 409, NULL, "session_busy",
@@ -825,16 +832,17 @@ worker_file_put(void *ctx, const char *p, size_t n)
 }
 
 /*
- * The watcher of a background execution: a grandchild of the worker (a guard, like it),
- * adopted by the supervisor. It holds the session's lock, runs the execution as a worker
- * would (no HTTP request; the execution slot its worker was lent for it: loan), appends its
+ * The watcher of a background execution: a copy of the worker (a guard, like it) whose parent
+ * is the supervisor (pool, its pid; worker_session_background()), so that the supervisor reaps
+ * it and it dies with the pool. It holds the session's lock and the execution slot its worker
+ * was lent for it (loan), runs the execution as a worker would (no HTTP request), appends its
  * output to <id>.stdout and
  * <id>.stderr as it comes, writes the answer to <id>.result, and ends.
  */
 static noreturn void
 worker_session_watch(const struct worker_request *w, const struct session_rec *rec,
                      const struct request *r, int conn, int lock_fd, struct worker_bg_out *out,
-                     const char *eid, int loan)
+                     const char *eid, int loan, pid_t pool)
 {
 	const struct worker_config *wc = w->wc;
 	int keep[] = {conn, lock_fd, out->fd[0], out->fd[1], wc->sessions_fd, wc->history.dir_fd};
@@ -851,6 +859,11 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 	/* the execution slot its worker took for it is this process's while it runs */
 	slots_lend_to(wc->slots, loan, getpid());
 	log_set_component("background");
+	/* a pool that died ends its sessions (worker_main()); nothing would read this answer */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != pool) {
+		slots_return(wc->slots, loan, getpid());
+		_exit(1);
+	}
 	spec = run_spec_from_limits(&w->l, r->code, r->code_len, r->wall_ms, -1);
 	spec.stdin_data = r->stdin_data;
 	spec.stdin_len = r->stdin_len;
@@ -866,9 +879,10 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 		    &o, w->l.max_result_bytes, r->details, w->request_id, r->artifacts, rec->id};
 		const struct worker_bg_result res = {
 		    eid, ran == SERVE_RAN ? &sr : NULL,
-		    ran == SERVE_RAN ? NULL
-		    : ran == SERVE_GONE || ran == SERVE_LOST
-		        ? "the session ended before the execution ran"
+		    ran == SERVE_RAN    ? NULL
+		    : ran == SERVE_GONE ? "the session ended before the execution ran"
+		    : ran == SERVE_LOST
+		        ? WORKER_SESSION_LOST
 		        : "the sandbox could not run the program; see the service log"};
 		struct jsonw jw;
 
@@ -907,7 +921,7 @@ worker_session_background(const struct worker_request *w, FCGX_Request *req,
 	uint8_t raw[8];
 	char eid[17], name[64], line[64], answer[256];
 	int fd, len, loan;
-	pid_t child;
+	pid_t child, pool;
 
 	/* it runs code as a foreground execution does: it is admitted for an execution slot,
 	 * lent to its watcher for as long as it runs */
@@ -957,35 +971,26 @@ worker_session_background(const struct worker_request *w, FCGX_Request *req,
 		return;
 	}
 	close(fd);
-	child = fork();
-	if (child == 0) {
-		/* a grandchild: the supervisor (a child subreaper) reaps it, never this worker */
-		pid_t g = fork();
-		if (g > 0)
-			_exit(0);
-		if (g < 0) {
-			/* no watcher: the poll sees the lock free and no answer, and says lost */
-			log_msg(LOG_ERROR, "fork() of a background execution's watcher failed: %s",
-			        strerror(errno));
-			_exit(1);
-		}
-		worker_session_watch(w, rec, r, conn, lock_fd, &out, eid, loan);
-	}
+	/* the supervisor's child (CLONE_PARENT), not this worker's: the supervisor reaps every
+	 * child it did not start (pool.c), where an orphan of a double fork would be adopted by
+	 * this worker (a child subreaper) and never reaped; and no sweep of this worker's
+	 * children after a run can take it for one of the run's */
+	pool = getppid();
+	child = (pid_t)syscall(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+	if (child == 0)
+		worker_session_watch(w, rec, r, conn, lock_fd, &out, eid, loan, pool);
 	close(conn);
 	close(out.fd[0]);
 	close(out.fd[1]);
 	if (child < 0) {
+		/* no watcher: the poll sees the lock free and no answer, and says lost */
+		log_msg(LOG_ERROR, "clone() of a background execution's watcher failed: %s",
+		        strerror(errno));
 		slots_return(wc->slots, loan, getpid());
 		http_send_message(req, 503, NULL, "sandbox_unavailable",
 		                  "the background execution could not start; retry shortly");
 		return;
 	}
-	int st = 0;
-	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
-		;
-	/* no watcher (its fork failed): the loan was never passed on */
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		slots_return(wc->slots, loan, getpid());
 	log_msg(LOG_INFO, "session %.8s...: background execution %s started (at most %ld ms)",
 	        rec->id, eid, r->wall_ms);
 	len = snprintf(answer, sizeof(answer),
@@ -1019,6 +1024,18 @@ worker_session_read(int sdir, const char *id, const char *what, size_t max, size
 	buf[r] = '\0';
 	*len = (size_t)r;
 	return buf;
+}
+
+/* Whether the session's last background execution (its <id>.run) is eid. */
+static bool
+worker_session_last_is(int sdir, const char *id, const char *eid)
+{
+	size_t len = 0, n = strlen(eid);
+	char *run = worker_session_read(sdir, id, "run", 63, &len);
+	bool is = run != NULL && strncmp(run, eid, n) == 0 && run[n] == ' ';
+
+	free(run);
+	return is;
 }
 
 static void
@@ -1136,11 +1153,16 @@ worker_stream_take(const struct worker_request *w, FCGX_Request *req, const stru
 	return -1;
 }
 
+/* What a poll or a stream says of a background execution whose watcher died without an
+ * answer (its state "lost") */
+#define WORKER_EXECUTION_LOST "the execution's watcher ended without an answer"
+
 /* The longest a stream of a background execution lasts (it holds a worker and a stream slot). */
 #define WORKER_POLL_STREAM_MS 600000
 
 static void worker_session_tail(const struct worker_request *w, FCGX_Request *req,
-                                const struct session_rec *rec, struct stream_sse *sse);
+                                const struct session_rec *rec, const char *eid,
+                                struct stream_sse *sse);
 
 /* Keep-alives of a long stream, so that no proxy takes its silence for a dead peer. */
 #define WORKER_SSE_KEEPALIVE_MS 10000
@@ -1157,18 +1179,16 @@ worker_session_poll(const struct worker_request *w, FCGX_Request *req,
 {
 	int sdir = w->wc->sessions_fd;
 	size_t len = 0, out_len = 0, err_len = 0;
-	char *run = worker_session_read(sdir, rec->id, "run", 63, &len), *res, *out, *err;
+	char *res, *out, *err;
 	struct stream_sse sse;
 	bool streamed;
 
-	if (run == NULL || strncmp(run, eid, strlen(eid)) != 0 || run[strlen(eid)] != ' ') {
-		free(run);
+	if (!worker_session_last_is(sdir, rec->id, eid)) {
 		http_send_message(req, 404, NULL, "not_found",
 		                  "no such execution: a session keeps its last background "
 		                  "execution only");
 		return;
 	}
-	free(run);
 	worker_sse_init(req, &sse, NULL, &streamed);
 	if (!streamed) {
 		res = worker_session_read(sdir, rec->id, "result", 256u << 20, &len);
@@ -1197,8 +1217,7 @@ worker_session_poll(const struct worker_request *w, FCGX_Request *req,
 		    out8 && err8
 		        ? json_pack("{s:s, s:s, s:s%, s:s%, s:s?}", "execution", eid, "state",
 		                    lost ? "lost" : "running", "stdout", out8, out8_len, "stderr",
-		                    err8, err8_len, "error",
-		                    lost ? "the execution's watcher ended without an answer" : NULL)
+		                    err8, err8_len, "error", lost ? WORKER_EXECUTION_LOST : NULL)
 		        : NULL;
 		free(out8);
 		free(err8);
@@ -1218,72 +1237,115 @@ worker_session_poll(const struct worker_request *w, FCGX_Request *req,
 	 * worker, not an execution slot: a stream slot (the pool has a worker for each), bounded
 	 * per pod, per session and per token, and lasts WORKER_POLL_STREAM_MS at most */
 	if (worker_stream_take(w, req, rec) == 0) {
-		worker_session_tail(w, req, rec, &sse);
+		worker_session_tail(w, req, rec, eid, &sse);
 		slots_release(w->wc->streams, w->wc->index);
 	}
 }
 
-/* The stream of worker_session_poll(), its slot taken. */
+/* A look of a stream of a background execution: the files' new bytes from off[] as events
+ * (*quiet: when it last sent one), and the answer if it is there (NULL if not; free() it). */
+static char *
+worker_tail_look(int sdir, const char *id, struct stream_sse *sse, off_t off[2], long long *quiet,
+                 size_t *len)
+{
+	char *res = worker_session_read(sdir, id, "result", 256u << 20, len);
+	char buf[65536], name[64];
+
+	/* read after the answer: all the output is in the files once it is there */
+	for (int i = 0; i < 2; i++) {
+		ssize_t r;
+		int fd;
+
+		session_file(id, i == 0 ? "stdout" : "stderr", name, sizeof(name));
+		fd = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		while (fd >= 0 && (r = pread(fd, buf, sizeof(buf), off[i])) > 0) {
+			stream_sse_output(sse, i, buf, (size_t)r);
+			off[i] += r;
+			*quiet = util_now_ms();
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	return res;
+}
+
+/*
+ * Why a stream of a background execution without its answer yet cannot wait for one, or NULL:
+ * the pool stops (its SIGTERM waits, blocked, for this request's end, and the sessions end
+ * with the pool), the session ended or holds another execution, or nobody holds the session's
+ * lock, so its watcher died without an answer (the poll's "lost"). *error: the event's code.
+ */
+static const char *
+worker_tail_over(int sdir, const char *id, const char *eid, const char **error)
+{
+	sigset_t pending;
+
+	if (worker_stopping ||
+	    (sigpending(&pending) == 0 &&
+	     (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1))) {
+		*error = "sandbox_unavailable";
+		return "the service is stopping, and its sessions end with it; retry shortly";
+	}
+	if (!worker_session_last_is(sdir, id, eid)) {
+		*error = "not_found";
+		return WORKER_SESSION_UNKNOWN;
+	}
+	if (!session_locked(sdir, id)) {
+		*error = "execution_lost";
+		return WORKER_EXECUTION_LOST;
+	}
+	return NULL;
+}
+
+/* The stream of worker_session_poll(), its slot taken: the files' new bytes every 100 ms,
+ * then the answer, or an error event as soon as none can come (worker_tail_over()). */
 static void
 worker_session_tail(const struct worker_request *w, FCGX_Request *req,
-                    const struct session_rec *rec, struct stream_sse *sse_p)
+                    const struct session_rec *rec, const char *eid, struct stream_sse *sse_p)
 {
 	int sdir = w->wc->sessions_fd;
 	struct stream_sse sse = *sse_p;
-	size_t len = 0;
-	char *res;
+	long long deadline = util_now_ms() + WORKER_POLL_STREAM_MS;
+	long long quiet = util_now_ms();
+	off_t off[2] = {0, 0};
 
-	{
-		long long deadline = util_now_ms() + WORKER_POLL_STREAM_MS;
-		long long quiet = util_now_ms();
-		off_t off[2] = {0, 0};
-		char buf[65536];
+	stream_sse_start(&sse, NULL);
+	for (;;) {
+		const char *why = NULL, *error = NULL;
+		size_t len = 0;
+		char *res = worker_tail_look(sdir, rec->id, &sse, off, &quiet, &len);
 
-		stream_sse_start(&sse, NULL);
-		for (;;) {
-			bool done;
-			int fds[2];
-			char name[64];
-
-			res = worker_session_read(sdir, rec->id, "result", 256u << 20, &len);
-			done = res != NULL;
-			for (int i = 0; i < 2; i++) {
-				session_file(rec->id, i == 0 ? "stdout" : "stderr", name,
-				             sizeof(name));
-				fds[i] = openat(sdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-				ssize_t r;
-				while (fds[i] >= 0 &&
-				       (r = pread(fds[i], buf, sizeof(buf), off[i])) > 0) {
-					stream_sse_output(&sse, i, buf, (size_t)r);
-					off[i] += r;
-					quiet = util_now_ms();
-				}
-				if (fds[i] >= 0)
-					close(fds[i]);
-			}
-			if (done) {
-				const struct worker_raw raw = {res, len};
-				stream_sse_end(&sse, write_raw, &raw);
-				free(res);
-				return;
-			}
-			if (sse.failed || http_client_gone(req))
-				return;
-			if (util_now_ms() >= deadline) {
-				stream_sse_error(
-				    &sse, NULL, 0, "stream_limit",
-				    "this stream has lasted its longest; ask again to go "
-				    "on (the output starts from the beginning)");
-				return;
-			}
-			if (util_now_ms() - quiet >= WORKER_SSE_KEEPALIVE_MS) {
-				(void)worker_fcgx_put(req, ": keep-alive\n\n", 14);
-				worker_fcgx_flush(req);
-				quiet = util_now_ms();
-			}
-			struct timespec tick = {0, 100 * 1000 * 1000};
-			nanosleep(&tick, NULL);
+		if (res == NULL && (why = worker_tail_over(sdir, rec->id, eid, &error)) != NULL)
+			/* the answer may have come since that look: the watcher writes it, then
+			 * ends */
+			res = worker_tail_look(sdir, rec->id, &sse, off, &quiet, &len);
+		if (res != NULL) {
+			const struct worker_raw raw = {res, len};
+			stream_sse_end(&sse, write_raw, &raw);
+			free(res);
+			return;
 		}
+		if (why != NULL) {
+			log_msg(LOG_INFO, "session %.8s...: a stream of execution %s ends: %s",
+			        rec->id, eid, error);
+			stream_sse_error(&sse, NULL, 0, error, why);
+			return;
+		}
+		if (sse.failed || http_client_gone(req))
+			return;
+		if (util_now_ms() >= deadline) {
+			stream_sse_error(&sse, NULL, 0, "stream_limit",
+			                 "this stream has lasted its longest; ask again to go "
+			                 "on (the output starts from the beginning)");
+			return;
+		}
+		if (util_now_ms() - quiet >= WORKER_SSE_KEEPALIVE_MS) {
+			(void)worker_fcgx_put(req, ": keep-alive\n\n", 14);
+			worker_fcgx_flush(req);
+			quiet = util_now_ms();
+		}
+		struct timespec tick = {0, 100 * 1000 * 1000};
+		nanosleep(&tick, NULL);
 	}
 }
 
@@ -2172,6 +2234,8 @@ worker_main(const struct worker_config *wc)
 	sigset_t waitmask;
 	FCGX_Request req;
 	int epfd;
+	/* the supervisor (pool.c checked it before this worker began) */
+	pid_t pool = getppid();
 
 	log_set_component("worker");
 	/* A reply's buffers (an 8 MiB artifact's report, its base64, the JSON) are freed after
@@ -2250,6 +2314,13 @@ worker_main(const struct worker_config *wc)
 	}
 	run_stream_close(&run, &streams.execute);
 	run_stream_close(&run, &streams.agent);
+	if (getppid() != pool) {
+		/* the pool died (this SIGTERM was the parent-death signal): nobody ends its
+		 * sessions, whose inits are no child of any process of the pool's that is left
+		 * to kill them, and whose watchers died with it. The first worker to stop does */
+		log_msg(LOG_WARN, "worker %d: the pool died; ending its sessions", wc->index);
+		session_close_all(wc->sessions_fd);
+	}
 	log_msg(LOG_INFO, "worker %d stopping", wc->index);
 	_exit(0);
 }

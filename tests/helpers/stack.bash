@@ -54,7 +54,8 @@ preload_env() {
 }
 
 # stack_start [--conf-dir DIR] [--python PATH]: starts the stack and waits until /readyz
-# answers 200 (bounded: 120 s, and only while the stack is alive).
+# answers 200 (bounded: 120 s, and only while the stack is alive). On three free loopback
+# ports, or on STACK_PORTS ("PORT AGENT-PORT METRICS-PORT": a stack's again, with its run uids).
 stack_start() {
 	local port agent_port metrics_port i
 	# an external stack (make image-test, make kind-test): only its HTTP surface is tested
@@ -70,7 +71,11 @@ stack_start() {
 	# not under bats' private temp dir: a root pool runs programs as other uids, which must
 	# be able to reach their working directory (the runtime dir itself is 0711)
 	STACK_DIR=$(mktemp -d /tmp/codebox-test.XXXXXX)
-	codebox_stack_ports
+	if [[ -n ${STACK_PORTS:-} ]]; then
+		read -r port agent_port metrics_port <<<"$STACK_PORTS"
+	else
+		codebox_stack_ports
+	fi
 	# concurrent stacks (other suites, other checkouts) never share run uids: each takes a
 	# range of 256 derived from its port, which no other live stack holds
 	# warm stacks preload numpy alone unless the suite asks for the default five
