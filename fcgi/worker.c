@@ -576,7 +576,8 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 		log_msg(LOG_ERROR, "session: %s", why);
 		return WORKER_START_FAILED;
 	}
-	log_msg(LOG_INFO, "session %.8s... made (idle %u s, life %u s)", rec->id, idle, life);
+	session_log_name(rec->id, why);
+	log_msg(LOG_INFO, "session %s made (idle %u s, life %u s)", why, idle, life);
 	return WORKER_STARTED;
 }
 
@@ -909,8 +910,9 @@ worker_session_background(const struct worker_request *w, FCGX_Request *req,
 	}
 	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
 		;
-	log_msg(LOG_INFO, "session %.8s...: background execution %s started (at most %ld ms)",
-	        rec->id, eid, r->wall_ms);
+	session_log_name(rec->id, name);
+	log_msg(LOG_INFO, "session %s: background execution %s started (at most %ld ms)", name, eid,
+	        r->wall_ms);
 	len = snprintf(answer, sizeof(answer),
 	               "{\"id\":\"%s\",\"execution\":\"%s\",\"state\":\"running\","
 	               "\"timeoutSeconds\":%ld}",
@@ -993,9 +995,12 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	worker_sse_init(req, &sse, NULL, &streamed);
 	ran = worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
 	                 METRICS_PORT_EXECUTE, &ses, streamed ? &sse : NULL, &o);
-	if (ran == SERVE_RAN && o.session_over)
-		log_msg(LOG_INFO, "session %.8s... ended with its execution (%s)", rec->id,
+	if (ran == SERVE_RAN && o.session_over) {
+		char name[SESSION_LOG_NAME_LEN + 1];
+		session_log_name(rec->id, name);
+		log_msg(LOG_INFO, "session %s ended with its execution (%s)", name,
 		        run_status_string(o.status));
+	}
 	{
 		const struct session_reply sr = {
 		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
@@ -1241,7 +1246,11 @@ worker_session_close(const struct worker_request *w, FCGX_Request *req, const ch
 	}
 	if (*lock_fd >= 0)
 		session_remove(w->wc->sessions_fd, rec);
-	log_msg(LOG_INFO, "session %.8s... closed", id);
+	{
+		char name[SESSION_LOG_NAME_LEN + 1];
+		session_log_name(id, name);
+		log_msg(LOG_INFO, "session %s closed", name);
+	}
 	http_send(req, 204, NULL, "", 0);
 }
 
