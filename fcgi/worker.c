@@ -1424,13 +1424,14 @@ worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json
 }
 
 /*
- * tools/call's arguments, as POST /execute's body: 0 with r parsed (request_free() it) and
- * *want the session asked for ("new", an id, or NULL: none; free() it), or -1 answered. The
- * same checks and messages as /execute's: a model can act on them.
+ * tools/call's arguments, as POST /execute's body: 0 with r parsed (request_free() it), *want
+ * the session asked for ("new", an id, or NULL: none; free() it) and *progress the
+ * progressToken (borrowed from m; NULL: none), or -1 answered. The same checks and messages
+ * as /execute's: a model can act on them. Nothing is made or run before they pass.
  */
 static int
 worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m,
-                struct request *r, char **want)
+                struct request *r, char **want, const json_t **progress)
 {
 	const char *name = json_string_value(json_object_get(m->params, "name"));
 	json_t *args = json_object_get(m->params, "arguments"), *sarg;
@@ -1441,6 +1442,13 @@ worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct 
 	if (name == NULL || strcmp(name, TOOL_NAME) != 0) {
 		snprintf(message, sizeof(message), "unknown tool: %s (this server has %s)",
 		         name ? name : "(none)", TOOL_NAME);
+		answer = mcp_error(m->id, MCP_INVALID_PARAMS, message, &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+		return -1;
+	}
+	/* every progress notification repeats the token: a bounded one, or no run */
+	if (mcp_progress_token(m->params, progress, message, sizeof(message)) < 0) {
+		log_msg(LOG_INFO, "mcp: rejected: %s", message);
 		answer = mcp_error(m->id, MCP_INVALID_PARAMS, message, &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
 		return -1;
@@ -1550,7 +1558,7 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	bool streamed, asked;
 	const char *extra;
 
-	if (worker_mcp_args(w, req, m, &r, &want) < 0)
+	if (worker_mcp_args(w, req, m, &r, &want, &progress) < 0)
 		return;
 	if (want != NULL) {
 		if (worker_mcp_session(w, req, m->id, want, &rec, &lock_fd) < 0) {
@@ -1564,10 +1572,9 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	/* a model sees the pictures a run makes whether it asked for files or not: only those are
 	 * collected unless it did, and the answer lists files only when it did */
 	asked = r.artifacts;
-	progress = json_object_get(json_object_get(m->params, "_meta"), "progressToken");
 	worker_sse_init(req, &sse, progress, &streamed);
 	/* a client that asks for progress, and takes SSE, hears the output as it comes */
-	streamed = streamed && (json_is_string(progress) || json_is_integer(progress));
+	streamed = streamed && progress != NULL;
 	ran =
 	    want != NULL && ses.conn < 0
 	        ? SERVE_GONE

@@ -256,6 +256,42 @@ in_flight() {
 	assert_equal "$(field .result.structuredContent.stdout)" 1
 }
 
+# mcp_runs: how many runs port 8080's MCP has logged
+mcp_runs() {
+	grep -c '"api":"mcp"' "$STACK_DIR/logs/pool.log" || true
+}
+
+@test "mcp: a progressToken past its bound is refused with -32602 and runs nothing; a bounded one streams" {
+	local m="codebox-mcp-token-$RANDOM" big runs t
+	big=$(head -c 300 /dev/zero | tr '\0' t)
+	runs=$(mcp_runs)
+	# 257 bytes: every progress notification would repeat it
+	mcp "$(jq -cn --arg t "${big:0:257}" --arg m "$m" '{jsonrpc: "2.0", id: 16, method: "tools/call",
+		params: {name: "code_executor", _meta: {progressToken: $t},
+		arguments: {code: ("print(\"" + $m + "\")")}}}')"
+	assert_equal "$code" 200
+	run -0 jq -e '.id == 16 and .error.code == -32602 and
+		(.error.message | contains("at most 256 bytes"))' <<<"$reply"
+	for t in '9007199254740992' '1.5' 'null' '{"a":1}'; do
+		mcp "{\"jsonrpc\":\"2.0\",\"id\":17,\"method\":\"tools/call\",\"params\":{\"name\":\"code_executor\",\"_meta\":{\"progressToken\":$t},\"arguments\":{\"code\":\"print('$m')\"}}}"
+		run -0 jq -e '.error.code == -32602' <<<"$reply"
+	done
+	# nothing ran
+	assert_equal "$(mcp_runs)" "$runs"
+	marker_gone "$m"
+	# 256 bytes, and the largest safe integer: streamed as before, each event repeating it
+	mcp "$(jq -cn --arg t "${big:0:256}" '{jsonrpc: "2.0", id: 18, method: "tools/call",
+		params: {name: "code_executor", _meta: {progressToken: $t},
+		arguments: {code: "print(\"a\", flush=True)\nprint(\"b\")"}}}')"
+	assert_equal "$code" 200
+	[[ $(header Content-Type) == text/event-stream* ]]
+	run -0 grep -c "\"progressToken\":\"${big:0:256}\"" <<<"$reply"
+	run -0 grep -c '"id":18,"result"' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":19,"method":"tools/call","params":{"name":"code_executor","_meta":{"progressToken":-9007199254740991},"arguments":{"code":"print(1)"}}}'
+	run -0 grep -c '"progressToken":-9007199254740991' <<<"$reply"
+	assert_equal "$(mcp_runs)" $((runs + 2))
+}
+
 # ---- the official TypeScript SDK's client (tests/helpers/mcp_client.mjs) ----
 
 @test "mcp: the official SDK's client connects, lists the tool and pings" {
