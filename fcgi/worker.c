@@ -1349,7 +1349,9 @@ worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_l
 	             "imports and files of the calls before; the value of a final expression "
 	             "comes back as \"value\". Without it every call starts fresh. A session "
 	             "ends after %ld s without a call, after %ld s in all, or when its program "
-	             "is killed (a timeout it does not stop at, memory); then start a new one.",
+	             "is killed (a timeout it does not stop at, memory); then start a new one. "
+	             "A \"new\" call that is refused (busy) leaves no session: retry it as it "
+	             "was.",
 	             w->sl.idle_seconds, w->sl.max_life_seconds) < 0)
 		what = NULL;
 	if (desc != NULL &&
@@ -1540,6 +1542,23 @@ worker_mcp_not_run(const json_t *id, enum serve_ran ran, size_t *len, int *statu
 	                 len);
 }
 
+/* A session started for a tools/call that then did not run (its slot taken meanwhile, the
+ * sandbox failing, its client gone): no one was told its id, so it is closed now rather than
+ * held, unreachable, until its idle bound. Its record's lock is the caller's; no connection to
+ * its init is open (init serves one at a time). */
+static void
+worker_mcp_discard(const struct worker_request *w, struct session_rec *rec)
+{
+	char path[128], name[SESSION_LOG_NAME_LEN + 1];
+	struct session_answer a;
+
+	session_sock_path(w->wc->sessions_fd, rec->id, path, sizeof(path));
+	(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+	session_remove(w->wc->sessions_fd, rec);
+	session_log_name(rec->id, name);
+	log_msg(LOG_INFO, "session %s closed: the call it was made for did not run", name);
+}
+
 /* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way
  * (serve_run()); "session" (sessions on) runs it in a session instead of a fresh interpreter */
 static void
@@ -1580,6 +1599,12 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	        ? SERVE_GONE
 	        : worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
 	                     want != NULL ? &ses : NULL, streamed ? &sse : NULL, &o);
+	if (ran != SERVE_RAN && want != NULL && strcmp(want, "new") == 0) {
+		if (ses.conn >= 0)
+			close(ses.conn);
+		ses.conn = -1;
+		worker_mcp_discard(w, &rec);
+	}
 	if (ran == SERVE_ABANDONED)
 		goto done;
 	if (ran == SERVE_RAN) {

@@ -21,6 +21,17 @@ teardown_file() {
 	stack_stop
 }
 
+# after each test: resume the templates a failed test left stopped, end its wedger
+teardown() {
+	if [[ -s $BATS_TEST_TMPDIR/wedger ]]; then
+		kill "$(cat "$BATS_TEST_TMPDIR/wedger")" 2>/dev/null || true
+	fi
+	if [[ -s $BATS_TEST_TMPDIR/stopped ]]; then
+		# shellcheck disable=SC2046
+		kill -CONT $(cat "$BATS_TEST_TMPDIR/stopped") 2>/dev/null || true
+	fi
+}
+
 @test "mcp: initialize negotiates each served version, else answers the newest" {
 	local v
 	for v in 2025-11-25 2025-06-18 2025-03-26 2024-11-05; do
@@ -254,6 +265,64 @@ in_flight() {
 	wait_for "a free slot" 100 in_flight 0
 	call 13 '{"code":"print(1)"}'
 	assert_equal "$(field .result.structuredContent.stdout)" 1
+}
+
+# session_records: how many sessions the pool holds, ready or being built (their records)
+session_records() {
+	find "$(stack_runs)/sessions" -maxdepth 1 -name '*.rec' | wc -l
+}
+
+# more_records N: the pool holds more than N sessions
+more_records() {
+	(($(session_records) > $1))
+}
+
+@test "mcp: a session made for a call that then cannot be admitted is closed, not left unreachable" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local before wedger caller templates
+	before=$(session_records)
+	# "new" takes an execution slot to build the session, gives it back, and takes one again
+	# for the call; the slots' lock is wedged in between (tests/helpers/wedge-slots.py), so the
+	# call is refused (503) with its session made. Its templates stopped, the worker waits for
+	# the session's box while the lock is taken
+	"$PY" "$BATS_TEST_DIRNAME/helpers/wedge-slots.py" --on-usr1 "$(pool_pid)" \
+		>"$BATS_TEST_TMPDIR/wedge.out" 2>&1 3>&- &
+	wedger=$!
+	echo "$wedger" >"$BATS_TEST_TMPDIR/wedger"
+	wait_for "the wedger to be ready" 100 grep -qsx armed "$BATS_TEST_TMPDIR/wedge.out"
+	templates=$(
+		heavy_pids
+		template_pids
+	)
+	echo "$templates" >"$BATS_TEST_TMPDIR/stopped"
+	# shellcheck disable=SC2086
+	kill -STOP $templates
+	jq -cn '{jsonrpc: "2.0", id: 14, method: "tools/call", params: {name: "code_executor",
+		arguments: {code: "print(1)", session: "new"}}}' >"$BATS_TEST_TMPDIR/req"
+	curl -s -o "$BATS_TEST_TMPDIR/orphan" -w '%{http_code}' --max-time 60 \
+		-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/mcp" >"$BATS_TEST_TMPDIR/orphan.code" 3>&- &
+	caller=$!
+	wait_for "the session's reservation" 100 more_records "$before"
+	kill -USR1 "$wedger"
+	wait_for "the lock to be held" 100 grep -qsx locked "$BATS_TEST_TMPDIR/wedge.out"
+	# shellcheck disable=SC2086
+	kill -CONT $templates
+	wait "$caller"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/orphan.code")" 503
+	read_reply "$BATS_TEST_TMPDIR/orphan"
+	run -0 jq -e '.error.code == -32000 and .id == 14' <<<"$reply"
+	# no one was told its id: it is closed before the answer, not held for its idle bound
+	assert_equal "$(session_records)" "$before"
+	run -0 grep -c "session h:[0-9a-f]\{8\} closed: the call it was made for did not run" \
+		"$STACK_DIR/logs/pool.log"
+	kill "$wedger"
+	wait "$wedger" || true
+	# the pool admits again, and "new" works
+	call 15 '{"code":"6 * 7","session":"new"}'
+	assert_equal "$(field .result.structuredContent.value)" 42
+	curl -s -o /dev/null -X DELETE "$BASE/sessions/$(field .result.structuredContent.session.id)"
+	assert_equal "$(session_records)" "$before"
 }
 
 # mcp_runs: how many runs port 8080's MCP has logged
