@@ -14,7 +14,8 @@ BUILD_VERSION ?= $(VERSION)+$(shell git describe --always --dirty 2>/dev/null ||
 CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) -D_GNU_SOURCE -DCODEBOX_VERSION='"$(BUILD_VERSION)"'
 
 LDFLAGS  += -pie -Wl,-z,relro,-z,now
-LDLIBS    = -lfcgi -ljansson -lseccomp -lm $(shell pkg-config --libs python-3.11-embed)
+# libcrypto: the SHA-256 that names a session in the logs (session_log_name()), nginx's own
+LDLIBS    = -lfcgi -ljansson -lseccomp -lm -lcrypto $(shell pkg-config --libs python-3.11-embed)
 # libpython for the warm interpreters (interp.c); its headers are not held to our warnings
 PYCFLAGS  = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags python-3.11-embed))
 

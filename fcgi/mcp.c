@@ -262,6 +262,30 @@ mcp_message_free(struct mcp_message *m)
 	memset(m, 0, sizeof(*m));
 }
 
+int
+mcp_progress_token(const json_t *params, const json_t **token, char *why, size_t why_len)
+{
+	const json_t *t = json_object_get(json_object_get(params, "_meta"), "progressToken");
+
+	*token = NULL;
+	if (t == NULL)
+		return 0;
+	if (json_is_string(t) && json_string_length(t) <= MCP_PROGRESS_TOKEN_MAX_BYTES) {
+		*token = t;
+		return 0;
+	}
+	if (json_is_integer(t) && json_integer_value(t) <= MCP_PROGRESS_TOKEN_MAX_INT &&
+	    json_integer_value(t) >= -MCP_PROGRESS_TOKEN_MAX_INT) {
+		*token = t;
+		return 0;
+	}
+	snprintf(why, why_len,
+	         "_meta.progressToken must be a string of at most %d bytes or an integer within "
+	         "+-%lld; nothing was run",
+	         MCP_PROGRESS_TOKEN_MAX_BYTES, MCP_PROGRESS_TOKEN_MAX_INT);
+	return -1;
+}
+
 /* {"jsonrpc":"2.0","id":<id>, into w; no id when none could be read (the specification's
  * form: the official SDK refuses "id": null) */
 static void

@@ -80,6 +80,23 @@ struct mcp_message {
 void mcp_parse(const char *body, size_t len, struct mcp_message *m);
 void mcp_message_free(struct mcp_message *m);
 
+/*
+ * The bounds of a request's params._meta.progressToken, which every progress notification
+ * repeats (an unbounded one multiplies what the pool sends by the number of output pieces):
+ * MCP's token is a string or an integer; here a string of at most this many bytes (as sent,
+ * in UTF-8) or an integer within JSON's safe range, +-(2^53 - 1).
+ */
+#define MCP_PROGRESS_TOKEN_MAX_BYTES 256
+#define MCP_PROGRESS_TOKEN_MAX_INT 9007199254740991LL
+
+/*
+ * params's _meta.progressToken (params may be NULL): 0 with *token borrowed from params (NULL
+ * when there is none), or -1 with why (a sentence for error MCP_INVALID_PARAMS) when it is
+ * neither a string within MCP_PROGRESS_TOKEN_MAX_BYTES nor an integer within
+ * MCP_PROGRESS_TOKEN_MAX_INT (null, a real number, an object...).
+ */
+int mcp_progress_token(const json_t *params, const json_t **token, char *why, size_t why_len);
+
 /* {"jsonrpc":"2.0","id":id,"error":{"code","message"}}; id NULL: no id. Caller frees. */
 char *mcp_error(const json_t *id, int code, const char *message, size_t *len);
 

@@ -8,6 +8,8 @@
 #include "util.h"
 #include "workdir.h"
 
+#include <openssl/sha.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -132,6 +134,15 @@ token_hash(const uint8_t salt[16], const char *auth, uint64_t out[2])
 			h = (h ^ (uint8_t)*p) * 0x100000001b3ULL;
 		out[k] = h | 1; /* never 0: 0 means no token */
 	}
+}
+
+void
+session_log_name(const char *id, char out[SESSION_LOG_NAME_LEN + 1])
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+
+	SHA256((const unsigned char *)id, strlen(id), md);
+	snprintf(out, SESSION_LOG_NAME_LEN + 1, "h:%02x%02x%02x%02x", md[0], md[1], md[2], md[3]);
 }
 
 static int64_t
@@ -308,7 +319,9 @@ count_live(int sdir, struct session_rec *rec, void *ctx)
 	 * worker removes it, or the next look does) */
 	fd = rec_open(sdir, rec->id);
 	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
-		log_msg(LOG_INFO, "session %.8s... ended; removing what it left", rec->id);
+		char name[SESSION_LOG_NAME_LEN + 1];
+		session_log_name(rec->id, name);
+		log_msg(LOG_INFO, "session %s ended; removing what it left", name);
 		session_remove(sdir, rec);
 	}
 	if (fd >= 0)

@@ -72,6 +72,15 @@ int session_dir_setup(int runs_dir_fd, const char *runs_dir, const struct run_co
 /* Whether s is an id's form (SESSION_ID_LEN lowercase hex digits). */
 bool session_id_valid(const char *s, size_t n);
 
+/*
+ * How a log line names a session: "h:" and the first 8 hex digits of the SHA-256 of its id
+ * (as `printf %s ID | sha256sum | cut -c1-8` prints them), never the id, which is the one
+ * credential a session has where tokens are off. nginx's access log names it the same way
+ * (the module's $codebox_log_uri), so that an operator finds a session's lines in both.
+ */
+#define SESSION_LOG_NAME_LEN 10
+void session_log_name(const char *id, char out[SESSION_LOG_NAME_LEN + 1]);
+
 /* The path of a session's socket, through the sessions directory's fd (short: within
  * sun_path whatever the runtime directory's length). */
 void session_sock_path(int sdir, const char *id, char *path, size_t len);

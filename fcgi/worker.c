@@ -616,7 +616,8 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 		log_msg(LOG_ERROR, "session: %s", why);
 		return WORKER_START_FAILED;
 	}
-	log_msg(LOG_INFO, "session %.8s... made (idle %u s, life %u s)", rec->id, idle, life);
+	session_log_name(rec->id, why);
+	log_msg(LOG_INFO, "session %s made (idle %u s, life %u s)", why, idle, life);
 	return WORKER_STARTED;
 }
 
@@ -991,8 +992,9 @@ worker_session_background(const struct worker_request *w, FCGX_Request *req,
 		                  "the background execution could not start; retry shortly");
 		return;
 	}
-	log_msg(LOG_INFO, "session %.8s...: background execution %s started (at most %ld ms)",
-	        rec->id, eid, r->wall_ms);
+	session_log_name(rec->id, name);
+	log_msg(LOG_INFO, "session %s: background execution %s started (at most %ld ms)", name, eid,
+	        r->wall_ms);
 	len = snprintf(answer, sizeof(answer),
 	               "{\"id\":\"%s\",\"execution\":\"%s\",\"state\":\"running\","
 	               "\"timeoutSeconds\":%ld}",
@@ -1087,9 +1089,12 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	worker_sse_init(req, &sse, NULL, &streamed);
 	ran = worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
 	                 METRICS_PORT_EXECUTE, &ses, streamed ? &sse : NULL, &o);
-	if (ran == SERVE_RAN && o.session_over)
-		log_msg(LOG_INFO, "session %.8s... ended with its execution (%s)", rec->id,
+	if (ran == SERVE_RAN && o.session_over) {
+		char name[SESSION_LOG_NAME_LEN + 1];
+		session_log_name(rec->id, name);
+		log_msg(LOG_INFO, "session %s ended with its execution (%s)", name,
 		        run_status_string(o.status));
+	}
 	{
 		const struct session_reply sr = {
 		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
@@ -1326,8 +1331,10 @@ worker_session_tail(const struct worker_request *w, FCGX_Request *req,
 			return;
 		}
 		if (why != NULL) {
-			log_msg(LOG_INFO, "session %.8s...: a stream of execution %s ends: %s",
-			        rec->id, eid, error);
+			char logname[SESSION_LOG_NAME_LEN + 1];
+			session_log_name(rec->id, logname);
+			log_msg(LOG_INFO, "session %s: a stream of execution %s ends: %s", logname,
+			        eid, error);
 			stream_sse_error(&sse, NULL, 0, error, why);
 			return;
 		}
@@ -1418,7 +1425,11 @@ worker_session_close(const struct worker_request *w, FCGX_Request *req, const ch
 	}
 	if (*lock_fd >= 0)
 		session_remove(w->wc->sessions_fd, rec);
-	log_msg(LOG_INFO, "session %.8s... closed", id);
+	{
+		char name[SESSION_LOG_NAME_LEN + 1];
+		session_log_name(id, name);
+		log_msg(LOG_INFO, "session %s closed", name);
+	}
 	http_send(req, 204, NULL, "", 0);
 }
 
@@ -1517,7 +1528,9 @@ worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_l
 	             "imports and files of the calls before; the value of a final expression "
 	             "comes back as \"value\". Without it every call starts fresh. A session "
 	             "ends after %ld s without a call, after %ld s in all, or when its program "
-	             "is killed (a timeout it does not stop at, memory); then start a new one.",
+	             "is killed (a timeout it does not stop at, memory); then start a new one. "
+	             "A \"new\" call that is refused (busy) leaves no session: retry it as it "
+	             "was.",
 	             w->sl.idle_seconds, w->sl.max_life_seconds) < 0)
 		what = NULL;
 	if (desc != NULL &&
@@ -1593,13 +1606,14 @@ worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json
 }
 
 /*
- * tools/call's arguments, as POST /execute's body: 0 with r parsed (request_free() it) and
- * *want the session asked for ("new", an id, or NULL: none; free() it), or -1 answered. The
- * same checks and messages as /execute's: a model can act on them.
+ * tools/call's arguments, as POST /execute's body: 0 with r parsed (request_free() it), *want
+ * the session asked for ("new", an id, or NULL: none; free() it) and *progress the
+ * progressToken (borrowed from m; NULL: none), or -1 answered. The same checks and messages
+ * as /execute's: a model can act on them. Nothing is made or run before they pass.
  */
 static int
 worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m,
-                struct request *r, char **want)
+                struct request *r, char **want, const json_t **progress)
 {
 	const char *name = json_string_value(json_object_get(m->params, "name"));
 	json_t *args = json_object_get(m->params, "arguments"), *sarg;
@@ -1610,6 +1624,13 @@ worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct 
 	if (name == NULL || strcmp(name, TOOL_NAME) != 0) {
 		snprintf(message, sizeof(message), "unknown tool: %s (this server has %s)",
 		         name ? name : "(none)", TOOL_NAME);
+		answer = mcp_error(m->id, MCP_INVALID_PARAMS, message, &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+		return -1;
+	}
+	/* every progress notification repeats the token: a bounded one, or no run */
+	if (mcp_progress_token(m->params, progress, message, sizeof(message)) < 0) {
+		log_msg(LOG_INFO, "mcp: rejected: %s", message);
 		answer = mcp_error(m->id, MCP_INVALID_PARAMS, message, &len);
 		worker_mcp_send(req, 200, NULL, answer, len);
 		return -1;
@@ -1701,6 +1722,23 @@ worker_mcp_not_run(const json_t *id, enum serve_ran ran, size_t *len, int *statu
 	                 len);
 }
 
+/* A session started for a tools/call that then did not run (its slot taken meanwhile, the
+ * sandbox failing, its client gone): no one was told its id, so it is closed now rather than
+ * held, unreachable, until its idle bound. Its record's lock is the caller's; no connection to
+ * its init is open (init serves one at a time). */
+static void
+worker_mcp_discard(const struct worker_request *w, struct session_rec *rec)
+{
+	char path[128], name[SESSION_LOG_NAME_LEN + 1];
+	struct session_answer a;
+
+	session_sock_path(w->wc->sessions_fd, rec->id, path, sizeof(path));
+	(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+	session_remove(w->wc->sessions_fd, rec);
+	session_log_name(rec->id, name);
+	log_msg(LOG_INFO, "session %s closed: the call it was made for did not run", name);
+}
+
 /* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way
  * (serve_run()); "session" (sessions on) runs it in a session instead of a fresh interpreter */
 static void
@@ -1719,7 +1757,7 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	bool streamed, asked;
 	const char *extra;
 
-	if (worker_mcp_args(w, req, m, &r, &want) < 0)
+	if (worker_mcp_args(w, req, m, &r, &want, &progress) < 0)
 		return;
 	if (want != NULL) {
 		if (worker_mcp_session(w, req, m->id, want, &rec, &lock_fd) < 0) {
@@ -1733,15 +1771,20 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	/* a model sees the pictures a run makes whether it asked for files or not: only those are
 	 * collected unless it did, and the answer lists files only when it did */
 	asked = r.artifacts;
-	progress = json_object_get(json_object_get(m->params, "_meta"), "progressToken");
 	worker_sse_init(req, &sse, progress, &streamed);
 	/* a client that asks for progress, and takes SSE, hears the output as it comes */
-	streamed = streamed && (json_is_string(progress) || json_is_integer(progress));
+	streamed = streamed && progress != NULL;
 	ran =
 	    want != NULL && ses.conn < 0
 	        ? SERVE_GONE
 	        : worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
 	                     want != NULL ? &ses : NULL, streamed ? &sse : NULL, &o);
+	if (ran != SERVE_RAN && want != NULL && strcmp(want, "new") == 0) {
+		if (ses.conn >= 0)
+			close(ses.conn);
+		ses.conn = -1;
+		worker_mcp_discard(w, &rec);
+	}
 	if (ran == SERVE_ABANDONED)
 		goto done;
 	if (ran == SERVE_RAN) {

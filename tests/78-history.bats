@@ -218,3 +218,44 @@ bg_done() { # bg_done SESSION EXECUTION: the background execution has its answer
 	run -0 jq -e '.stdout == "7\n"' "$HISTORY/trail/$stem.result.json"
 	curl -s -o /dev/null --max-time 10 -X DELETE "$BASE/sessions/$sid"
 }
+
+@test "history: no log and no entry holds a session's id; nginx's lines and the pool's name it by one hash" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local sid eid hash f
+	run -0 curl -s --max-time 60 -X POST "$BASE/sessions"
+	sid=$(jq -r .id <<<"$output")
+	[[ $sid =~ ^[0-9a-f]{32}$ ]]
+	# the id is the credential (tokens are off here): its calls go through every path
+	run -0 curl -s --max-time 60 -H 'Content-Type: application/json' -H 'X-Request-Id: hist-ids-1' \
+		--data-binary '{"code": "print(6 * 7)"}' "$BASE/sessions/$sid/execute"
+	run -0 jq -e '.stdout == "42\n"' <<<"$output"
+	run -0 curl -s --max-time 60 -H 'Content-Type: application/json' \
+		--data-binary '{"code": "print(7)", "background": true}' "$BASE/sessions/$sid/execute"
+	eid=$(jq -r .execution <<<"$output")
+	wait_for "the background execution to end" 300 bg_done "$sid" "$eid"
+	run -0 curl -s --max-time 60 "$BASE/sessions/$sid"
+	# a body past client_max_body_size: nginx's error log has a line about the request
+	head -c 1200000 /dev/zero | tr '\0' ' ' >"$BATS_TEST_TMPDIR/big"
+	run -0 curl -s -o /dev/null -w '%{http_code}' --max-time 60 -H 'Content-Type: application/json' \
+		--data-binary @"$BATS_TEST_TMPDIR/big" "$BASE/sessions/$sid/execute"
+	assert_output 413
+	run -0 curl -s -o /dev/null -w '%{http_code}' --max-time 60 -X DELETE "$BASE/sessions/$sid"
+	assert_output 204
+	wait_for "the close's log line" 50 grep -q "session .* closed" "$STACK_DIR/logs/pool.log"
+	wait_for "the request in error.log" 50 grep -q "client intended to send too large body" \
+		"$STACK_DIR/logs/error.log"
+	# nowhere whole, nor its first 8 digits (what the pool's lines used to print)
+	for f in "$STACK_DIR"/logs/* "$HISTORY"/trail/*; do
+		run grep -c -e "$sid" -e "${sid:0:8}" "$f"
+		assert_output 0
+	done
+	# the same name in both: "h:" and the first 8 hex digits of the id's SHA-256
+	hash=h:$(printf %s "$sid" | sha256sum | cut -c1-8)
+	run -0 jq -r 'select(.requestId == "hist-ids-1") | .uri' "$STACK_DIR/logs/access.log"
+	assert_output "/sessions/$hash/execute"
+	run -0 grep -c "\"uri\":\"/sessions/$hash\"" "$STACK_DIR/logs/access.log"
+	run -0 grep -c "\"uri\":\"/sessions/$hash/executions/$eid\"" "$STACK_DIR/logs/access.log"
+	run -0 grep -c "session $hash made" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "session $hash closed" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "request: \"POST /sessions/$hash/execute HTTP/1.1\"" "$STACK_DIR/logs/error.log"
+}

@@ -21,6 +21,17 @@ teardown_file() {
 	stack_stop
 }
 
+# after each test: resume the templates a failed test left stopped, end its wedger
+teardown() {
+	if [[ -s $BATS_TEST_TMPDIR/wedger ]]; then
+		kill "$(cat "$BATS_TEST_TMPDIR/wedger")" 2>/dev/null || true
+	fi
+	if [[ -s $BATS_TEST_TMPDIR/stopped ]]; then
+		# shellcheck disable=SC2046
+		kill -CONT $(cat "$BATS_TEST_TMPDIR/stopped") 2>/dev/null || true
+	fi
+}
+
 @test "mcp: initialize negotiates each served version, else answers the newest" {
 	local v
 	for v in 2025-11-25 2025-06-18 2025-03-26 2024-11-05; do
@@ -254,6 +265,100 @@ in_flight() {
 	wait_for "a free slot" 100 in_flight 0
 	call 13 '{"code":"print(1)"}'
 	assert_equal "$(field .result.structuredContent.stdout)" 1
+}
+
+# session_records: how many sessions the pool holds, ready or being built (their records)
+session_records() {
+	find "$(stack_runs)/sessions" -maxdepth 1 -name '*.rec' | wc -l
+}
+
+# more_records N: the pool holds more than N sessions
+more_records() {
+	(($(session_records) > $1))
+}
+
+@test "mcp: a session made for a call that then cannot be admitted is closed, not left unreachable" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local before wedger caller templates
+	before=$(session_records)
+	# "new" takes an execution slot to build the session, gives it back, and takes one again
+	# for the call; the slots' lock is wedged in between (tests/helpers/wedge-slots.py), so the
+	# call is refused (503) with its session made. Its templates stopped, the worker waits for
+	# the session's box while the lock is taken
+	"$PY" "$BATS_TEST_DIRNAME/helpers/wedge-slots.py" --on-usr1 "$(pool_pid)" \
+		>"$BATS_TEST_TMPDIR/wedge.out" 2>&1 3>&- &
+	wedger=$!
+	echo "$wedger" >"$BATS_TEST_TMPDIR/wedger"
+	wait_for "the wedger to be ready" 100 grep -qsx armed "$BATS_TEST_TMPDIR/wedge.out"
+	templates=$(
+		heavy_pids
+		template_pids
+	)
+	echo "$templates" >"$BATS_TEST_TMPDIR/stopped"
+	# shellcheck disable=SC2086
+	kill -STOP $templates
+	jq -cn '{jsonrpc: "2.0", id: 14, method: "tools/call", params: {name: "code_executor",
+		arguments: {code: "print(1)", session: "new"}}}' >"$BATS_TEST_TMPDIR/req"
+	curl -s -o "$BATS_TEST_TMPDIR/orphan" -w '%{http_code}' --max-time 60 \
+		-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+		--data-binary @"$BATS_TEST_TMPDIR/req" "$BASE/mcp" >"$BATS_TEST_TMPDIR/orphan.code" 3>&- &
+	caller=$!
+	wait_for "the session's reservation" 100 more_records "$before"
+	kill -USR1 "$wedger"
+	wait_for "the lock to be held" 100 grep -qsx locked "$BATS_TEST_TMPDIR/wedge.out"
+	# shellcheck disable=SC2086
+	kill -CONT $templates
+	wait "$caller"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/orphan.code")" 503
+	read_reply "$BATS_TEST_TMPDIR/orphan"
+	run -0 jq -e '.error.code == -32000 and .id == 14' <<<"$reply"
+	# no one was told its id: it is closed before the answer, not held for its idle bound
+	assert_equal "$(session_records)" "$before"
+	run -0 grep -c "session h:[0-9a-f]\{8\} closed: the call it was made for did not run" \
+		"$STACK_DIR/logs/pool.log"
+	kill "$wedger"
+	wait "$wedger" || true
+	# the pool admits again, and "new" works
+	call 15 '{"code":"6 * 7","session":"new"}'
+	assert_equal "$(field .result.structuredContent.value)" 42
+	curl -s -o /dev/null -X DELETE "$BASE/sessions/$(field .result.structuredContent.session.id)"
+	assert_equal "$(session_records)" "$before"
+}
+
+# mcp_runs: how many runs port 8080's MCP has logged
+mcp_runs() {
+	grep -c '"api":"mcp"' "$STACK_DIR/logs/pool.log" || true
+}
+
+@test "mcp: a progressToken past its bound is refused with -32602 and runs nothing; a bounded one streams" {
+	local m="codebox-mcp-token-$RANDOM" big runs t
+	big=$(head -c 300 /dev/zero | tr '\0' t)
+	runs=$(mcp_runs)
+	# 257 bytes: every progress notification would repeat it
+	mcp "$(jq -cn --arg t "${big:0:257}" --arg m "$m" '{jsonrpc: "2.0", id: 16, method: "tools/call",
+		params: {name: "code_executor", _meta: {progressToken: $t},
+		arguments: {code: ("print(\"" + $m + "\")")}}}')"
+	assert_equal "$code" 200
+	run -0 jq -e '.id == 16 and .error.code == -32602 and
+		(.error.message | contains("at most 256 bytes"))' <<<"$reply"
+	for t in '9007199254740992' '1.5' 'null' '{"a":1}'; do
+		mcp "{\"jsonrpc\":\"2.0\",\"id\":17,\"method\":\"tools/call\",\"params\":{\"name\":\"code_executor\",\"_meta\":{\"progressToken\":$t},\"arguments\":{\"code\":\"print('$m')\"}}}"
+		run -0 jq -e '.error.code == -32602' <<<"$reply"
+	done
+	# nothing ran
+	assert_equal "$(mcp_runs)" "$runs"
+	marker_gone "$m"
+	# 256 bytes, and the largest safe integer: streamed as before, each event repeating it
+	mcp "$(jq -cn --arg t "${big:0:256}" '{jsonrpc: "2.0", id: 18, method: "tools/call",
+		params: {name: "code_executor", _meta: {progressToken: $t},
+		arguments: {code: "print(\"a\", flush=True)\nprint(\"b\")"}}}')"
+	assert_equal "$code" 200
+	[[ $(header Content-Type) == text/event-stream* ]]
+	run -0 grep -c "\"progressToken\":\"${big:0:256}\"" <<<"$reply"
+	run -0 grep -c '"id":18,"result"' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":19,"method":"tools/call","params":{"name":"code_executor","_meta":{"progressToken":-9007199254740991},"arguments":{"code":"print(1)"}}}'
+	run -0 grep -c '"progressToken":-9007199254740991' <<<"$reply"
+	assert_equal "$(mcp_runs)" $((runs + 2))
 }
 
 # ---- the official TypeScript SDK's client (tests/helpers/mcp_client.mjs) ----

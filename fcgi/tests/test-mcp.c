@@ -268,5 +268,48 @@ main(void)
 	       "a tool error");
 	free(s);
 	json_decref(id);
+
+	/* progressToken: a bounded string or a safe integer, else refused */
+	{
+		char why[256], big[MCP_PROGRESS_TOKEN_MAX_BYTES + 2];
+		const json_t *t = (const json_t *)1;
+		json_t *p;
+
+		ok(mcp_progress_token(NULL, &t, why, sizeof(why)) == 0 && t == NULL,
+		   "no params: no token");
+		p = json_pack("{s:{}}", "_meta");
+		ok(mcp_progress_token(p, &t, why, sizeof(why)) == 0 && t == NULL, "no token");
+		json_decref(p);
+		memset(big, 'a', sizeof(big) - 1);
+		big[MCP_PROGRESS_TOKEN_MAX_BYTES] = '\0';
+		p = json_pack("{s:{s:s}}", "_meta", "progressToken", big);
+		ok(mcp_progress_token(p, &t, why, sizeof(why)) == 0 && json_is_string(t),
+		   "a string of %d bytes is a token", MCP_PROGRESS_TOKEN_MAX_BYTES);
+		json_decref(p);
+		big[MCP_PROGRESS_TOKEN_MAX_BYTES] = 'a';
+		p = json_pack("{s:{s:s}}", "_meta", "progressToken", big);
+		ok(mcp_progress_token(p, &t, why, sizeof(why)) < 0 && t == NULL &&
+		       strstr(why, "at most 256 bytes") != NULL,
+		   "a byte more is refused: %s", why);
+		json_decref(p);
+		p = json_pack("{s:{s:I}}", "_meta", "progressToken",
+		              (json_int_t)-MCP_PROGRESS_TOKEN_MAX_INT);
+		ok(mcp_progress_token(p, &t, why, sizeof(why)) == 0 && json_is_integer(t),
+		   "-(2^53 - 1) is a token");
+		json_decref(p);
+		p = json_pack("{s:{s:I}}", "_meta", "progressToken",
+		              (json_int_t)MCP_PROGRESS_TOKEN_MAX_INT + 1);
+		ok(mcp_progress_token(p, &t, why, sizeof(why)) < 0, "2^53 is refused");
+		json_decref(p);
+		p = json_pack("{s:{s:f}}", "_meta", "progressToken", 1.5);
+		ok(mcp_progress_token(p, &t, why, sizeof(why)) < 0, "a real number is refused");
+		json_decref(p);
+		p = json_pack("{s:{s:n}}", "_meta", "progressToken");
+		ok(mcp_progress_token(p, &t, why, sizeof(why)) < 0, "null is refused");
+		json_decref(p);
+		p = json_pack("{s:{s:[s]}}", "_meta", "progressToken", "x");
+		ok(mcp_progress_token(p, &t, why, sizeof(why)) < 0, "an array is refused");
+		json_decref(p);
+	}
 	return tap_done();
 }

@@ -34,12 +34,21 @@
  * and before limit_conn counts the request.
  *
  *     codebox_auth_tokens  /etc/codebox/tokens/tokens;   # http, server, location; off: none
+ *
+ * And session ids kept out of the logs: a session's id is its one credential where tokens are
+ * off, and it travels in the URI (/sessions/{id}/...). $codebox_log_uri is $uri with the path
+ * segment after "/sessions/" replaced by "h:" and the first 8 hex digits of its SHA-256, the
+ * name the pool's own log lines give a session (fcgi/session.h, session_log_name()); the
+ * access log's "uri" is that. The error log's `request: "..."` (the request line nginx adds to
+ * every line about a request) is redacted the same way.
  */
 
 #include <ngx_config.h>
 #include <ngx_core.h>
 #include <ngx_http.h>
 #include <ngx_sha1.h>
+
+#include <openssl/sha.h>
 
 /* A token file and the tokens last read from it, shared by every location that inherits it;
  * each nginx worker has its own copy (after fork) and refreshes it on its own. */
@@ -75,6 +84,11 @@ static ngx_int_t ngx_http_codebox_init(ngx_conf_t *cf);
 static char *ngx_http_codebox_auth_tokens(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static ngx_int_t ngx_http_codebox_access_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_codebox_add_variables(ngx_conf_t *cf);
+static u_char *ngx_http_codebox_log_error(ngx_http_request_t *r, ngx_http_request_t *sr,
+                                          u_char *buf, size_t len);
+
+/* nginx's own writer of a request's part of an error line (the same for every request) */
+static ngx_http_log_handler_pt ngx_http_codebox_next_log_error;
 
 static ngx_command_t ngx_http_codebox_commands[] = {
 
@@ -123,6 +137,12 @@ ngx_http_codebox_post_read_handler(ngx_http_request_t *r)
 	ngx_http_codebox_loc_conf_t *clcf;
 
 	clcf = ngx_http_get_module_loc_conf(r, ngx_http_codebox_module);
+
+	/* the error log's lines about this request name its session by a hash (the file's top) */
+	if (r->log_handler != ngx_http_codebox_log_error) {
+		ngx_http_codebox_next_log_error = r->log_handler;
+		r->log_handler = ngx_http_codebox_log_error;
+	}
 
 	/* the post-read phase runs once per client request: internal redirects and subrequests
 	 * begin at the server's rewrite phase, so the timer is armed once */
@@ -604,15 +624,103 @@ ngx_http_codebox_token_id_variable(ngx_http_request_t *r, ngx_http_variable_valu
 	return NGX_OK;
 }
 
+/*
+ * in, for a log: the path segment after its first "/sessions/" (up to a '/', a '?', a space or
+ * the end) replaced by "h:" and the first 8 hex digits of the segment's SHA-256. Returns 1
+ * with *out newly made in r's pool, 0 with *out = *in when there is no such segment, or
+ * NGX_ERROR (out of memory).
+ */
+static ngx_int_t
+ngx_http_codebox_redact(ngx_http_request_t *r, const ngx_str_t *in, ngx_str_t *out)
+{
+	static const char prefix[] = "/sessions/";
+	u_char *at, *seg, *end, *last, *p, md[SHA256_DIGEST_LENGTH];
+
+	*out = *in;
+	if (in->data == NULL || in->len <= sizeof(prefix) - 1) {
+		return 0;
+	}
+	at = ngx_strnstr(in->data, (char *)prefix, in->len);
+	if (at == NULL) {
+		return 0;
+	}
+	last = in->data + in->len;
+	seg = at + sizeof(prefix) - 1;
+	for (end = seg; end < last && *end != '/' && *end != '?' && *end != ' '; end++) {
+		/* the segment */
+	}
+	if (end == seg) {
+		return 0;
+	}
+	SHA256(seg, (size_t)(end - seg), md);
+	p = ngx_pnalloc(r->pool, (size_t)(seg - in->data) + 10 + (size_t)(last - end));
+	if (p == NULL) {
+		return NGX_ERROR;
+	}
+	out->data = p;
+	p = ngx_cpymem(p, in->data, seg - in->data);
+	p = ngx_cpymem(p, "h:", 2);
+	p = ngx_hex_dump(p, md, 4);
+	p = ngx_cpymem(p, end, last - end);
+	out->len = (size_t)(p - out->data);
+	return 1;
+}
+
+/* $codebox_log_uri: $uri as the logs show it (ngx_http_codebox_redact()) */
+static ngx_int_t
+ngx_http_codebox_log_uri_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+                                  uintptr_t data)
+{
+	ngx_str_t uri;
+
+	(void)data;
+	if (r->uri.data == NULL) {
+		v->not_found = 1;
+		return NGX_OK;
+	}
+	if (ngx_http_codebox_redact(r, &r->uri, &uri) == NGX_ERROR) {
+		return NGX_ERROR;
+	}
+	v->data = uri.data;
+	v->len = uri.len;
+	v->valid = 1;
+	v->no_cacheable = 1; /* an internal redirect changes $uri */
+	v->not_found = 0;
+	return NGX_OK;
+}
+
+/* A request's part of an error line, nginx's own, with its request line redacted as the
+ * access log's URI is (or left out when that cannot be done) */
+static u_char *
+ngx_http_codebox_log_error(ngx_http_request_t *r, ngx_http_request_t *sr, u_char *buf, size_t len)
+{
+	ngx_str_t line = r->request_line, safe;
+	u_char *p;
+
+	if (r->pool == NULL || ngx_http_codebox_redact(r, &line, &safe) == NGX_ERROR) {
+		ngx_str_null(&safe);
+	}
+	r->request_line = safe;
+	p = ngx_http_codebox_next_log_error(r, sr, buf, len);
+	r->request_line = line;
+	return p;
+}
+
 static ngx_int_t
 ngx_http_codebox_add_variables(ngx_conf_t *cf)
 {
 	static ngx_str_t name = ngx_string("codebox_token_id");
+	static ngx_str_t log_uri = ngx_string("codebox_log_uri");
 	ngx_http_variable_t *var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
 
 	if (var == NULL) {
 		return NGX_ERROR;
 	}
 	var->get_handler = ngx_http_codebox_token_id_variable;
+	var = ngx_http_add_variable(cf, &log_uri, NGX_HTTP_VAR_NOCACHEABLE);
+	if (var == NULL) {
+		return NGX_ERROR;
+	}
+	var->get_handler = ngx_http_codebox_log_uri_variable;
 	return NGX_OK;
 }

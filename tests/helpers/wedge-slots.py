@@ -1,8 +1,11 @@
 """Holds a pool's admission lock from outside the pool, for the tests.
 
-  wedge-slots.py PID
+  wedge-slots.py [--on-usr1] PID
 
 PID is any process of the pool that maps the execution slots (the supervisor, a worker).
+With --on-usr1 it maps the table, prints "armed" and locks only when it gets SIGUSR1: a test
+that must wedge the lock at one moment (a worker mid-way between two admissions) pays for
+python's start and the mapping beforehand.
 The table is a memfd named codebox-slots whose first bytes are its process-shared robust
 mutex (fcgi/slots.c). This process maps the same memory through /proc/PID/map_files (root
 only: CAP_SYS_ADMIN), locks the mutex, prints "locked" and then holds it, alive, until it is
@@ -24,7 +27,9 @@ import sys
 
 
 def main():
-    pid = int(sys.argv[1])
+    args = sys.argv[1:]
+    on_usr1 = args[:1] == ["--on-usr1"]
+    pid = int(args[-1])
     with open(f"/proc/{pid}/maps") as f:
         lines = [line for line in f if line.rstrip().endswith("/memfd:codebox-slots (deleted)")]
     if len(lines) != 1:
@@ -38,6 +43,10 @@ def main():
     lock = ctypes.addressof(ctypes.c_char.from_buffer(table))
     # bounded: a test that fails before it kills this process does not leave the pool stuck
     signal.alarm(120)
+    if on_usr1:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+        print("armed", flush=True)
+        signal.sigwait({signal.SIGUSR1})
     rc = libc.pthread_mutex_lock(ctypes.c_void_p(lock))
     if rc == errno.EOWNERDEAD:  # held, after a holder that died
         libc.pthread_mutex_consistent(ctypes.c_void_p(lock))
