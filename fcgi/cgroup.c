@@ -524,6 +524,34 @@ cgroup_run_remove(struct cgroup_run *run)
 
 static void kill_group(const char *dir, const char *why);
 
+static bool (*session_namer)(const char *dir, char *id, size_t len, void *ctx);
+static void *session_namer_ctx;
+
+void
+cgroup_name_sessions(bool (*fn)(const char *dir, char *id, size_t len, void *ctx), void *ctx)
+{
+	session_namer = fn;
+	session_namer_ctx = ctx;
+}
+
+/* Kills the session whose group is at dir (bytes in it), the largest at the pool's budget
+ * (parent_usage of parent_limit), and says so: which session, its memory, and why. */
+static void
+kill_session_at_budget(const char *dir, unsigned long long bytes, unsigned long long parent_usage,
+                       unsigned long long parent_limit)
+{
+	char id[64];
+
+	if (session_namer == NULL || !session_namer(dir, id, sizeof(id), session_namer_ctx))
+		snprintf(id, sizeof(id), "%.60s", strrchr(dir, '/') + 1);
+	log_msg(
+	    LOG_WARN,
+	    "session %.8s... killed at the pool's memory budget: it used %llu bytes, the largest "
+	    "group, when the pool's runs and sessions used %llu of its %llu bytes",
+	    id, bytes, parent_usage, parent_limit);
+	kill_group(dir, "a session at the pool's memory budget");
+}
+
 /* usage within this much of a limit counts as at the limit (charges come in batches) */
 #define CGROUP_OOM_SLACK_BYTES (2ULL << 20)
 
@@ -573,7 +601,7 @@ cgroup_run_oom(struct cgroup_run *run)
 	 * worker that finds it the largest stops it (its init dies with it), and its own run
 	 * goes on */
 	if (largest > 0 && strncmp(strrchr(largest_dir, '/') + 1, "s-", 2) == 0)
-		kill_group(largest_dir, "a session at the pool's memory budget");
+		kill_session_at_budget(largest_dir, largest, parent_usage, parent_limit);
 	if (largest > 0)
 		return false;
 	run->oom_seen = true;

@@ -49,3 +49,36 @@ setup() {
 	request -X DELETE "$BASE/sessions/$sid"
 	assert_equal "$code" 204
 }
+
+@test "session memory: a session killed at the pool's memory budget is logged: which (its id's first 8 digits), its memory, why" {
+	local conf saved_dir saved_pid saved_base sid
+	[[ -z ${CODEBOX_ASAN:-} ]] || skip "under the sanitizers a warm box is charged for its shadow pages: which group is the largest is theirs"
+	conf=$(conf_variant 's/CODEBOX_POOL_MEMORY_BYTES          0;/CODEBOX_POOL_MEMORY_BYTES          419430400;/' \
+		's/CODEBOX_MEMORY_BYTES               1073741824;/CODEBOX_MEMORY_BYTES               314572800;/')
+	saved_dir=$STACK_DIR saved_pid=$STACK_PID saved_base=$BASE
+	stack_start --conf-dir "$conf"
+	run -0 curl -s "$BASE/isolation"
+	if [[ $(jq -r .layers.poolmemory <<<"$output") != true ]]; then
+		stack_stop
+		STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base
+		skip "no pool-wide budget on this host"
+	fi
+	# an idle session holds 220 MiB; a run then grows towards its own 300 MiB, and the pool's
+	# 400 MiB runs out: the session is the largest group
+	request -X POST "$BASE/sessions"
+	assert_equal "$code" 201
+	sid=$(field .id)
+	request -X POST -H 'Content-Type: application/json' --data-binary \
+		'{"code":"held = bytearray(b\"\\x01\") * (220 << 20)"}' "$BASE/sessions/$sid/execute"
+	assert_equal "$(field .status)" succeeded
+	execute $'chunks = []\nfor i in range(26):\n    chunks.append(bytearray(b"\\x01") * (10 << 20))\nprint("run done")'
+	assert_equal "$(field .stdout)" "run done"
+	request "$BASE/sessions/$sid"
+	assert_equal "$code" 404
+	run -0 grep -E "session ${sid:0:8}\.\.\. killed at the pool's memory budget: it used [0-9]+ bytes, the largest group, when the pool's runs and sessions used [0-9]+ of its 419430400 bytes" \
+		"$STACK_DIR/logs/pool.log"
+	# the whole id is never written
+	run ! grep -F "$sid" "$STACK_DIR/logs/pool.log"
+	stack_stop
+	STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base
+}
