@@ -542,6 +542,35 @@ cgroup_run_remove(struct cgroup_run *run)
 	run->active = false;
 }
 
+static bool (*session_namer)(const char *dir, char *id, size_t len, void *ctx);
+static void *session_namer_ctx;
+
+void
+cgroup_name_sessions(bool (*fn)(const char *dir, char *id, size_t len, void *ctx), void *ctx)
+{
+	session_namer = fn;
+	session_namer_ctx = ctx;
+}
+
+/* Kills the session whose group is at dir (bytes in it), the largest at the pool's budget
+ * (parent_usage of parent_limit) when no run is there to stop, and says so: which session (by
+ * its name in the logs), its memory, and why. */
+static void
+kill_session_at_budget(const char *dir, unsigned long long bytes, unsigned long long parent_usage,
+                       unsigned long long parent_limit)
+{
+	char name[64];
+
+	if (session_namer == NULL || !session_namer(dir, name, sizeof(name), session_namer_ctx))
+		snprintf(name, sizeof(name), "%.60s", strrchr(dir, '/') + 1);
+	log_msg(LOG_WARN,
+	        "session %s killed at the pool's memory budget: it used %llu bytes, the largest "
+	        "session, when the pool's sessions alone used %llu of its %llu bytes (no run to "
+	        "stop)",
+	        name, bytes, parent_usage, parent_limit);
+	kill_group(dir, "a session at the pool's memory budget");
+}
+
 /* usage within this much of a limit counts as at the limit (charges come in batches) */
 #define CGROUP_OOM_SLACK_BYTES (2ULL << 20)
 
@@ -608,12 +637,8 @@ cgroup_run_oom(struct cgroup_run *run)
 	 * under them): the largest session goes, the only way out of a pool whose tasks wait
 	 * for memory */
 	if (self_session && session_largest > usage) {
-		log_msg(LOG_WARN,
-		        "the pool's memory budget is spent by sessions alone: stopping "
-		        "the largest, %s (%llu bytes)",
-		        strrchr(largest_session, '/') + 1, session_largest);
-		kill_group(largest_session, "a session at the pool's memory budget, with no run to "
-		                            "stop");
+		kill_session_at_budget(largest_session, session_largest, parent_usage,
+		                       parent_limit);
 		return false;
 	}
 	run->oom_seen = true;

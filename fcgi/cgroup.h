@@ -83,6 +83,15 @@ int cgroup_run_create(const struct cgroup_ctx *ctx, struct cgroup_run *run, cons
  */
 bool cgroup_run_oom(struct cgroup_run *run);
 
+/*
+ * Who names a session's group in the line logged when it is killed at the pool's memory budget
+ * (cgroup_run_oom()): fn writes the session's name in the logs for the group's memory
+ * directory (as every session's line names it) or returns false. Set once by a worker;
+ * without it, or when fn finds none, the line names the group.
+ */
+void cgroup_name_sessions(bool (*fn)(const char *dir, char *name, size_t len, void *ctx),
+                          void *ctx);
+
 /* Moves pid (and its future children) into the run's group. Returns 0, or -1 with what failed
  * in f (not logged). */
 int cgroup_run_attach(const struct cgroup_run *run, pid_t pid, struct fault *f);

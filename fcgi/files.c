@@ -385,6 +385,18 @@ digest_final(uint64_t h, uint64_t bytes)
 	return h ^ (h >> 32);
 }
 
+/* one record of a manifest: path and its digest */
+static int
+manifest_put(struct buf *b, const char *path, size_t plen, const struct file_digest *d)
+{
+	struct file_rec rec = {(uint32_t)plen, sizeof(*d)};
+
+	return buf_put(b, &rec, sizeof(rec)) < 0 || buf_put(b, path, plen) < 0 ||
+	               buf_put(b, d, sizeof(*d)) < 0
+	           ? -1
+	           : 0;
+}
+
 int
 files_manifest(const char *inputs, size_t len, char **manifest, size_t *manifest_len)
 {
@@ -395,11 +407,9 @@ files_manifest(const char *inputs, size_t len, char **manifest, size_t *manifest
 	*manifest = NULL;
 	*manifest_len = 0;
 	while (next_file(inputs, len, &off, &path, &plen, &data, &dlen)) {
-		struct file_rec rec = {(uint32_t)plen, sizeof(struct file_digest)};
 		struct file_digest d = {dlen, digest_final(digest_update(0, data, dlen), dlen)};
 
-		if (buf_put(&b, &rec, sizeof(rec)) < 0 || buf_put(&b, path, plen) < 0 ||
-		    buf_put(&b, &d, sizeof(d)) < 0) {
+		if (manifest_put(&b, path, plen, &d) < 0) {
 			free(b.p);
 			errno = ENOMEM;
 			return -1;
@@ -422,13 +432,15 @@ struct walk {
 	const struct timespec *since; /* NULL, or only files changed at or after it */
 };
 
+/* whether st's inode changed at or after t: its ctime, which every write, truncation, rename,
+ * link, chmod or utime sets to now and no program can set otherwise (an mtime can be set to any
+ * moment, an earlier cell's into the future as well as this cell's into the past) */
 static bool
 changed_since(const struct stat *st, const struct timespec *t)
 {
-	const struct timespec *m = &st->st_mtim, *c = &st->st_ctim;
+	const struct timespec *c = &st->st_ctim;
 
-	return m->tv_sec > t->tv_sec || (m->tv_sec == t->tv_sec && m->tv_nsec >= t->tv_nsec) ||
-	       c->tv_sec > t->tv_sec || (c->tv_sec == t->tv_sec && c->tv_nsec >= t->tv_nsec);
+	return c->tv_sec > t->tv_sec || (c->tv_sec == t->tv_sec && c->tv_nsec >= t->tv_nsec);
 }
 
 static int
@@ -530,8 +542,31 @@ read_upto(int fd, char *buf, size_t n)
 	return r < 0 ? 0 : (size_t)r;
 }
 
-/* whether f is an input of the manifest's that the program left as it was: its size, then
- * its content's digest (every process of the run is gone: nothing changes it meanwhile) */
+/* the digest of path's content beneath dirfd, read up to one byte past limit (a file longer
+ * than that has d->bytes > limit); -1 when it cannot be opened */
+static int
+digest_file(int dirfd, const char *path, uint64_t limit, struct file_digest *d)
+{
+	char buf[16384]; /* a multiple of 8: the digest's pieces */
+	uint64_t h = 0, bytes = 0;
+	size_t got;
+	int fd = open_regular(dirfd, path);
+
+	if (fd < 0)
+		return -1;
+	do {
+		got = read_upto(fd, buf, sizeof(buf));
+		h = digest_update(h, buf, got);
+		bytes += got;
+	} while (got == sizeof(buf) && bytes <= limit);
+	close(fd);
+	d->bytes = bytes;
+	d->hash = digest_final(h, bytes);
+	return 0;
+}
+
+/* whether f is a file of the manifest's that the program left as it was: its size, then its
+ * content's digest (every process of the run is gone: nothing changes it meanwhile) */
 static bool
 unchanged_input(int dirfd, const char *manifest, size_t manifest_len, const struct found *f)
 {
@@ -539,26 +574,15 @@ unchanged_input(int dirfd, const char *manifest, size_t manifest_len, const stru
 	size_t off = 0, ipl, idl, plen = strlen(f->path);
 
 	while (next_file(manifest, manifest_len, &off, &ip, &ipl, &id, &idl)) {
-		struct file_digest d;
-		char buf[16384]; /* a multiple of 8: the digest's pieces */
-		uint64_t h = 0, bytes = 0;
-		size_t got;
-		int fd;
+		struct file_digest d, now;
 
 		if (ipl != plen || memcmp(ip, f->path, plen) != 0)
 			continue;
 		if (idl != sizeof(d))
 			return false;
 		memcpy(&d, id, sizeof(d));
-		if (d.bytes != f->bytes || (fd = open_regular(dirfd, f->path)) < 0)
-			return false;
-		do {
-			got = read_upto(fd, buf, sizeof(buf));
-			h = digest_update(h, buf, got);
-			bytes += got;
-		} while (got == sizeof(buf) && bytes <= d.bytes);
-		close(fd);
-		return bytes == d.bytes && digest_final(h, bytes) == d.hash;
+		return d.bytes == f->bytes && digest_file(dirfd, f->path, d.bytes, &now) == 0 &&
+		       now.bytes == d.bytes && now.hash == d.hash;
 	}
 	return false;
 }
@@ -592,12 +616,88 @@ artifacts_collect(int dirfd, const char *manifest, size_t manifest_len, enum art
 	return artifacts_collect_since(dirfd, manifest, manifest_len, wanted, NULL, blob, len);
 }
 
+static void
+walk_free(struct walk *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		free(w->v[i].path);
+	free(w->v);
+}
+
+int
+artifacts_mark(int dirfd, struct artifacts_mark *m)
+{
+	struct walk w = {NULL, 0, 0, 0, &m->since};
+	struct buf b = BUF_EMPTY;
+	int dfd, rc = 0;
+
+	m->recent = NULL;
+	m->recent_len = 0;
+	/* the clock the kernel stamps inodes with (current_time(): the coarse clock, or a moment
+	 * after it where stamps are multigrain), not CLOCK_REALTIME, which runs up to a tick
+	 * (4 ms at HZ=250) ahead of it: a file made just after a fine read was stamped before it */
+	(void)clock_gettime(CLOCK_REALTIME_COARSE, &m->since);
+	dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return -1;
+	/* what changed in the same tick before the mark: its content, to tell it from the cell's */
+	rc = walk_dir(dfd, "", 0, &w);
+	for (size_t i = 0; rc == 0 && i < w.n; i++) {
+		struct file_digest d;
+
+		if (digest_file(dirfd, w.v[i].path, ARTIFACTS_MAX_BYTES, &d) == 0 &&
+		    d.bytes <= ARTIFACTS_MAX_BYTES)
+			rc = manifest_put(&b, w.v[i].path, strlen(w.v[i].path), &d);
+	}
+	walk_free(&w);
+	if (rc < 0) {
+		free(b.p);
+		errno = ENOMEM;
+		return -1;
+	}
+	m->recent = buf_take(&b, &m->recent_len);
+	return 0;
+}
+
+void
+artifacts_mark_free(struct artifacts_mark *m)
+{
+	free(m->recent);
+	m->recent = NULL;
+	m->recent_len = 0;
+}
+
+/* The inputs the program left as they were are neither listed nor counted, nor what changed
+ * in the mark's tick before it and is as it was then, nor, when only pictures are wanted,
+ * anything else: drops those of w's. */
+static void
+drop_unlisted(int dirfd, const char *manifest, size_t manifest_len, enum artifacts_want wanted,
+              const struct artifacts_mark *mark, struct walk *w)
+{
+	size_t kept = 0;
+
+	if (manifest == NULL && (mark == NULL || mark->recent == NULL) &&
+	    wanted != ARTIFACTS_IMAGES)
+		return;
+	for (size_t i = 0; i < w->n; i++) {
+		if ((manifest != NULL &&
+		     unchanged_input(dirfd, manifest, manifest_len, &w->v[i])) ||
+		    (mark != NULL &&
+		     unchanged_input(dirfd, mark->recent, mark->recent_len, &w->v[i])) ||
+		    (wanted == ARTIFACTS_IMAGES && !image_file(dirfd, &w->v[i])))
+			free(w->v[i].path);
+		else
+			w->v[kept++] = w->v[i];
+	}
+	w->n = kept;
+}
+
 int
 artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
-                        enum artifacts_want wanted, const struct timespec *since, char **blob,
+                        enum artifacts_want wanted, const struct artifacts_mark *mark, char **blob,
                         size_t *len)
 {
-	struct walk w = {NULL, 0, 0, 0, since};
+	struct walk w = {NULL, 0, 0, 0, mark != NULL ? &mark->since : NULL};
 	struct buf b = BUF_EMPTY;
 	size_t sent = 0, total = 0;
 	int dfd, rc = -1;
@@ -612,25 +712,12 @@ artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
 		return -1;
 	if (walk_dir(dfd, "", 0, &w) < 0)
 		goto out;
-	/* the inputs the program left as they were are neither listed nor counted, nor, when
-	 * only pictures are wanted, anything else */
-	if (manifest != NULL || wanted == ARTIFACTS_IMAGES) {
-		size_t kept = 0;
-		for (size_t i = 0; i < w.n; i++) {
-			if ((manifest != NULL &&
-			     unchanged_input(dirfd, manifest, manifest_len, &w.v[i])) ||
-			    (wanted == ARTIFACTS_IMAGES && !image_file(dirfd, &w.v[i])))
-				free(w.v[i].path);
-			else
-				w.v[kept++] = w.v[i];
-		}
-		w.n = kept;
-	}
+	drop_unlisted(dirfd, manifest, manifest_len, wanted, mark, &w);
 	if (w.n > 0)
 		qsort(w.v, w.n, sizeof(*w.v), by_path);
 	for (size_t i = 0; i < w.n && i < ARTIFACTS_MAX_LISTED; i++) {
 		struct artifact_rec rec = {.bytes = w.v[i].bytes};
-		size_t want, plen = strlen(w.v[i].path), mark;
+		size_t want, plen = strlen(w.v[i].path), at;
 		int fd;
 
 		if (w.v[i].bytes > ARTIFACTS_MAX_BYTES)
@@ -643,7 +730,7 @@ artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
 		       : w.v[i].bytes < ARTIFACTS_HEAD_BYTES ? (size_t)w.v[i].bytes
 		                                             : ARTIFACTS_HEAD_BYTES;
 		rec.path_len = (uint32_t)plen;
-		mark = b.len;
+		at = b.len;
 		/* room for the data too, read straight into it */
 		if (buf_put(&b, &rec, sizeof(rec)) < 0 || buf_put(&b, w.v[i].path, plen) < 0 ||
 		    buf_reserve(&b, want) < 0)
@@ -664,13 +751,11 @@ artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
 				total += rec.data_len;
 			}
 		}
-		memcpy(b.p + mark, &rec, sizeof(rec));
+		memcpy(b.p + at, &rec, sizeof(rec));
 	}
 	rc = 0;
 out:
-	for (size_t i = 0; i < w.n; i++)
-		free(w.v[i].path);
-	free(w.v);
+	walk_free(&w);
 	if (rc < 0) {
 		free(b.p);
 		errno = ENOMEM;

@@ -139,11 +139,29 @@ int files_manifest(const char *inputs, size_t len, char **manifest, size_t *mani
 int artifacts_collect(int dirfd, const char *manifest, size_t manifest_len,
                       enum artifacts_want wanted, char **blob, size_t *len);
 
-/* The same, of the files changed (written, or their status) at or after since: a session's
- * cell reports what it made, not what earlier cells left. */
+/*
+ * A session cell's mark, taken before the cell writes anything: since, a read of the clock the
+ * kernel stamps inodes with (the coarse one: every file changed after the read has a ctime at
+ * or after it), and the manifest (files_manifest()'s format) of the files whose ctime is at or
+ * after since already, changed in the same tick before the mark, with their contents' digests.
+ */
+struct artifacts_mark {
+	struct timespec since;
+	char *recent; /* malloc'd, or NULL */
+	size_t recent_len;
+};
+
+/* Takes *m in the working directory dirfd. Returns 0, or -1 (errno) with since read and no
+ * recent files (then a file of theirs is listed again, none missed). */
+int artifacts_mark(int dirfd, struct artifacts_mark *m);
+void artifacts_mark_free(struct artifacts_mark *m);
+
+/* The same as artifacts_collect(), of the files changed (written, or their status: the ctime)
+ * at or after mark's since but those of its recent files that are as they were (mark NULL:
+ * every file): a session's cell reports what it made or changed, not what earlier cells left. */
 int artifacts_collect_since(int dirfd, const char *manifest, size_t manifest_len,
-                            enum artifacts_want wanted, const struct timespec *since, char **blob,
-                            size_t *len);
+                            enum artifacts_want wanted, const struct artifacts_mark *mark,
+                            char **blob, size_t *len);
 
 /* One record of a blob of artifacts_collect()'s, pointing into the blob. */
 struct artifact_view {

@@ -1217,11 +1217,29 @@ session_cell_end(pid_t prog, bool over, int exit_code, long long cpu0, long flt0
 	rep->children.ru_minflt = flt1 - flt0;
 }
 
+/* The mark a cell's artifacts are found by, before it writes anything (its inputs neither). */
+static void
+session_cell_mark(const struct sandbox_spec *s, struct artifacts_mark *mark)
+{
+	int dirfd;
+
+	if (s->artifacts == ARTIFACTS_NONE) {
+		/* nothing is collected: the clock alone, no walk */
+		(void)clock_gettime(CLOCK_REALTIME_COARSE, &mark->since);
+		return;
+	}
+	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0 || artifacts_mark(dirfd, mark) < 0)
+		(void)clock_gettime(CLOCK_REALTIME_COARSE, &mark->since);
+	if (dirfd >= 0)
+		close(dirfd);
+}
+
 /* A cell's report to its worker: rep (its end), then what it left: result.json, the files
- * written since, and its value (rep's value_len bytes). */
+ * changed since its mark, and its value (rep's value_len bytes). */
 static void
 session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox_report *rep,
-                    const struct timespec *since, const char *value)
+                    const struct artifacts_mark *mark, const char *value)
 {
 	size_t json_len = 0, artifacts_len = 0;
 	char *json = NULL, *artifacts = NULL;
@@ -1235,7 +1253,7 @@ session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox
 		rep->result_status =
 		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
 		(void)artifacts_collect_since(dirfd, s->manifest, s->manifest_len, s->artifacts,
-		                              since, &artifacts, &artifacts_len);
+		                              mark, &artifacts, &artifacts_len);
 		close(dirfd);
 	} else {
 		rep->result_status = RESULT_OPEN_FAILED;
@@ -1272,7 +1290,7 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 	const char *value = NULL;
 	long long cpu0, interrupt_at = 0;
 	long flt0;
-	struct timespec since;
+	struct artifacts_mark mark = {{0, 0}, NULL, 0};
 	bool over = false, ended = false, too_old = false;
 	int stdin_fd;
 
@@ -1283,7 +1301,7 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 		session_input_free(&in);
 		return true; /* the worker gave it up before it began: nothing ran */
 	}
-	(void)clock_gettime(CLOCK_REALTIME, &since);
+	session_cell_mark(s, &mark);
 	stdin_fd = session_cell_inputs(s, &in);
 	session_input_free(&in);
 	msg = malloc(cap);
@@ -1298,6 +1316,7 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 		rep.result_status = RESULT_NONE;
 		(void)util_write_all(fds[SESSION_FD_REPORT], &rep, sizeof(rep));
 		free(msg);
+		artifacts_mark_free(&mark);
 		return true;
 	}
 	session_prog_use(prog, &cpu0, &flt0);
@@ -1360,7 +1379,8 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 	/* past its lifetime the session ends with the cell, whatever the cell did */
 	over = over || too_old;
 	session_cell_end(prog, over, done.exit_code, cpu0, flt0, &rep);
-	session_cell_report(s, fds, &rep, &since, value);
+	session_cell_report(s, fds, &rep, &mark, value);
+	artifacts_mark_free(&mark);
 	free(msg);
 	return !over;
 }

@@ -291,6 +291,34 @@ rec_each(int sdir, bool (*fn)(int sdir, struct session_rec *rec, void *ctx), voi
 	closedir(d);
 }
 
+struct group_owner {
+	const char *memory_dir;
+	char *id;
+	bool found;
+};
+
+static bool
+owns_group(int sdir, struct session_rec *rec, void *ctx)
+{
+	struct group_owner *g = ctx;
+
+	(void)sdir;
+	if (strcmp(rec->sb.cg.memory, g->memory_dir) != 0)
+		return true;
+	memcpy(g->id, rec->id, SESSION_ID_LEN + 1);
+	g->found = true;
+	return false;
+}
+
+int
+session_of_group(int sdir, const char *memory_dir, char id[SESSION_ID_LEN + 1])
+{
+	struct group_owner g = {memory_dir, id, false};
+
+	rec_each(sdir, owns_group, &g);
+	return g.found ? 0 : -1;
+}
+
 /* What session_reserve() counts of the live sessions: all of them, the asking token's, and
  * the memory their caps hold of the pool's budget. */
 struct live_count {

@@ -130,6 +130,10 @@ int session_find(int sdir, const char *id, const char *auth, struct session_rec 
  */
 void session_file(const char *id, const char *what, char *name, size_t len);
 
+/* The id of the session whose cgroup's memory directory is memory_dir: 0 with id (NUL-ended,
+ * SESSION_ID_LEN digits), or -1 when no record has it. */
+int session_of_group(int sdir, const char *memory_dir, char id[SESSION_ID_LEN + 1]);
+
 /* Whether someone holds session id's lock (an execution, a background one's watcher). */
 bool session_locked(int sdir, const char *id);
 

@@ -2187,6 +2187,20 @@ out:
 	log_set_request_id(NULL);
 }
 
+/* cgroup_name_sessions()'s namer: ctx is the sessions directory's fd; the session's name in
+ * the logs (session_log_name()), never its id */
+static bool
+worker_session_of_group(const char *dir, char *name, size_t len, void *ctx)
+{
+	char found[SESSION_ID_LEN + 1], logname[SESSION_LOG_NAME_LEN + 1];
+
+	if (session_of_group(*(const int *)ctx, dir, found) < 0)
+		return false;
+	session_log_name(found, logname);
+	snprintf(name, len, "%s", logname);
+	return true;
+}
+
 /* What a predecessor that died mid-run left: its run's directory and cgroup. */
 static void
 worker_sweep(const struct worker_config *wc, const char *name, const char *parent)
@@ -2252,6 +2266,8 @@ worker_prepare_run(const struct worker_config *wc, struct run_config *run)
 		return -1;
 	}
 	worker_sweep(wc, name, parent);
+	if (wc->sessions_fd >= 0)
+		cgroup_name_sessions(worker_session_of_group, (void *)&wc->sessions_fd);
 	run->landlock_fd = -1;
 	run->workspace_fd = -1; /* port 8080's runs never see the agent workspace */
 	/* with a mount namespace, init builds each run's ruleset (run->landlock_abi) */

@@ -103,6 +103,111 @@ field(json_t *a, const char *key)
 	return json_string_value(json_object_get(a, key));
 }
 
+/* artifacts_collect_since()'s listing of path after a mark: whether it is listed, and as what */
+static const char *
+listed_since(int dirfd, const struct artifacts_mark *m, const char *path)
+{
+	static char content[64];
+	char *ab = NULL;
+	size_t al = 0;
+	json_t *list;
+	const char *c;
+
+	content[0] = '\0';
+	if (artifacts_collect_since(dirfd, NULL, 0, ARTIFACTS_ALL, m, &ab, &al) < 0)
+		return NULL;
+	list = render(ab, al);
+	c = field(find(list, path), "contentBase64");
+	if (c != NULL)
+		snprintf(content, sizeof(content), "%s", c);
+	json_decref(list);
+	free(ab);
+	return c != NULL ? content : NULL;
+}
+
+/* waits (bounded: 1 s) until the clock that stamps files has passed t: what is stamped after
+ * is later than t, and when t was that clock's, the clock has just ticked */
+static void
+tick_past(const struct timespec *t)
+{
+	struct timespec now, pause = {0, 1000 * 1000};
+
+	for (int i = 0; i < 1000; i++) {
+		(void)clock_gettime(CLOCK_REALTIME_COARSE, &now);
+		if (now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec > t->tv_nsec))
+			return;
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* A session cell's files: a mark, then what changed after it, the moment after it too. */
+static void
+test_marks(void)
+{
+	struct artifacts_mark m;
+	struct timespec future;
+	struct stat st;
+	int found = 0, fresh = 0, kept = 0, dirfd;
+	char name[32], dir[] = "/tmp/codebox-test-marks-XXXXXX", cmd[128];
+	const char *c;
+
+	if (mkdtemp(dir) == NULL || (dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		ok(0, "a directory for the marks");
+		return;
+	}
+
+	/* a file made at once after the mark is the cell's: the kernel stamps it with the coarse
+	 * clock, a tick behind CLOCK_REALTIME, and a fine read as since missed nearly all */
+	for (int i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "made-%03d.txt", i);
+		/* at the start of a tick: the file made below is in the mark's */
+		(void)clock_gettime(CLOCK_REALTIME_COARSE, &future);
+		tick_past(&future);
+		if (artifacts_mark(dirfd, &m) < 0)
+			break;
+		put(dirfd, name, "made", 4);
+		found += listed_since(dirfd, &m, name) != NULL;
+		artifacts_mark_free(&m);
+		(void)unlinkat(dirfd, name, 0);
+	}
+	ok(found == 200, "a file made right after the mark is listed (%d of 200)", found);
+	/* one made just before the mark, in its tick, is not (unless it changes) */
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof(name), "before-%03d.txt", i);
+		put(dirfd, name, "old!", 4);
+		if (artifacts_mark(dirfd, &m) < 0)
+			break;
+		kept += listed_since(dirfd, &m, name) == NULL;
+		put(dirfd, name, "new!", 4); /* rewritten, its size kept, in the same tick */
+		c = listed_since(dirfd, &m, name);
+		fresh += c != NULL && strcmp(c, "bmV3IQ==") == 0;
+		artifacts_mark_free(&m);
+	}
+	ok(kept == 50, "a file made just before the mark is not listed (%d of 50)", kept);
+	ok(fresh == 50, "rewritten after it, its size kept, it is, as it now is (%d of 50)", fresh);
+	/* times a program sets: an earlier file's mtime in the future is not this cell's; a
+	 * file of this cell's dated back is */
+	put(dirfd, "future.txt", "later", 5);
+	(void)clock_gettime(CLOCK_REALTIME, &future);
+	future.tv_sec += 3600;
+	(void)utimensat(dirfd, "future.txt", (struct timespec[2]){future, future}, 0);
+	if (fstatat(dirfd, "future.txt", &st, 0) == 0)
+		tick_past(&st.st_ctim);
+	if (artifacts_mark(dirfd, &m) == 0) {
+		ok(listed_since(dirfd, &m, "future.txt") == NULL,
+		   "an earlier file's mtime in the future does not list it");
+		put(dirfd, "dated.txt", "dated", 5);
+		(void)utimensat(dirfd, "dated.txt", (struct timespec[2]){{1, 0}, {1, 0}}, 0);
+		ok(listed_since(dirfd, &m, "dated.txt") != NULL,
+		   "a file made after the mark, its mtime set to 1970, is listed");
+		artifacts_mark_free(&m);
+	}
+	close(dirfd);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", dir);
+}
+
 int
 main(void)
 {
@@ -424,5 +529,6 @@ main(void)
 	is_str(files_sniff("caf\xe9", 4, false), "application/octet-stream", "Latin-1 is not text");
 	is_str(files_sniff("one line, no newline", 20, false), "text/plain", "one line is text");
 	is_str(files_sniff("a,b\nc\n", 6, false), "text/plain", "ragged commas are not CSV");
+	test_marks();
 	return tap_done();
 }
