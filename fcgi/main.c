@@ -73,7 +73,7 @@ usage(FILE *f)
 	fprintf(f,
 	        "usage: codebox-pool --socket PATH --runs-dir DIR --workers N\n"
 	        "                    [--python PATH] [--socket-user USER | --socket-group GROUP]\n"
-	        "                    [--run-uid-base UID] [--drain-seconds S]\n"
+	        "                    [--run-uid-base UID] [--session-uids S] [--drain-seconds S]\n"
 	        "                    [--agent-workspace-bytes N] [--nginx-busy-log PATH]\n"
 	        "                    [--ceilings NAME=VALUE,...]\n"
 	        "                    [--pool-memory-bytes BYTES] [--probe-cache FILE]\n"
@@ -89,9 +89,12 @@ usage(FILE *f)
 	        "--print-kill-grace-seconds prints how long a run can take past its deadline\n"
 	        "until its reply is written (scripts/check-config.sh), and exits.\n"
 	        "--nginx-busy-log is the file nginx logs its own 429s to (GET /metrics).\n"
-	        "A root pool runs programs as host uids UID..UID+N (default 20000): they must\n"
-	        "be this pool's alone; it refuses to start when a process runs under one or\n"
-	        "another pool holds them. --pool-memory-bytes caps all runs together (0, the\n"
+	        "A root pool runs programs as host uids UID..UID+N (default 20000), port 8888's\n"
+	        "commands as UID+N+1 and each session as one of UID+N+2..UID+N+1+S of its own\n"
+	        "(--session-uids, default 8: at least CODEBOX_MAX_SESSIONS, check-config.sh\n"
+	        "--print-max-sessions): they must be this pool's alone; it refuses to start\n"
+	        "when a process runs under one or another pool holds them.\n"
+	        "--pool-memory-bytes caps all runs together (0, the\n"
 	        "default: 3/4 of the memory of the host or of the pool's container).\n"
 	        "--probe-cache FILE keeps the start-up probe's measure of the promised modules:\n"
 	        "a start that finds their files, and the interpreter's, unchanged imports none.\n");
@@ -264,6 +267,13 @@ runs_dir_claim(const char *dir, char *real, size_t real_len)
 		die("chmod(%s) failed: %s", real, strerror(errno));
 	log_msg(LOG_INFO, "the runs directory %s is not the pool's to chmod: runs live in %s", base,
 	        real);
+}
+
+/* The last of a root pool's host uids: the workers', the probe's, port 8888's, the sessions'. */
+static uid_t
+uid_range_last(const struct pool_config *pc)
+{
+	return pc->run_uid_base + (uid_t)pc->workers + 1 + (uid_t)pc->session_uids;
 }
 
 /*
@@ -512,6 +522,7 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 	    {"python", required_argument, NULL, 'p'},
 	    {"socket-group", required_argument, NULL, 'g'},
 	    {"run-uid-base", required_argument, NULL, 'u'},
+	    {"session-uids", required_argument, NULL, 'S'},
 	    {"drain-seconds", required_argument, NULL, 'd'},
 	    {"agent-workspace-bytes", required_argument, NULL, 'a'},
 	    {"print-agent-timeout-ms", no_argument, NULL, 'T'},
@@ -556,6 +567,10 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 		case 'u':
 			pc->run_uid_base =
 			    (uid_t)parse_long(optarg, "--run-uid-base", 1000, 1L << 30);
+			break;
+		case 'S':
+			pc->session_uids =
+			    (int)parse_long(optarg, "--session-uids", 0, SESSION_UIDS_MAX);
 			break;
 		case 'd':
 			pc->drain_seconds = (int)parse_long(optarg, "--drain-seconds", 1, 3600);
@@ -670,8 +685,12 @@ runs_setup(const char *runs_dir, struct pool_config *pc, char *real, size_t real
 	etc_prepare(pc->worker.runs_dir_fd, real, etc, etc_len);
 	snprintf(pc->worker.sessions_dir, sizeof(pc->worker.sessions_dir), "%s/sessions", real);
 	pc->worker.sessions_fd = session_dir_setup(pc->worker.runs_dir_fd, real, NULL);
-	if (pc->drop_privileges)
-		uid_range_claim(pc->run_uid_base, pc->run_uid_base + (uid_t)pc->workers);
+	if (!pc->drop_privileges)
+		return;
+	uid_range_claim(pc->run_uid_base, uid_range_last(pc));
+	/* each session a uid of its own, above the workers', the probe's and port 8888's */
+	pc->worker.session_uids.first = pc->run_uid_base + (uid_t)pc->workers + 2;
+	pc->worker.session_uids.count = (uint32_t)pc->session_uids;
 }
 
 /*
@@ -685,7 +704,9 @@ layers_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT],
 {
 	iso->root_pool = pc->drop_privileges;
 	iso->uid_first = pc->drop_privileges ? pc->run_uid_base : geteuid();
-	iso->uid_last = pc->drop_privileges ? pc->run_uid_base + (uid_t)pc->workers : geteuid();
+	iso->uid_last = pc->drop_privileges ? uid_range_last(pc) : geteuid();
+	iso->session_uid_first = pc->worker.session_uids.first;
+	iso->session_uid_count = pc->worker.session_uids.count;
 	iso_probe_namespaces(iso, disabled);
 	landlock_probe(iso, disabled[ISO_LANDLOCK]);
 	seccomp_probe(iso, disabled[ISO_SECCOMP], filter);
@@ -793,7 +814,8 @@ main(int argc, char **argv)
 	static struct seccomp_filter filter;
 	static struct cgroup_ctx cg;
 	static char etc[4200], runs_real[4096];
-	struct pool_config pc = {.drain_seconds = 40, .run_uid_base = 20000};
+	struct pool_config pc = {
+	    .drain_seconds = 40, .run_uid_base = 20000, .session_uids = SESSION_DEFAULT_MAX};
 	struct main_options o;
 	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT];
 	char why[1024], summary[768];

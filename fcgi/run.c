@@ -1403,6 +1403,9 @@ run_session_remove(int sb_parent_fd, struct run_session_box *sb)
 {
 	if (sb->cg.active) {
 		sb->cg.oom_fd = -1;
+		/* its uid is given to another session once its record is gone: nothing of this
+		 * one may run under it then */
+		cgroup_run_kill(&sb->cg, "a process left by an ended session");
 		cgroup_run_remove(&sb->cg);
 	}
 	if (sb->dir[0] != '\0') {

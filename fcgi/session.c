@@ -264,26 +264,62 @@ rec_each(int sdir, bool (*fn)(int sdir, struct session_rec *rec, void *ctx), voi
 	closedir(d);
 }
 
+/* What count_live() finds: the live sessions, and the uids of every record left. */
+struct session_census {
+	long live;
+	const struct session_uids *uids;
+	bool used[SESSION_UIDS_MAX];
+};
+
 static bool
 count_live(int sdir, struct session_rec *rec, void *ctx)
 {
-	long *n = ctx;
+	struct session_census *c = ctx;
 	int fd;
 
 	if (rec_alive(sdir, rec)) {
-		(*n)++;
-		return true;
+		c->live++;
+	} else {
+		/* ended: removed under its lock (an execution still reporting holds it, and
+		 * its worker removes it, or the next look does) */
+		fd = rec_open(sdir, rec->id);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			log_msg(LOG_INFO, "session %.8s... ended; removing what it left", rec->id);
+			/* its uid is free again: its cgroup went, every process in it killed */
+			session_remove(sdir, rec);
+			close(fd);
+			return true;
+		}
+		if (fd >= 0)
+			close(fd);
 	}
-	/* ended: removed under its lock (an execution still reporting holds it, and its
-	 * worker removes it, or the next look does) */
-	fd = rec_open(sdir, rec->id);
-	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
-		log_msg(LOG_INFO, "session %.8s... ended; removing what it left", rec->id);
-		session_remove(sdir, rec);
-	}
-	if (fd >= 0)
-		close(fd);
+	/* a record's uid is its session's until the record goes, live or not */
+	if (rec->uid >= c->uids->first && rec->uid - c->uids->first < c->uids->count)
+		c->used[rec->uid - c->uids->first] = true;
 	return true;
+}
+
+/*
+ * A uid of uids that no record holds, the first free one after the last one given (kept in
+ * the directory's lock file, lock_fd), so that a uid just freed is the last to be given
+ * again. Returns it, or 0 when every one is held.
+ */
+static uint32_t
+uid_pick(int lock_fd, const struct session_census *c)
+{
+	uint32_t last = 0, n = c->uids->count;
+
+	if (pread(lock_fd, &last, sizeof(last), 0) != (ssize_t)sizeof(last))
+		last = n - 1; /* none given yet: the first comes first */
+	for (uint32_t i = 1; i <= n; i++) {
+		uint32_t k = (last + i) % n;
+		if (!c->used[k]) {
+			if (pwrite(lock_fd, &k, sizeof(k), 0) != (ssize_t)sizeof(k))
+				log_msg(LOG_WARN, "the sessions' lock file: %s", strerror(errno));
+			return c->uids->first + k;
+		}
+	}
+	return 0;
 }
 
 /* The sessions directory's lock, for counting and reserving: bounded, never a wait without
@@ -308,11 +344,12 @@ dir_lock(int sdir)
 }
 
 int
-session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, int *listen_fd,
-                char *why, size_t why_len)
+session_reserve(int sdir, long max, const struct session_uids *uids, const char *auth,
+                struct session_rec *rec, int *listen_fd, char *why, size_t why_len)
 {
+	static struct session_census census;
 	uint8_t raw[16];
-	long live = 0;
+	uint32_t uid = 0;
 	int lock, fd = -1;
 	char path[128];
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -323,12 +360,24 @@ session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, i
 		snprintf(why, why_len, "the sessions' lock: %s", strerror(errno));
 		return -1;
 	}
-	rec_each(sdir, count_live, &live);
-	if (live >= max) {
+	memset(&census, 0, sizeof(census));
+	census.uids = uids;
+	rec_each(sdir, count_live, &census);
+	if (census.live >= max) {
+		snprintf(why, why_len, "the pod holds its %ld sessions", max);
+		close(lock);
+		return 1;
+	}
+	if (uids->count > 0 && (uid = uid_pick(lock, &census)) == 0) {
+		snprintf(why, why_len,
+		         "all %u of the pool's session uids are held (CODEBOX_MAX_SESSIONS is %ld: "
+		         "start the pool with --session-uids at least that)",
+		         (unsigned)uids->count, max);
 		close(lock);
 		return 1;
 	}
 	memset(rec, 0, sizeof(*rec));
+	rec->uid = uid;
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw) ||
 	    getrandom(rec->salt, sizeof(rec->salt), 0) != (ssize_t)sizeof(rec->salt)) {
 		snprintf(why, why_len, "getrandom(): %s", strerror(errno));

@@ -33,8 +33,23 @@ struct session_rec {
 	uint64_t memory_bytes;
 	uint64_t disk_bytes;
 	uint32_t ready; /* 0 while its box is being built */
+	uint32_t uid;   /* its own host uid (and gid) under a root pool; 0: the worker's */
 	struct run_session_box sb;
 };
+
+/*
+ * A root pool's host uids for sessions: first..first+count-1, each given to one session at a
+ * time (session_reserve()) and free again once its record is removed, so that the kernel's
+ * per-user counters (pipe buffers, queued signals, processes, message queues...) are the
+ * session's own. count 0 (a pool that is not root): sessions run as their worker's uid.
+ */
+struct session_uids {
+	uint32_t first;
+	uint32_t count;
+};
+
+/* the most uids a pool gives its sessions (CODEBOX_MAX_SESSIONS' own bound) */
+#define SESSION_UIDS_MAX 1000
 
 /* The pool's bounds on sessions, from nginx's parameters (codebox-limits.conf). */
 struct session_limits {
@@ -71,11 +86,12 @@ void session_sock_path(int sdir, const char *id, char *path, size_t len);
 
 /*
  * Reserves a session: counts the live ones (removing ended ones) and, when fewer than max,
- * writes rec (a new id, salt and token hash of auth, which may be NULL) as not ready, and
- * binds its socket (*listen_fd). Returns 0, 1 when the pod has max sessions, -1 on error.
+ * writes rec (a new id, salt and token hash of auth, which may be NULL, and a uid of uids that
+ * no other record holds) as not ready, and binds its socket (*listen_fd). Returns 0, 1 when
+ * the pod has max sessions or no free uid (why says which), -1 on error.
  */
-int session_reserve(int sdir, long max, const char *auth, struct session_rec *rec, int *listen_fd,
-                    char *why, size_t why_len);
+int session_reserve(int sdir, long max, const struct session_uids *uids, const char *auth,
+                    struct session_rec *rec, int *listen_fd, char *why, size_t why_len);
 
 /* Writes rec (ready, with its box) over its reservation. Returns 0 or -1. */
 int session_commit(int sdir, const struct session_rec *rec);
