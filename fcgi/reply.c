@@ -283,7 +283,9 @@ reply_isolation_uids(json_t *uid, const struct isolation *iso)
 		return;
 	}
 	for (size_t i = 0; !iso->root_pool && i < sizeof(shared) / sizeof(shared[0]); i++)
-		json_array_append_new(list, json_string(shared[i]));
+		/* a box's share of them is its own limit: none takes another's */
+		if (strcmp(shared[i], "pendingSignals") != 0 || iso->sigpending_share == 0)
+			json_array_append_new(list, json_string(shared[i]));
 	json_object_set_new(uid, "perWorker", json_boolean(iso->root_pool));
 	json_object_set_new(uid, "perSession", json_boolean(own));
 	json_object_set_new(uid, "sessionsFirst",
@@ -293,6 +295,10 @@ reply_isolation_uids(json_t *uid, const struct isolation *iso)
 	    own ? json_integer((json_int_t)(iso->session_uid_first + iso->session_uid_count - 1))
 	        : json_null());
 	json_object_set_new(uid, "sharedCounters", list);
+	json_object_set_new(uid, "pendingSignalsPerBox",
+	                    iso->sigpending_share > 0
+	                        ? json_integer((json_int_t)iso->sigpending_share)
+	                        : json_null());
 }
 
 char *

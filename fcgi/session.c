@@ -371,7 +371,7 @@ session_reserve(int sdir, long max, const struct session_uids *uids, const char 
 	if (uids->count > 0 && (uid = uid_pick(lock, &census)) == 0) {
 		snprintf(why, why_len,
 		         "all %u of the pool's session uids are held (CODEBOX_MAX_SESSIONS is %ld: "
-		         "start the pool with --session-uids at least that)",
+		         "start the pool with --max-sessions at least that)",
 		         (unsigned)uids->count, max);
 		close(lock);
 		return 1;

@@ -74,7 +74,7 @@ Checks the invariants between nginx's limits, its timeouts and the pool size.
   --print-pool-memory-bytes
                    print CODEBOX_POOL_MEMORY_BYTES (for codebox-pool --pool-memory-bytes)
   --print-max-sessions
-                   print CODEBOX_MAX_SESSIONS (for codebox-pool --session-uids: a root
+                   print CODEBOX_MAX_SESSIONS (for codebox-pool --max-sessions: a root
                    pool gives each session a host uid of its own), after the numbers above
   --cpu-limit MILLICORES
                    warn when the concurrent runs' CPU quotas add up to more than this (the

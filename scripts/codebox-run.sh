@@ -227,7 +227,7 @@ fi
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
 	--drain-seconds "$drain" --agent-workspace-bytes "$agent_bytes"
 	--nginx-busy-log "$rundir/counters/nginx-429.log" --ceilings "$ceilings"
-	--pool-memory-bytes "$pool_memory" --session-uids "$max_sessions")
+	--pool-memory-bytes "$pool_memory" --max-sessions "$max_sessions")
 if [[ -n $uid_base ]]; then
 	pool_args+=(--run-uid-base "$uid_base")
 fi

@@ -199,11 +199,51 @@ session_pids() {
 	sleeper=$!
 	wait_for "the process under the range" 50 pgrep -u "$uid" sleep
 	run timeout 30 "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --socket "$dir/s.sock" \
-		--runs-dir "$dir/runs" --workers 2 --run-uid-base "$base" --session-uids 8
+		--runs-dir "$dir/runs" --workers 2 --run-uid-base "$base" --max-sessions 8
 	kill "$sleeper"
 	wait "$sleeper" || true
 	assert_failure 1
 	assert_output --partial "already runs as uid $uid"
 	assert [ ! -e "$dir/s.sock" ]
 	rm -rf "$dir"
+}
+
+@test "tenancy: a pool that is not root gives each box its share of its uid's queued signals, and says what its boxes share" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	[[ $EUID -eq 0 ]] || skip "needs root to switch to an unprivileged uid"
+	[[ -z ${CODEBOX_BASE:-} ]] || skip "an external stack"
+	local a i out queued conf
+	# the config where uid 65534 can read it (bats' own directories are root's alone)
+	conf="$TOKENS_DIR/conf"
+	cp -r "$(conf_variant 's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  *20;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  4;/')" "$conf"
+	chmod -R a+rX "$conf"
+	STACK_USER=65534 stack_start --auth-tokens "$TOKENS_DIR/tokens" --conf-dir "$conf"
+	session_of "$TOKEN_A"
+	a=$sid
+	as "$TOKEN_A" POST "/sessions/$a/execute" "$(body_of quota-fill.py)"
+	assert_equal "$code" 200
+	run -0 jq -r '.value' <<<"$reply"
+	queued=$(tr -d '()' <<<"$output" | cut -d, -f3 | tr -d ' ')
+	((queued > 0))
+	# B's runs and session each queue their 8 signals (the pipe buffers stay the uid's: not
+	# checked, and said below)
+	for ((i = 0; i < 15; i++)); do
+		as "$TOKEN_B" POST /execute "$(body_of quota-check.py)"
+		assert_equal "$code" 200
+		out=$(field .stdout)
+		assert_equal "$(cut -d' ' -f3 <<<"$out")" 8
+	done
+	session_of "$TOKEN_B"
+	as "$TOKEN_B" POST "/sessions/$sid/execute" "$(body_of quota-check.py)"
+	assert_equal "$(field .stdout | cut -d' ' -f3)" 8
+	# A's session lives on
+	as "$TOKEN_A" POST "/sessions/$a/execute" '{"code":"len(held)"}'
+	assert_equal "$code" 200
+	# /isolation: A's session queued exactly its share; what the boxes share is named
+	as "$TOKEN_A" GET /isolation
+	assert_equal "$(field .uid.rootPool)" false
+	assert_equal "$(field .uid.perSession)" false
+	assert_equal "$(field .uid.pendingSignalsPerBox)" "$queued"
+	assert_equal "$(jq -c .uid.sharedCounters <<<"$reply")" '["pipeBuffers","processes","messageQueues","lockedMemory"]'
+	answers_42 -H "Authorization: Bearer $TOKEN_B"
 }
