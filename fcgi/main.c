@@ -896,7 +896,9 @@ main(int argc, char **argv)
 	        probe.modules[0].version,
 	        probe.cached ? "as the probe cache measured them (no file of theirs changed)"
 	                     : "each imported",
-	        pc.drop_privileges ? "per-worker uids" : "the pool's uid");
+	        pc.drop_privileges     ? "per-worker uids, and a uid per session"
+	        : iso.sigpending_share ? "the pool's uid, a share of its queued signals per sandbox"
+	                               : "the pool's uid");
 
 	agent_setup(&pc, &iso, o.agent_bytes);
 	records_setup(&pc, o.busy_log);

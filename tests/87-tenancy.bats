@@ -3,7 +3,9 @@
 # resources per host uid, not per process or cgroup (pipe buffers, queued realtime signals,
 # processes, message queues...). Under a root pool every session runs as a host uid of its own,
 # which no run and no other session uses while it lives, so that a tenant's session that fills
-# those counters degrades nobody else's work. Two bearer tokens, A and B, as two tenants.
+# those counters degrades nobody else's work; a pool that is not root (one uid) gives each box
+# its share of the queued signals, and says which counters its boxes still share. Two bearer
+# tokens, A and B, as two tenants.
 
 load helpers/stack
 
