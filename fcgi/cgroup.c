@@ -673,6 +673,16 @@ kill_group(const char *dir, const char *why)
 	}
 }
 
+void
+cgroup_run_kill(const struct cgroup_run *run, const char *why)
+{
+	if (!run->active)
+		return;
+	kill_group(run->memory, why);
+	if (strcmp(run->pids, run->memory) != 0)
+		kill_group(run->pids, why);
+}
+
 static void
 sweep_dir(const char *parent, const char *prefix)
 {

@@ -118,6 +118,10 @@ void cgroup_sweep(const struct cgroup_ctx *ctx, const char *prefix);
 /* Removes the run's group; every process in it must be dead. */
 void cgroup_run_remove(struct cgroup_run *run);
 
+/* SIGKILLs whatever still runs in the group (an ended session's leftovers: nothing may run
+ * under its uid once the uid is free again); why names them in a failed kill's log line. */
+void cgroup_run_kill(const struct cgroup_run *run, const char *why);
+
 /* v1: gives the kernel's OOM killer back to the group (a session's, which no worker watches
  * between its executions: the killer, not a frozen group, ends it). Returns 0 or -1. */
 int cgroup_run_kernel_oom(const struct cgroup_run *run);

@@ -40,6 +40,9 @@ struct isolation {
 	bool root_pool;  /* runs get per-worker host uids */
 	uid_t uid_first; /* host uids runs execute as */
 	uid_t uid_last;
+	uid_t session_uid_first;        /* a root pool's: each session one of its own from here */
+	unsigned session_uid_count;     /* 0: sessions run as their worker's uid */
+	unsigned long sigpending_share; /* a non-root pool's RLIMIT_SIGPENDING per box; 0: none */
 };
 
 /* "userns", "pidns", ... ; NULL for an unknown value. */

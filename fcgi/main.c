@@ -45,6 +45,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -73,7 +74,7 @@ usage(FILE *f)
 	fprintf(f,
 	        "usage: codebox-pool --socket PATH --runs-dir DIR --workers N\n"
 	        "                    [--python PATH] [--socket-user USER | --socket-group GROUP]\n"
-	        "                    [--run-uid-base UID] [--drain-seconds S]\n"
+	        "                    [--run-uid-base UID] [--max-sessions S] [--drain-seconds S]\n"
 	        "                    [--agent-workspace-bytes N] [--nginx-busy-log PATH]\n"
 	        "                    [--ceilings NAME=VALUE,...]\n"
 	        "                    [--pool-memory-bytes BYTES] [--probe-cache FILE]\n"
@@ -89,10 +90,15 @@ usage(FILE *f)
 	        "--print-kill-grace-seconds prints how long a run can take past its deadline\n"
 	        "until its reply is written (scripts/check-config.sh), and exits.\n"
 	        "--nginx-busy-log is the file nginx logs its own 429s to (GET /metrics).\n"
-	        "A root pool runs programs as host uids UID..UID+N (default 20000): they must\n"
-	        "be this pool's alone; it refuses to start when a process runs under one or\n"
-	        "another pool holds them. --pool-memory-bytes caps all runs together (0, the\n"
-	        "default: 3/4 of the memory of the host or of the pool's container).\n"
+	        "A root pool runs programs as host uids UID..UID+N (default 20000), port 8888's\n"
+	        "commands as UID+N+1 and each session as one of UID+N+2..UID+N+1+S of its own\n"
+	        "(--max-sessions, default 8: CODEBOX_MAX_SESSIONS, check-config.sh\n"
+	        "--print-max-sessions): they must be this pool's alone; it refuses to start\n"
+	        "when a process runs under one or another pool holds them. A pool that is not\n"
+	        "root gives each sandbox (N workers' runs, S sessions) its share of the\n"
+	        "signals the kernel queues for its uid (RLIMIT_SIGPENDING).\n"
+	        "--pool-memory-bytes caps all runs together (0, the default: 3/4 of the memory\n"
+	        "of the host or of the pool's container).\n"
 	        "--probe-cache FILE keeps the start-up probe's measure of the promised modules:\n"
 	        "a start that finds their files, and the interpreter's, unchanged imports none.\n");
 }
@@ -264,6 +270,33 @@ runs_dir_claim(const char *dir, char *real, size_t real_len)
 		die("chmod(%s) failed: %s", real, strerror(errno));
 	log_msg(LOG_INFO, "the runs directory %s is not the pool's to chmod: runs live in %s", base,
 	        real);
+}
+
+/* The last of a root pool's host uids: the workers', the probe's, port 8888's, the sessions'. */
+static uid_t
+uid_range_last(const struct pool_config *pc)
+{
+	return pc->run_uid_base + (uid_t)pc->workers + 1 + (uid_t)pc->max_sessions;
+}
+
+/*
+ * A non-root pool's runs and sessions share its one host uid, and the kernel charges the
+ * signals queued in each box's user namespace to that uid too, against the pool's own
+ * RLIMIT_SIGPENDING (measured on 6.18: one box that queued until refused left the others
+ * none). Each box gets 1/(workers + sessions + 2) of it as its own limit (the probe's and the
+ * pool's own shares the two more), so that no box can take another's; 0 under a root pool
+ * (a uid each) or without a finite limit.
+ */
+static unsigned long
+sigpending_share(const struct pool_config *pc)
+{
+	struct rlimit rl;
+	unsigned long boxes = (unsigned long)pc->workers + (unsigned long)pc->max_sessions + 2;
+
+	if (pc->drop_privileges || getrlimit(RLIMIT_SIGPENDING, &rl) < 0 ||
+	    rl.rlim_cur == RLIM_INFINITY)
+		return 0;
+	return rl.rlim_cur / boxes > 0 ? (unsigned long)(rl.rlim_cur / boxes) : 1;
 }
 
 /*
@@ -517,6 +550,7 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 	    {"python", required_argument, NULL, 'p'},
 	    {"socket-group", required_argument, NULL, 'g'},
 	    {"run-uid-base", required_argument, NULL, 'u'},
+	    {"max-sessions", required_argument, NULL, 'S'},
 	    {"drain-seconds", required_argument, NULL, 'd'},
 	    {"agent-workspace-bytes", required_argument, NULL, 'a'},
 	    {"print-agent-timeout-ms", no_argument, NULL, 'T'},
@@ -561,6 +595,10 @@ options_parse(int argc, char **argv, struct main_options *o, struct pool_config 
 		case 'u':
 			pc->run_uid_base =
 			    (uid_t)parse_long(optarg, "--run-uid-base", 1000, 1L << 30);
+			break;
+		case 'S':
+			pc->max_sessions =
+			    (int)parse_long(optarg, "--max-sessions", 0, SESSION_UIDS_MAX);
 			break;
 		case 'd':
 			pc->drain_seconds = (int)parse_long(optarg, "--drain-seconds", 1, 3600);
@@ -675,8 +713,12 @@ runs_setup(const char *runs_dir, struct pool_config *pc, char *real, size_t real
 	etc_prepare(pc->worker.runs_dir_fd, real, etc, etc_len);
 	snprintf(pc->worker.sessions_dir, sizeof(pc->worker.sessions_dir), "%s/sessions", real);
 	pc->worker.sessions_fd = session_dir_setup(pc->worker.runs_dir_fd, real, NULL);
-	if (pc->drop_privileges)
-		uid_range_claim(pc->run_uid_base, pc->run_uid_base + (uid_t)pc->workers);
+	if (!pc->drop_privileges)
+		return;
+	uid_range_claim(pc->run_uid_base, uid_range_last(pc));
+	/* each session a uid of its own, above the workers', the probe's and port 8888's */
+	pc->worker.session_uids.first = pc->run_uid_base + (uid_t)pc->workers + 2;
+	pc->worker.session_uids.count = (uint32_t)pc->max_sessions;
 }
 
 /*
@@ -690,7 +732,10 @@ layers_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT],
 {
 	iso->root_pool = pc->drop_privileges;
 	iso->uid_first = pc->drop_privileges ? pc->run_uid_base : geteuid();
-	iso->uid_last = pc->drop_privileges ? pc->run_uid_base + (uid_t)pc->workers : geteuid();
+	iso->uid_last = pc->drop_privileges ? uid_range_last(pc) : geteuid();
+	iso->session_uid_first = pc->worker.session_uids.first;
+	iso->session_uid_count = pc->worker.session_uids.count;
+	iso->sigpending_share = sigpending_share(pc);
 	iso_probe_namespaces(iso, disabled);
 	landlock_probe(iso, disabled[ISO_LANDLOCK]);
 	seccomp_probe(iso, disabled[ISO_SECCOMP], filter);
@@ -798,7 +843,8 @@ main(int argc, char **argv)
 	static struct seccomp_filter filter;
 	static struct cgroup_ctx cg;
 	static char etc[4200], runs_real[4096];
-	struct pool_config pc = {.drain_seconds = 40, .run_uid_base = 20000};
+	struct pool_config pc = {
+	    .drain_seconds = 40, .run_uid_base = 20000, .max_sessions = SESSION_DEFAULT_MAX};
 	struct main_options o;
 	bool disabled[ISO_LAYER_COUNT], required[ISO_LAYER_COUNT];
 	char why[1024], summary[768];
@@ -838,6 +884,7 @@ main(int argc, char **argv)
 	layers_probe(&iso, disabled, &pc, &filter, &cg, o.pool_memory_bytes);
 	pc.worker.run.python = o.python;
 	pc.worker.run.drop_privileges = pc.drop_privileges;
+	pc.worker.run.sigpending = iso.sigpending_share;
 	pc.worker.run.run_uid = pc.run_uid_base + (uid_t)pc.workers; /* the probe's own uid */
 	pc.worker.run.run_gid = (gid_t)pc.worker.run.run_uid;
 	/* a directory fd: the runs' /etc is copied from it, and its path (in the runtime
@@ -857,7 +904,9 @@ main(int argc, char **argv)
 	        probe.modules[0].version,
 	        probe.cached ? "as the probe cache measured them (no file of theirs changed)"
 	                     : "each imported",
-	        pc.drop_privileges ? "per-worker uids" : "the pool's uid");
+	        pc.drop_privileges     ? "per-worker uids, and a uid per session"
+	        : iso.sigpending_share ? "the pool's uid, a share of its queued signals per sandbox"
+	                               : "the pool's uid");
 
 	agent_setup(&pc, &iso, o.agent_bytes);
 	records_setup(&pc, o.busy_log);

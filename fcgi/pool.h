@@ -11,7 +11,8 @@ struct pool_config {
 	int workers;       /* N >= the admitted concurrency */
 	int drain_seconds; /* how long in-flight runs may take to finish on shutdown */
 	bool drop_privileges;
-	uid_t run_uid_base;          /* worker i runs programs as run_uid_base + i */
+	uid_t run_uid_base; /* worker i runs programs as run_uid_base + i */
+	int max_sessions;   /* --max-sessions: root, a host uid each; else a share of signals */
 	const char *socket_path;     /* removed when stopping starts, so nothing new connects */
 	struct worker_config worker; /* template; index and run uid are set per worker */
 	struct warm_settings warm;   /* warm interpreters (warm.c; the zygote: zygote.c) */

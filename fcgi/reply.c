@@ -264,6 +264,43 @@ reply_capabilities(const struct probe_info *info, const struct limits *l, bool f
 	return dump_doc(doc, len);
 }
 
+/*
+ * /isolation's uid: whether a session has a host uid of its own (a root pool's), and the
+ * per-user kernel counters that runs and sessions share when they do not (the pool's one uid:
+ * the user namespace counts some per namespace, but charges them to the host uid too, DESIGN.md
+ * "The isolation layers").
+ */
+static void
+reply_isolation_uids(json_t *uid, const struct isolation *iso)
+{
+	static const char *const shared[] = {"pipeBuffers", "pendingSignals", "processes",
+	                                     "messageQueues", "lockedMemory"};
+	bool own = iso->root_pool && iso->session_uid_count > 0;
+	json_t *list = json_array();
+
+	if (uid == NULL || list == NULL) {
+		json_decref(list);
+		return;
+	}
+	for (size_t i = 0; !iso->root_pool && i < sizeof(shared) / sizeof(shared[0]); i++)
+		/* a box's share of them is its own limit: none takes another's */
+		if (strcmp(shared[i], "pendingSignals") != 0 || iso->sigpending_share == 0)
+			json_array_append_new(list, json_string(shared[i]));
+	json_object_set_new(uid, "perWorker", json_boolean(iso->root_pool));
+	json_object_set_new(uid, "perSession", json_boolean(own));
+	json_object_set_new(uid, "sessionsFirst",
+	                    own ? json_integer((json_int_t)iso->session_uid_first) : json_null());
+	json_object_set_new(
+	    uid, "sessionsLast",
+	    own ? json_integer((json_int_t)(iso->session_uid_first + iso->session_uid_count - 1))
+	        : json_null());
+	json_object_set_new(uid, "sharedCounters", list);
+	json_object_set_new(uid, "pendingSignalsPerBox",
+	                    iso->sigpending_share > 0
+	                        ? json_integer((json_int_t)iso->sigpending_share)
+	                        : json_null());
+}
+
 char *
 reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
                 const char *warm_start, unsigned long long workspace_bytes,
@@ -316,6 +353,7 @@ reply_isolation(const struct isolation *iso, const struct limits *l, bool warm,
 		                    warm && warm_start != NULL ? json_string(warm_start)
 		                                               : json_null());
 		json_object_set_new(doc, "sessions", sessions != NULL ? sessions : json_null());
+		reply_isolation_uids(json_object_get(doc, "uid"), iso);
 	} else
 		json_decref(sessions);
 	return dump_doc(doc, len);

@@ -636,6 +636,7 @@ send_request(struct run_box *box, const struct run_spec *spec, const struct run_
 	             : spec->artifacts == ARTIFACTS_IMAGES ? SANDBOX_WANT_IMAGES
 	                                                   : 0,
 	    .nproc = cfg->nproc_rlimit ? spec->caps.max_processes : 0,
+	    .sigpending = cfg->sigpending,
 	    .fsize_bytes = spec->caps.disk_bytes,
 	    /* warm: the template's own address space is shared, not the run's */
 	    .as_bytes = cfg->cgroup == NULL ? spec->caps.memory_bytes + box->as_base_bytes : 0,
@@ -1403,6 +1404,9 @@ run_session_remove(int sb_parent_fd, struct run_session_box *sb)
 {
 	if (sb->cg.active) {
 		sb->cg.oom_fd = -1;
+		/* its uid is given to another session once its record is gone: nothing of this
+		 * one may run under it then */
+		cgroup_run_kill(&sb->cg, "a process left by an ended session");
 		cgroup_run_remove(&sb->cg);
 	}
 	if (sb->dir[0] != '\0') {

@@ -33,6 +33,9 @@ struct run_config {
 	const struct seccomp_filter *seccomp; /* NULL: none */
 	const struct cgroup_ctx *cgroup;      /* NULL: caps by rlimits */
 	bool nproc_rlimit; /* RLIMIT_NPROC counts this run alone (own uid or own userns) */
+	/* a non-root pool's: each box's RLIMIT_SIGPENDING, its share of the signals the kernel
+	 * queues for the pool's one host uid (0: inherited) */
+	unsigned long sigpending;
 	/* -1; else an agent run (port 8888): /bin/sh -c in this workspace at /app (workspace.h)
 	 * instead of python3 main.py; needs a mount namespace */
 	int workspace_fd;

@@ -30,7 +30,8 @@
  *   parent death  PR_SET_PDEATHSIG after the uid change (which clears it), then a check that the
  *                 parent did not die in between
  *   rlimits       no core files; nofile; fsize (disk); nproc (processes, counted per user
- *                 namespace); CPU time as a backstop; address space when no cgroup caps memory
+ *                 namespace); a non-root pool's share of its uid's queued signals (sigpending);
+ *                 CPU time as a backstop; address space when no cgroup caps memory
  *   oom score     1000, so the kernel's OOM killer takes a run before nginx or a worker
  *   no_new_privs  required by Landlock and seccomp, and no setuid binary can give privileges back
  *   landlock      read-only system, read-write run directory, no TCP, scoped signals
@@ -281,6 +282,7 @@ sandbox_read_request(int fd, struct sandbox_spec *s, struct sandbox_input *in)
 	in->input_len = req.stdin_len;
 	in->files_len = req.files_len;
 	s->nproc = (unsigned long)req.nproc;
+	s->sigpending = (unsigned long)req.sigpending;
 	s->fsize_bytes = req.fsize_bytes;
 	s->as_bytes = req.as_bytes;
 	s->as_exec_bytes = req.as_exec_bytes;
@@ -519,6 +521,8 @@ confine_rlimits(const struct sandbox_confine *c)
 	if (s->fsize_bytes && set_limit(RLIMIT_FSIZE, s->fsize_bytes, s->fsize_bytes) < 0)
 		return -1;
 	if (s->nproc && set_limit(RLIMIT_NPROC, s->nproc, s->nproc) < 0)
+		return -1;
+	if (s->sigpending && set_limit(RLIMIT_SIGPENDING, s->sigpending, s->sigpending) < 0)
 		return -1;
 	if (s->as_bytes && set_limit(RLIMIT_AS, s->as_bytes, s->as_bytes) < 0)
 		return -1;

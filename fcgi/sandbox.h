@@ -88,6 +88,7 @@ struct sandbox_request {
 	/* a session's creation (SANDBOX_SESSION): its bounds, enforced by its init */
 	uint32_t session_idle_seconds;
 	uint32_t session_life_seconds;
+	uint64_t sigpending; /* RLIMIT_SIGPENDING, 0: not set */
 };
 
 /* init collects the run's files (files.h) and reports them after result.json: every one, or
@@ -138,6 +139,7 @@ struct sandbox_spec {
 	long cpu_limit_seconds;
 	unsigned long long fsize_bytes;
 	unsigned long nproc;              /* 0: not set */
+	unsigned long sigpending;         /* 0: not set */
 	unsigned long long as_bytes;      /* 0: not set */
 	unsigned long long as_exec_bytes; /* warm: RLIMIT_AS once the program execs */
 	unsigned long nofile;

@@ -319,42 +319,74 @@ session_of_group(int sdir, const char *memory_dir, char id[SESSION_ID_LEN + 1])
 	return g.found ? 0 : -1;
 }
 
-/* What session_reserve() counts of the live sessions: all of them, the asking token's, and
- * the memory their caps hold of the pool's budget. */
-struct live_count {
+/* What count_live() finds for session_reserve(): the live sessions (all of them, the asking
+ * token's, the memory their caps hold of the pool's budget), and the uids of every record
+ * left. */
+struct session_census {
 	const char *auth;
-	long all;
+	long live;
 	long token;
 	unsigned long long memory_bytes;
+	const struct session_uids *uids;
+	bool used[SESSION_UIDS_MAX];
 };
 
 static bool
 count_live(int sdir, struct session_rec *rec, void *ctx)
 {
-	struct live_count *n = ctx;
+	struct session_census *c = ctx;
 	uint64_t h[2];
 	int fd;
 
 	if (rec_alive(sdir, rec)) {
-		n->all++;
-		n->memory_bytes += rec->memory_bytes;
-		token_hash(rec->salt, n->auth, h);
+		c->live++;
+		c->memory_bytes += rec->memory_bytes;
+		token_hash(rec->salt, c->auth, h);
 		if (h[0] != 0 && h[0] == rec->token_hash[0] && h[1] == rec->token_hash[1])
-			n->token++;
-		return true;
+			c->token++;
+	} else {
+		/* ended: removed under its lock (an execution still reporting holds it, and
+		 * its worker removes it, or the next look does) */
+		fd = rec_open(sdir, rec->id);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			char name[SESSION_LOG_NAME_LEN + 1];
+			session_log_name(rec->id, name);
+			log_msg(LOG_INFO, "session %s ended; removing what it left", name);
+			/* its uid is free again: its cgroup went, every process in it killed */
+			session_remove(sdir, rec);
+			close(fd);
+			return true;
+		}
+		if (fd >= 0)
+			close(fd);
 	}
-	/* ended: removed under its lock (an execution still reporting holds it, and its
-	 * worker removes it, or the next look does) */
-	fd = rec_open(sdir, rec->id);
-	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
-		char name[SESSION_LOG_NAME_LEN + 1];
-		session_log_name(rec->id, name);
-		log_msg(LOG_INFO, "session %s ended; removing what it left", name);
-		session_remove(sdir, rec);
-	}
-	if (fd >= 0)
-		close(fd);
+	/* a record's uid is its session's until the record goes, live or not */
+	if (rec->uid >= c->uids->first && rec->uid - c->uids->first < c->uids->count)
+		c->used[rec->uid - c->uids->first] = true;
 	return true;
+}
+
+/*
+ * A uid of uids that no record holds, the first free one after the last one given (kept in
+ * the directory's lock file, lock_fd), so that a uid just freed is the last to be given
+ * again. Returns it, or 0 when every one is held.
+ */
+static uint32_t
+uid_pick(int lock_fd, const struct session_census *c)
+{
+	uint32_t last = 0, n = c->uids->count;
+
+	if (pread(lock_fd, &last, sizeof(last), 0) != (ssize_t)sizeof(last))
+		last = n - 1; /* none given yet: the first comes first */
+	for (uint32_t i = 1; i <= n; i++) {
+		uint32_t k = (last + i) % n;
+		if (!c->used[k]) {
+			if (pwrite(lock_fd, &k, sizeof(k), 0) != (ssize_t)sizeof(k))
+				log_msg(LOG_WARN, "the sessions' lock file: %s", strerror(errno));
+			return c->uids->first + k;
+		}
+	}
+	return 0;
 }
 
 /* The sessions directory's lock, for counting and reserving: bounded, never a wait without
@@ -382,8 +414,9 @@ int
 session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec, int *listen_fd,
                 char *why, size_t why_len)
 {
+	static struct session_census census;
 	uint8_t raw[16];
-	struct live_count live = {.auth = ask->auth};
+	uint32_t uid = 0;
 	int lock, fd = -1;
 	char path[128];
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -394,18 +427,34 @@ session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec
 		snprintf(why, why_len, "the sessions' lock: %s", strerror(errno));
 		return -1;
 	}
-	rec_each(sdir, count_live, &live);
+	memset(&census, 0, sizeof(census));
+	census.auth = ask->auth;
+	census.uids = ask->uids;
+	rec_each(sdir, count_live, &census);
 	/* the token's own share first: closing one of its sessions is what it can do */
-	if (ask->per_token > 0 && live.token >= ask->per_token) {
+	if (ask->per_token > 0 && census.token >= ask->per_token) {
 		close(lock);
 		return SESSION_FULL_TENANT;
 	}
-	if (live.all >= ask->max ||
-	    (ask->budget_bytes > 0 && live.memory_bytes + ask->memory_bytes > ask->budget_bytes)) {
+	if (census.live >= ask->max) {
+		snprintf(why, why_len, "the pod holds its %ld sessions", ask->max);
 		close(lock);
-		return live.all >= ask->max ? SESSION_FULL : SESSION_FULL_MEMORY;
+		return SESSION_FULL;
+	}
+	if (ask->budget_bytes > 0 && census.memory_bytes + ask->memory_bytes > ask->budget_bytes) {
+		close(lock);
+		return SESSION_FULL_MEMORY;
+	}
+	if (ask->uids->count > 0 && (uid = uid_pick(lock, &census)) == 0) {
+		snprintf(why, why_len,
+		         "all %u of the pool's session uids are held (CODEBOX_MAX_SESSIONS is %ld: "
+		         "start the pool with --max-sessions at least that)",
+		         (unsigned)ask->uids->count, ask->max);
+		close(lock);
+		return SESSION_FULL;
 	}
 	memset(rec, 0, sizeof(*rec));
+	rec->uid = uid;
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw) ||
 	    getrandom(rec->salt, sizeof(rec->salt), 0) != (ssize_t)sizeof(rec->salt)) {
 		snprintf(why, why_len, "getrandom(): %s", strerror(errno));

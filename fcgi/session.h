@@ -33,8 +33,23 @@ struct session_rec {
 	uint64_t memory_bytes;
 	uint64_t disk_bytes;
 	uint32_t ready; /* 0 while its box is being built */
+	uint32_t uid;   /* its own host uid (and gid) under a root pool; 0: the worker's */
 	struct run_session_box sb;
 };
+
+/*
+ * A root pool's host uids for sessions: first..first+count-1, each given to one session at a
+ * time (session_reserve()) and free again once its record is removed, so that the kernel's
+ * per-user counters (pipe buffers, queued signals, processes, message queues...) are the
+ * session's own. count 0 (a pool that is not root): sessions run as their worker's uid.
+ */
+struct session_uids {
+	uint32_t first;
+	uint32_t count;
+};
+
+/* the most uids a pool gives its sessions (CODEBOX_MAX_SESSIONS' own bound) */
+#define SESSION_UIDS_MAX 1000
 
 /* The pool's bounds on sessions, from nginx's parameters (codebox-limits.conf). */
 struct session_limits {
@@ -90,6 +105,7 @@ struct session_ask {
 	long max;                        /* sessions per pod */
 	long per_token;                  /* sessions per token (auth); 0: no such cap */
 	const char *auth;                /* the token's id, or NULL (no token: no per-token cap) */
+	const struct session_uids *uids; /* the pool's uids for sessions (count 0: none) */
 	unsigned long long memory_bytes; /* the session's memory cap */
 	unsigned long long budget_bytes; /* the pool's memory budget; 0: none */
 };
@@ -104,10 +120,12 @@ enum session_full {
 
 /*
  * Reserves a session: counts the live ones (removing ended ones) and, when ask fits (fewer
- * than ask->max in all, fewer than ask->per_token of ask->auth's, and the memory caps of all
- * of them with this one's within ask->budget_bytes), writes rec (a new id, salt and token
- * hash of auth, its memory cap: held of the budget from now on) as not ready, and binds its
- * socket (*listen_fd). Returns 0, a session_full when it does not fit, -1 on error.
+ * than ask->max in all, fewer than ask->per_token of ask->auth's, the memory caps of all of
+ * them with this one's within ask->budget_bytes, and a uid of ask->uids that no other record
+ * holds), writes rec (a new id, salt and token hash of auth, its memory cap: held of the
+ * budget from now on, its uid) as not ready, and binds its socket (*listen_fd). Returns 0, a
+ * session_full when it does not fit (SESSION_FULL with why set when no uid is free), -1 on
+ * error.
  */
 int session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec,
                     int *listen_fd, char *why, size_t why_len);

@@ -560,11 +560,13 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	const struct worker_config *wc = w->wc;
 	char why[512], path[128];
 	struct run_spec spec;
+	struct run_config scfg;
 	int listen_fd, rc;
 	const struct session_ask ask = {
 	    .max = w->sl.max_sessions,
 	    .per_token = w->sl.max_per_token,
 	    .auth = auth,
+	    .uids = &wc->session_uids,
 	    .memory_bytes = memory_bytes > 0 ? memory_bytes : w->l.memory_bytes,
 	    .budget_bytes = wc->iso->on[ISO_POOLMEMORY] ? wc->iso->pool_memory_bytes : 0};
 
@@ -579,15 +581,24 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	case SLOTS_STUCK:
 		return WORKER_START_STUCK;
 	}
+	why[0] = '\0';
 	rc = session_reserve(wc->sessions_fd, &ask, rec, &listen_fd, why, sizeof(why));
 	if (rc != 0) {
 		slots_release(wc->slots, wc->index);
 		if (rc < 0)
 			log_msg(LOG_ERROR, "session: %s", why);
+		else if (why[0] != '\0' && wc->session_uids.count < (uint32_t)w->sl.max_sessions)
+			log_msg(LOG_WARN, "session refused: %s", why); /* the operator's to fix */
 		return rc == SESSION_FULL          ? WORKER_START_FULL
 		       : rc == SESSION_FULL_TENANT ? WORKER_START_TENANT
 		       : rc == SESSION_FULL_MEMORY ? WORKER_START_MEMORY
 		                                   : WORKER_START_FAILED;
+	}
+	/* its box, directory, tmpfs and cells under its own host uid (a root pool's) */
+	scfg = *w->run;
+	if (rec->uid != 0) {
+		scfg.run_uid = rec->uid;
+		scfg.run_gid = (gid_t)rec->uid;
 	}
 	spec = run_spec_from_limits(&w->l, "", 0, w->l.execution_timeout_seconds * 1000L, -1);
 	spec.caps.memory_bytes = ask.memory_bytes;
@@ -601,7 +612,7 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	rec->life_seconds = life;
 	rec->disk_bytes = w->l.disk_bytes;
 	session_sock_path(wc->sessions_fd, rec->id, path, sizeof(path));
-	rc = run_session_create(w->run, &spec, listen_fd, path, wc->sessions_fd, wc->sessions_dir,
+	rc = run_session_create(&scfg, &spec, listen_fd, path, wc->sessions_fd, wc->sessions_dir,
 	                        &rec->sb, why, sizeof(why));
 	close(listen_fd);
 	slots_release(wc->slots, wc->index);

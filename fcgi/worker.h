@@ -12,6 +12,7 @@
 #include "limits.h"
 #include "probe.h"
 #include "run.h"
+#include "session.h"
 
 struct slots;
 
@@ -34,6 +35,7 @@ struct worker_config {
 	bool warm_enabled; /* CODEBOX_WARM: runs are cloned from a warm template when one is up */
 	int sessions_fd;   /* the sessions directory (session.h), or -1: no sessions */
 	char sessions_dir[4200];
+	struct session_uids session_uids; /* a root pool's: a host uid per session */
 };
 
 /*

@@ -55,7 +55,8 @@ POOL_OWN_BYTES=$((256 * 1024 * 1024)) # the pool, its workers and their idle san
 
 usage() {
 	cat <<USAGE
-usage: $0 [--workers N] [--print-workers] [--print-drain-seconds] [--print-ceilings] NGINX_CONF
+usage: $0 [--workers N] [--print-workers] [--print-drain-seconds] [--print-ceilings]
+          [--print-pool-memory-bytes] [--print-max-sessions] NGINX_CONF
 Checks the invariants between nginx's limits, its timeouts and the pool size.
   --workers N      the pool size to check (default: the smallest size that passes)
   --print-workers  print the pool size the config needs, after checking
@@ -72,6 +73,9 @@ Checks the invariants between nginx's limits, its timeouts and the pool size.
                    limit, else the host's MemTotal)
   --print-pool-memory-bytes
                    print CODEBOX_POOL_MEMORY_BYTES (for codebox-pool --pool-memory-bytes)
+  --print-max-sessions
+                   print CODEBOX_MAX_SESSIONS (for codebox-pool --max-sessions: a root
+                   pool gives each session a host uid of its own), after the numbers above
   --cpu-limit MILLICORES
                    warn when the concurrent runs' CPU quotas add up to more than this (the
                    pool container's CPU limit; default, with --print-pool-memory-bytes: this
@@ -86,6 +90,7 @@ print_workers=0
 print_drain=0
 print_ceilings=0
 print_pool_memory=0
+print_max_sessions=0
 memory_limit=""
 cpu_limit=""
 conf=""
@@ -117,6 +122,10 @@ while (($#)); do
 		;;
 	--print-pool-memory-bytes)
 		print_pool_memory=1
+		shift
+		;;
+	--print-max-sessions)
+		print_max_sessions=1
 		shift
 		;;
 	--memory-limit)
@@ -501,4 +510,7 @@ if ((print_ceilings)); then
 fi
 if ((print_pool_memory)); then
 	echo "$pool_memory"
+fi
+if ((print_max_sessions)); then
+	echo "$max_sessions"
 fi

@@ -206,20 +206,28 @@ if [[ -n $auth_tokens ]]; then
 fi
 
 # one check gives every number: the pool size, how long a drain may take, the ceilings, the
-# memory budget of all runs
+# memory budget of all runs, how many sessions (a root pool's host uid each)
 {
 	read -r workers
 	read -r drain
 	read -r ceilings
 	read -r pool_memory
+	read -r max_sessions
 } < <(CODEBOX_POOL=$pool "$here/scripts/check-config.sh" --print-workers --print-drain-seconds --print-ceilings \
-	--print-pool-memory-bytes --source-dir "$confdir" "$rundir/conf/nginx.conf")
-[[ -n ${pool_memory:-} ]] || exit 1 # the check refused the config, and said why
+	--print-pool-memory-bytes --print-max-sessions --source-dir "$confdir" "$rundir/conf/nginx.conf")
+[[ -n ${max_sessions:-} ]] || exit 1 # the check refused the config, and said why
+# a stack's uids (the workers', the probe's, port 8888's, one per session) must stay in the
+# range its port was given (codebox_uid_base), or they meet the next port's
+if [[ -n $uid_base && $uid_base == "$(codebox_uid_base "$port")" ]] &&
+	((workers + 2 + max_sessions > CODEBOX_UIDS_PER_PORT)); then
+	echo "codebox-run: $workers workers, the probe, port 8888 and $max_sessions sessions need $((workers + 2 + max_sessions)) run uids, more than the $CODEBOX_UIDS_PER_PORT of port $port's range (scripts/stack-lib.sh); give --run-uid-base" >&2
+	exit 1
+fi
 
 pool_args=(--socket "$socket" --runs-dir "$rundir/runs" --workers "$workers" --python "$python"
 	--drain-seconds "$drain" --agent-workspace-bytes "$agent_bytes"
 	--nginx-busy-log "$rundir/counters/nginx-429.log" --ceilings "$ceilings"
-	--pool-memory-bytes "$pool_memory")
+	--pool-memory-bytes "$pool_memory" --max-sessions "$max_sessions")
 if [[ -n $uid_base ]]; then
 	pool_args+=(--run-uid-base "$uid_base")
 fi

@@ -33,10 +33,13 @@ codebox_stack_ports() {
 	} < <(codebox_free_ports 3)
 }
 
-# codebox_uid_base PORT: the run uid range of a stack listening on PORT (256 uids per port, far
-# above the default 20000 and below 2^30), so that stacks side by side never share run uids
+# codebox_uid_base PORT: the run uid range of a stack listening on PORT (CODEBOX_UIDS_PER_PORT
+# uids per port, far above the default 20000 and below 2^30), so that stacks side by side never
+# share run uids. A root pool takes workers + 2 + CODEBOX_MAX_SESSIONS of them (the workers',
+# the probe's, port 8888's, one per session): codebox-run.sh refuses a stack that needs more
+CODEBOX_UIDS_PER_PORT=256
 codebox_uid_base() {
-	echo $((1048576 + $1 * 256))
+	echo $((1048576 + $1 * CODEBOX_UIDS_PER_PORT))
 }
 
 # codebox_wait_ready BASE PID RUNDIR: waits until BASE/readyz answers 200 (a worker answers)

@@ -84,9 +84,14 @@ stack_start() {
 	# same whatever the template imported. numpy is then the heavy tier's (the light tier
 	# imports nothing), so that every suite's programs that name numpy take the heavy
 	# template's path (an init that is not the worker's child) and the others the light one
-	local preload
+	local preload as_user=()
 	read -ra preload <<<"$(preload_env)"
-	env "${preload[@]}" \
+	# STACK_USER=UID: the stack runs as that unprivileged uid, as a pod's pool does
+	if [[ -n ${STACK_USER:-} ]]; then
+		chown "$STACK_USER:$STACK_USER" "$STACK_DIR"
+		as_user=(setpriv --reuid "$STACK_USER" --regid "$STACK_USER" --clear-groups)
+	fi
+	env "${preload[@]}" "${as_user[@]}" \
 		"$ROOT/scripts/codebox-run.sh" --port "$port" --agent-port "$agent_port" \
 		--metrics-port "$metrics_port" --rundir "$STACK_DIR" \
 		--pool "${CODEBOX_POOL:-$ROOT/build/codebox-pool}" --quiet \
