@@ -233,6 +233,13 @@ uid_procs() {
 	ps -e -o pid=,uid=,stat=,comm= | awk -v b="$1" '$2 >= b && $2 < b + 256 && $3 !~ /^Z/ { print $1, $2, $4 }'
 }
 
+# dead PID: no such process, or a zombie
+dead() {
+	local state
+	state=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
+	[[ -z $state || $state == Z* ]]
+}
+
 no_uid_procs() {
 	[[ -z $(uid_procs "$1") ]]
 }
@@ -317,7 +324,8 @@ restart_on_same_ports() {
 	restart_on_same_ports "$first" "$pool"
 	run -0 grep -c "killing the processes of .*, left by a pool that died (pid $pool)" "$STACK_DIR/logs/pool.log"
 	local p
+	# killed: gone, or a zombie until its new parent (this host's pid 1) reaps it
 	for p in $(cut -d' ' -f1 <<<"$left"); do
-		run ! kill -0 "$p"
+		dead "$p" || fail "process $p of the dead pool's sessions is alive: $(ps -o pid=,stat=,args= -p "$p")"
 	done
 }
