@@ -180,7 +180,9 @@ busy_by() {
 	}
 	wait_for "the session to end" 200 gone
 	((SECONDS - t0 < 25))
-	run -0 grep -Eq '"component":"background".*"outcome":"timed_out"' "$STACK_DIR/logs/pool.log"
+	# its watcher logs the outcome once the session's init has ended it
+	wait_for "the background execution's outcome" 300 \
+		grep -Eq '"component":"background".*"outcome":"timed_out"' "$STACK_DIR/logs/pool.log"
 }
 
 @test "shares: a session holds its memory of the pool's budget from its creation, and others' load never kills it" {
