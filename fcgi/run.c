@@ -459,7 +459,11 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
 	 * template that does not answer leaves the light one time to */
 	long long t0 = util_now_ms();
 
-	for (int heavy = caps->heavy; box->pid < 0 && heavy >= 0; heavy--) {
+	/* a session is promised the heavy tier's modules: never the light one (its creation
+	 * waits for the heavy template instead, run_session_create()) */
+	int lowest = cfg->session && caps->heavy ? 1 : 0;
+
+	for (int heavy = caps->heavy; box->pid < 0 && heavy >= lowest; heavy--) {
 		int fds[CHILD_FD_COUNT] = {p[0][1], p[1][1], p[2][1], p[3][0], p[4][1]};
 		char wwhy[256];
 		bool serving = warm_serving();
@@ -475,8 +479,11 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
 			break;
 		}
 		box->fallback = serving ? RUN_FALLBACK_TEMPLATE : RUN_FALLBACK_NO_ZYGOTE;
-		log_msg(LOG_WARN, "the %s template failed (%s); this run is %s",
-		        heavy ? "heavy" : "light", wwhy, heavy ? "on the light one" : "cold");
+		log_msg(LOG_WARN, "the %s template failed (%s); this %s", heavy ? "heavy" : "light",
+		        wwhy,
+		        heavy > lowest ? "run is on the light one"
+		        : cfg->session ? "session waits for it"
+		                       : "run is cold");
 		/* it may still clone onto the pipes it was sent: the fallback gets new ones
 		 * (an init on the old ones reads EOF from the control pipe and ends) */
 		box_pipes_close(p);
@@ -1331,11 +1338,24 @@ run_session_create(const struct run_config *cfg, const struct run_spec *spec, in
 		errno = ENOTSUP;
 		return -1;
 	}
-	if (box_build_once(&scfg, &spec->caps, &box, true, &warm_failed, &fault, why, why_len) < 0)
-		return -1;
-	if (!box.warm) {
-		snprintf(why, why_len, "no warm template could start the session");
-		goto out;
+	/* a template that cannot clone now (the heavy one renewed, or restarting) is waited
+	 * for, a bounded time: the session is never started on a tier without its modules */
+	for (long long until = util_now_ms() + RUN_SESSION_TIER_WAIT_MS;;) {
+		if (box_build_once(&scfg, &spec->caps, &box, true, &warm_failed, &fault, why,
+		                   why_len) < 0)
+			return -1;
+		if (box.warm)
+			break;
+		box_discard(&scfg, &box);
+		if (util_now_ms() >= until) {
+			snprintf(why, why_len,
+			         "no %s template could start the session within %d ms",
+			         spec->caps.heavy ? "heavy" : "warm", RUN_SESSION_TIER_WAIT_MS);
+			errno = EAGAIN;
+			return -1;
+		}
+		struct timespec pause = {0, 200 * 1000 * 1000};
+		nanosleep(&pause, NULL);
 	}
 	if (send_request(&box, spec, &scfg) < 0) {
 		snprintf(why, why_len, "handing the session its bounds failed");

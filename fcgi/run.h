@@ -175,6 +175,8 @@ int run_init_reaper(void);
 #define RUN_SESSION_ANSWER_MS 2000
 /* how long a new session has to serve */
 #define RUN_SESSION_READY_MS 10000
+/* how long a new session waits for its tier's template (the heavy one, renewed meanwhile) */
+#define RUN_SESSION_TIER_WAIT_MS 15000
 
 /* What of a session's box outlives the worker that built it: the rest is its init's. */
 struct run_session_box {

@@ -26,7 +26,7 @@
 
 /* How long a reservation may stay not ready before a sweep takes it for dead (its worker
  * died while it built the box). */
-#define SESSION_RESERVE_MS (RUN_SESSION_READY_MS + 20000)
+#define SESSION_RESERVE_MS (RUN_SESSION_TIER_WAIT_MS + RUN_SESSION_READY_MS + 20000)
 
 static long
 parse_bound(const char *v, long max, bool *ok)

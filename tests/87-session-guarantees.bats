@@ -82,3 +82,29 @@ setup() {
 	stack_stop
 	STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base
 }
+
+@test "session tier: a session made while the heavy template is renewed waits for it, never starts on the light one" {
+	local old h sid
+	old=$(heavy_pids)
+	[[ -n $old ]] || skip "no heavy template here"
+	# the heavy template is gone: the zygote makes another, which imports its modules anew
+	for h in $old; do
+		kill -KILL "$h"
+	done
+	request -X POST "$BASE/sessions"
+	assert_equal "$code" 201
+	sid=$(field .id)
+	# its cells run on the heavy tier (its modules imported already: the pool logs each
+	# execution's tier), and import pandas at once
+	request -X POST -H 'Content-Type: application/json' --data-binary \
+		'{"code":"import time\nt = time.monotonic()\nimport pandas\nround(time.monotonic() - t, 3)", "details": true}' \
+		"$BASE/sessions/$sid/execute"
+	assert_equal "$code" 200
+	local rid
+	rid=$(field .details.requestId)
+	run -0 grep -F "\"requestId\":\"$rid\"" "$STACK_DIR/logs/pool.log"
+	assert_output --partial '"tier":"heavy"'
+	request -X DELETE "$BASE/sessions/$sid"
+	assert_equal "$code" 204
+	wait_for "a new heavy template" 600 new_heavy "$old"
+}
