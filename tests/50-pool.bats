@@ -33,7 +33,7 @@ background_reply() {
 }
 
 full_pool() {
-	[[ $(worker_pids | wc -l) -eq 10 ]] # 2 slots + 4 meta + 4 agent
+	[[ $(worker_pids | wc -l) -eq 14 ]] # 2 slots + 4 meta + 4 agent + 4 streams
 }
 
 # respawned PID: the pool is full again and PID is gone
@@ -45,9 +45,9 @@ two_in_flight() {
 	[[ $(runs_in_flight) -eq 2 ]]
 }
 
-@test "pool: the pool has one worker per slot of both zones (2 + 4 + 4 agent)" {
+@test "pool: the pool has one worker per slot of both zones (2 + 4 + 4 agent + 4 streams)" {
 	run -0 worker_pids
-	assert_equal "${#lines[@]}" 10
+	assert_equal "${#lines[@]}" 14
 	run -0 curl -s "$BASE/capabilities"
 	assert_equal "$(jq .limits.maxConcurrentExecutions <<<"$output")" 2
 }

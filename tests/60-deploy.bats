@@ -212,7 +212,7 @@ YAML
 	assert_line "$conf/off-limits/nginx.conf"
 	run -1 grep -n 'codebox-agent-listen' "$conf/off-limits/nginx.conf"
 	run -0 "$ROOT/scripts/check-config.sh" --print-workers "$conf/off-limits/nginx.conf"
-	assert_output 12
+	assert_output 16
 	assert_equal "$(port_8080 "$conf/off-limits/nginx.conf")" "$(port_8080 "$conf/on-limits/nginx.conf")"
 	# anything but on or off is refused
 	CODEBOX_AGENT_PORT=yes run -1 cfg "$conf/bad"
@@ -299,10 +299,11 @@ KIND
 	run -0 grep -E 'limit_conn codebox_execute 8;' "$out/nginx.conf"
 	run -0 grep -E 'fastcgi_read_timeout +75s;' "$out/nginx.conf"
 	run -0 grep -E 'CODEBOX_EXECUTION_TIMEOUT_SECONDS +60;' "$out/codebox-limits.conf"
-	# 8 runs of 512 MiB + 64 MiB and the pool's 256 MiB: 4864 MiB; 8 + 4 meta + 4 agent workers
+	# 8 runs of 512 MiB + 64 MiB and the pool's 256 MiB: 4864 MiB; 8 + 4 meta + 4 agent + 4
+	# streams workers
 	run -0 "$ROOT/scripts/check-config.sh" --memory-limit $((4864 << 20)) --print-workers \
 		--print-drain-seconds "$out/nginx.conf"
-	assert_output $'16\n76'
+	assert_output $'20\n76'
 	run -1 "$ROOT/scripts/check-config.sh" --memory-limit $((4863 << 20)) "$out/nginx.conf"
 	assert_output --partial "need 4864 MiB, more than the memory limit of 4863 MiB"
 	# a misspelled key, a value that is no number
