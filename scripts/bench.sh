@@ -98,12 +98,14 @@ trap cleanup EXIT
 # shellcheck source=scripts/stack-lib.sh
 source "$here/scripts/stack-lib.sh"
 
-# stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM] [POOL]: a private stack on a random loopback
-# port
+# stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM] [POOL] [TREE]: a private stack on a random
+# loopback port
 stack_start() {
 	local port agent_port metrics_port
 	codebox_stack_ports
-	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
+	# a revision's pool starts with that revision's own codebox-run.sh and config (TREE, the
+	# fifth argument): its options and its nginx config may differ from this checkout's
+	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "${5:-$here}/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
 		--agent-port "$agent_port" --metrics-port "$metrics_port" --run-uid-base "$(codebox_uid_base "$port")" \
 		--pool "${4:-$pool}" --quiet >"$work/$1.out" 2>&1 &
 	stack=$!
@@ -271,10 +273,12 @@ printf "%-50s %s\n" "bare: python3 -I plot.py (matplotlib, cached fonts)" "$(sta
 
 modes=(warm cold)
 if [[ -n $before ]]; then
-	# the pool of revision REV, built in a worktree of its own
+	# the pool of revision REV and its nginx module, built in a worktree of its own (its stack
+	# is started by its own codebox-run.sh, with its own config)
 	before_tree="$work/before-tree"
 	git -C "$here" worktree add --detach "$before_tree" "$before" >/dev/null
-	make -C "$before_tree" --no-print-directory build/codebox-pool >"$work/before-build.log" 2>&1 ||
+	make -C "$before_tree" --no-print-directory build/codebox-pool \
+		build/nginx/ngx_http_codebox_module.so >"$work/before-build.log" 2>&1 ||
 		{
 			cat "$work/before-build.log" >&2
 			exit 1
@@ -448,7 +452,7 @@ if [[ -n $before ]]; then
 	echo "# warm, this build against $before, side by side: alternate requests; wrk rounds interleaved (median of 3)"
 	stack_start now "" 1
 	now_stack=$stack now_base=$base
-	stack_start before "" 1 "$before_tree/build/codebox-pool"
+	stack_start before "" 1 "$before_tree/build/codebox-pool" "$before_tree"
 	before_stack=$stack before_base=$base
 	for b in "$now_base" "$before_base"; do
 		for ((i = 0; i < 30; i++)); do
