@@ -159,22 +159,11 @@ slots_count_locked(struct slots *s)
 enum slots_admit
 slots_acquire(struct slots *s, int worker, long limit)
 {
-	enum slots_admit a = SLOTS_FULL;
+	static const unsigned tag[2] = {1, 0};
+	static const long no_limit[2] = {0, 0};
+	int which;
 
-	if (worker < 0 || worker >= s->workers)
-		return SLOTS_FULL;
-	if (limit > s->capacity)
-		limit = s->capacity;
-	if (slots_lock(s) != 0)
-		return SLOTS_STUCK;
-	if (atomic_load(&s->held[worker]) == 1) {
-		a = SLOTS_TAKEN;
-	} else if (slots_count_locked(s) < limit) {
-		atomic_store(&s->held[worker], 1);
-		a = SLOTS_TAKEN;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return a;
+	return slots_acquire_tagged(s, worker, limit, tag, no_limit, &which);
 }
 
 enum slots_admit
@@ -191,7 +180,8 @@ slots_acquire_tagged(struct slots *s, int worker, long limit, const unsigned tag
 		limit = s->capacity;
 	if (slots_lock(s) != 0)
 		return SLOTS_STUCK;
-	for (int i = 0; i < s->workers; i++) {
+	/* counted only where a tag is bounded: not on the execution slots' path */
+	for (int i = 0; (tag_limit[0] > 0 || tag_limit[1] > 0) && i < s->workers; i++) {
 		same[0] += i != worker && (unsigned)atomic_load(&s->held[i]) == tag[0];
 		same[1] += i != worker && atomic_load(&s->held[i]) != 0 && tag[1] != 0 &&
 		           atomic_load(&s->tags[i]) == tag[1];
