@@ -1287,7 +1287,7 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 {
 	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
 	struct sandbox_input in = {0};
-	struct session_cell cell = {SESSION_MSG_MAGIC, SESSION_VALUE_MAX};
+	struct session_cell cell = {SESSION_MSG_MAGIC, SESSION_VALUE_MAX, SESSION_CELL_CODE, 0};
 	struct session_cell_done done = {0};
 	size_t cap = sizeof(done) + SESSION_VALUE_MAX + 1;
 	char *msg;

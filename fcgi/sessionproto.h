@@ -50,10 +50,17 @@ struct session_answer {
 	uint32_t interrupted; /* INTERRUPT reached a running cell */
 };
 
-/* init to program: a cell is in main.py; fds: stdin, stdout, stderr */
+/* what init asks of the program */
+enum session_cell_kind {
+	SESSION_CELL_CODE = 1, /* run main.py; fds: stdin, stdout, stderr */
+};
+
+/* init to program: one request of a kind */
 struct session_cell {
 	uint32_t magic;
 	uint32_t value_max; /* the repr's bound, in bytes */
+	uint32_t kind;      /* enum session_cell_kind */
+	uint32_t reserved;
 };
 
 /* program to init, followed by value_len bytes of the value's repr (UTF-8) */

@@ -55,6 +55,9 @@ packages=(
 	# runtime: HTTP front end and the sandbox's interpreter with its modules
 	nginx-light python3 python3-numpy python3-pandas python3-scipy python3-sympy python3-sklearn
 	python3-matplotlib
+	# sessions: IPython's display layer formats a cell's outputs (preloaded in the heavy
+	# template), dill serializes a session's snapshot; nbformat validates notebooks in tests
+	python3-ipython python3-dill python3-nbformat
 	# tests and checks (setpriv and nsenter: util-linux; pgrep and ps: procps; bash-builtins:
 	# the stacks' waits sleep without a process per 0.1 s tick; the suites run on the bats of
 	# tests/tools, with Debian's bats-support and bats-assert, which depend on Debian's bats)
