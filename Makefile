@@ -37,7 +37,8 @@ INIT_OBJS = $(addprefix $(BUILD)/,initexec.o sandbox.o mounts.o files.o result.o
             utf8.o util.o capture.o workspace.o landlock.o log.o seccomp.o isolation.o \
             userns.o proc.o)
 INIT_LDFLAGS = $(if $(SANITIZE),$(LDFLAGS),-static-pie -Wl,-z,relro,-z,now)
-POOL_OBJS = $(filter-out $(BUILD)/initexec.o,$(OBJS))
+# the session's program, a Python source embedded as cell_source (interp.c)
+POOL_OBJS = $(filter-out $(BUILD)/initexec.o,$(OBJS)) $(BUILD)/cellsrc.o
 # codebox's nginx module (codebox_body_deadline), for the nginx installed here; one build
 # whatever BUILD is (nginx itself is not sanitized)
 NGX_MOD  = build/nginx/ngx_http_codebox_module.so
@@ -126,6 +127,12 @@ $(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
 
 $(BUILD)/interp.o: fcgi/interp.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) $(PYCFLAGS) -c -o $@ $<
+
+$(BUILD)/cellsrc.c: fcgi/cell.py scripts/embed-source.sh | $(BUILD)/.dir
+	scripts/embed-source.sh cell_source < $< > $@
+
+$(BUILD)/cellsrc.o: $(BUILD)/cellsrc.c
+	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%.o: fcgi/tests/%.c $(wildcard fcgi/*.h) $(wildcard fcgi/tests/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) -Ifcgi -c -o $@ $<

@@ -10,6 +10,8 @@
 	"\n"                                                                                       \
 	"_CACHE = '" FIGURES_CACHE_DIR "'\n"                                                       \
 	"_saved = [0]\n"                                                                           \
+	"# called with each figure's file and the figure once saved (a session shows it)\n"        \
+	"_on_saved = []\n"                                                                         \
 	"\n"                                                                                       \
 	"def _config_dir():\n"                                                                     \
 	"    # the cache itself where it is writable (a warm pool's zygote); else a copy in the\n" \
@@ -47,6 +49,8 @@
 	"                if not os.path.lexists(name):\n"                                          \
 	"                    break\n"                                                              \
 	"            manager.canvas.figure.savefig(name, format='png')\n"                          \
+	"            for f in _on_saved:\n"                                                        \
+	"                f(name, manager.canvas.figure)\n"                                         \
 	"        pyplot.close('all')\n"                                                            \
 	"    except Exception as e:\n"                                                             \
 	"        print('codebox: saving the open figures failed: %r' % (e,), file=_sys.stderr)\n"  \

@@ -52,6 +52,8 @@ static PyObject *warm_leave_fn;
 static PyObject *warm_collect_fn;
 static PyObject *warm_command_fn;
 static PyObject *warm_session_fn;
+/* a session's program: fcgi/cell.py, embedded by the build (scripts/embed-source.sh) */
+extern const char cell_source[];
 /* what the entry and command() import, imported once by the zygote (into sys.modules only:
  * __main__ holds nothing a cold run's would not) */
 static const char *const entry_modules[] = {"io", "os", "random", "signal", "site", "sys"};
@@ -143,95 +145,6 @@ static const char warm_enter_source[] =
     "    values[names.index('safe_path')] = False\n"
     "    return values\n"
     "\n"
-    "\n"
-    "def session(fd, workdir):\n"
-    "    # a session's program: cells one after another in one __main__, as a notebook's\n"
-    "    # kernel runs them. Init sends a cell (main.py is its code) with stdin, stdout and\n"
-    "    # stderr; the answer is the exit code and, when the cell ends with an expression\n"
-    "    # whose value is not None, its repr, cut at the bound init gave. SIGINT (the\n"
-    "    # deadline's, an interrupt's) is blocked but while the cell's own code runs, so that\n"
-    "    # it never lands in this loop; one that arrives late is dropped before the answer\n"
-    "    import ast, io, os, signal, socket, struct, sys\n"
-    "    sock = socket.socket(fileno=fd)\n"
-    "    main = sys.modules['__main__'].__dict__\n"
-    "    path = os.path.join(workdir, 'main.py')\n"
-    "    main['__file__'] = path\n"
-    "    null = os.open(os.devnull, os.O_RDWR)\n"
-    "    for n in (0, 1, 2):\n"
-    "        os.dup2(null, n)\n"
-    "    sigint = {signal.SIGINT}\n"
-    "    signal.pthread_sigmask(signal.SIG_BLOCK, sigint)\n"
-    "    while True:\n"
-    "        try:\n"
-    "            msg, fds, _, _ = socket.recv_fds(sock, 64, 3)\n"
-    "        except InterruptedError:\n"
-    "            continue\n"
-    "        if len(msg) != 16 or len(fds) != 3:\n"
-    "            for f in fds:\n"
-    "                os.close(f)\n"
-    "            if not msg:\n"
-    "                os._exit(0)\n"
-    "            continue\n"
-    "        _, limit, kind, _ = struct.unpack('<IIII', msg)\n"
-    "        for n, f in enumerate(fds):\n"
-    "            os.dup2(f, n)\n"
-    "            os.close(f)\n"
-    "        sys.stdin = io.TextIOWrapper(io.open(0, 'rb', closefd=False), 'utf-8', 'strict')\n"
-    "        code, value = 0, None\n"
-    "        try:\n"
-    "            try:\n"
-    "                signal.pthread_sigmask(signal.SIG_UNBLOCK, sigint)\n"
-    "                with open(path, 'rb') as f:\n"
-    "                    src = f.read()\n"
-    "                tree = compile(src, path, 'exec', ast.PyCF_ONLY_AST)\n"
-    "                last = None\n"
-    "                if tree.body and isinstance(tree.body[-1], ast.Expr):\n"
-    "                    last = ast.Expression(tree.body.pop().value)\n"
-    "                exec(compile(tree, path, 'exec'), main)\n"
-    "                if last is not None:\n"
-    "                    v = eval(compile(last, path, 'eval'), main)\n"
-    "                    if v is not None:\n"
-    "                        value = repr(v)\n"
-    "            finally:\n"
-    "                signal.pthread_sigmask(signal.SIG_BLOCK, sigint)\n"
-    "        except SystemExit as e:\n"
-    "            c = e.code\n"
-    "            if c is None:\n"
-    "                code = 0\n"
-    "            elif isinstance(c, int):\n"
-    "                code = c & 0xff\n"
-    "            else:\n"
-    "                print(c, file=sys.stderr)\n"
-    "                code = 1\n"
-    "        except BaseException as e:\n"
-    "            # the traceback from the cell's frames on, as the interpreter prints it\n"
-    "            tb = e.__traceback__\n"
-    "            while tb is not None and tb.tb_frame.f_code.co_filename != path:\n"
-    "                tb = tb.tb_next\n"
-    "            try:\n"
-    "                sys.excepthook(type(e), e.with_traceback(tb), tb)\n"
-    "            except BaseException:\n"
-    "                pass\n"
-    "            code = 1\n"
-    "        signal.sigtimedwait(sigint, 0)\n"
-    "        for f in (sys.stdout, sys.stderr):\n"
-    "            try:\n"
-    "                f.flush()\n"
-    "            except BaseException:\n"
-    "                pass\n"
-    "        for n in (0, 1, 2):\n"
-    "            os.dup2(null, n)\n"
-    "        b = b''\n"
-    "        if value is not None:\n"
-    "            b = value.encode('utf-8', 'backslashreplace')\n"
-    "            if len(b) > limit:\n"
-    "                b = b[:limit].decode('utf-8', 'ignore').encode('utf-8')\n"
-    "        while True:\n"
-    "            try:\n"
-    "                sock.send(struct.pack('<iII', code, value is not None, len(b)) + b)\n"
-    "                break\n"
-    "            except InterruptedError:\n"
-    "                continue\n"
     "\n"
     "def leave():\n"
     "    # what the interpreter's finalisation does that a program can see: wait for\n"
@@ -399,6 +312,11 @@ interp_init(const struct warm_settings *s, const char *python, char *why, size_t
 		return -1;
 	}
 	r = PyRun_String(warm_enter_source, Py_file_input, ns, ns);
+	if (r != NULL) {
+		/* a session's program (fcgi/cell.py), in the same namespace */
+		Py_DECREF(r);
+		r = PyRun_String(cell_source, Py_file_input, ns, ns);
+	}
 	warm_enter_fn = r ? PyDict_GetItemString(ns, "enter") : NULL;
 	warm_leave_fn = r ? PyDict_GetItemString(ns, "leave") : NULL;
 	warm_collect_fn = r ? PyDict_GetItemString(ns, "collect") : NULL;
@@ -425,6 +343,11 @@ interp_init(const struct warm_settings *s, const char *python, char *why, size_t
 		Py_XDECREF(r);
 		install = r ? PyDict_GetItemString(fns, "install") : NULL;
 		r = install ? PyObject_CallNoArgs(install) : NULL;
+		/* a session's cells show the figures it saves (cell.py's _figures) */
+		if (r != NULL && PyDict_SetItemString(ns, "_figures", fns) < 0) {
+			Py_DECREF(r);
+			r = NULL;
+		}
 		Py_XDECREF(fns);
 		if (r == NULL) {
 			PyErr_Print();

@@ -84,6 +84,7 @@ run_outcome_free(struct run_outcome *out)
 	free(out->artifacts_mem);
 	free(out->artifact_types);
 	free(out->value_mem);
+	free(out->cell_doc);
 	memset(out, 0, sizeof(*out));
 }
 

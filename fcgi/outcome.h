@@ -99,6 +99,13 @@ struct run_outcome {
 	const char *value;
 	size_t value_len;
 	char *value_mem;
+	/* and the cell as JSON (untrusted, cell.py's; in the same buffer), or NULL */
+	const char *cell;
+	size_t cell_len;
+	bool cell_dropped; /* the program's was over SESSION_CELL_MAX */
+	/* what the answer says of the cell (cellout_render()'s members), owned, or NULL */
+	char *cell_doc;
+	size_t cell_doc_len;
 	bool session_over;
 };
 

@@ -172,6 +172,10 @@ reply_session_outcome_write(struct jsonw *w, const struct run_outcome *o, size_t
 	} else {
 		jsonw_lit(w, "null");
 	}
+	if (o->cell_doc != NULL) {
+		jsonw_lit(w, ",");
+		jsonw_raw(w, o->cell_doc, o->cell_doc_len);
+	}
 	jsonw_lit(w, ",\"session\":{\"id\":");
 	jsonw_cstr(w, session_id);
 	jsonw_lit(w, ",\"open\":");

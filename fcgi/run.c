@@ -28,6 +28,7 @@
 #include "buf.h"
 #include "files.h"
 
+#include "cellout.h"
 #include "cgroup.h"
 #include "child.h"
 #include "isolation.h"
@@ -171,7 +172,7 @@ report_grow(struct report_buf *rb)
 		want = REPORT_FIRST_BYTES;
 	else if (report_header(rb, &rep))
 		want = sizeof(rep) + (size_t)rep.result_len + (size_t)rep.artifacts_len +
-		       (size_t)rep.value_len + 1;
+		       (size_t)rep.value_len + (size_t)rep.cell_len + 1;
 	else
 		return; /* not a report: the rest is read and discarded */
 	if (want <= rb->b.cap)
@@ -214,14 +215,15 @@ report_header(const struct report_buf *rb, struct sandbox_report *rep)
 	return rep->magic == SANDBOX_REPORT_MAGIC;
 }
 
-/* Whether init's whole report is in: the fixed part and the result it announces. */
+/* Whether init's whole report is in: the fixed part and what it announces. */
 static bool
 report_complete(const struct report_buf *rb)
 {
 	struct sandbox_report rep;
 
 	return report_header(rb, &rep) && rb->b.len >= sizeof(rep) + (size_t)rep.result_len +
-	                                                   rep.artifacts_len + rep.value_len;
+	                                                   rep.artifacts_len + rep.value_len +
+	                                                   rep.cell_len;
 }
 
 /* The user namespace's maps: the run's one inner uid and gid onto its host ones (a root
@@ -1001,10 +1003,12 @@ run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_f
 	struct sandbox_report rep;
 
 	if (!report_header(rb, &rep) ||
-	    rb->b.len != sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len + rep.value_len ||
+	    rb->b.len != sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len + rep.value_len +
+	                     rep.cell_len ||
 	    rep.result_len > max_result_bytes || rep.artifacts_len > ARTIFACTS_BLOB_MAX ||
-	    rep.value_len > SESSION_VALUE_MAX)
+	    rep.value_len > SESSION_VALUE_MAX || rep.cell_len > SESSION_CELL_MAX)
 		return false;
+	out->cell_dropped = rep.cell_dropped != 0;
 	out->session_over = rep.session_over != 0;
 	out->has_value = rep.has_value != 0;
 	out->value_len = rep.value_len;
@@ -1033,10 +1037,17 @@ run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_f
 		rb->b.p = NULL;
 		rb->b.cap = 0;
 	}
-	if (out->has_value) {
-		/* after the artifacts, in the same buffer: whoever took it owns the value too */
+	if (out->has_value || rep.cell_len > 0) {
+		/* after the artifacts, in the same buffer: whoever took it owns the value and the
+		 * cell too */
 		const char *base = out->artifacts_mem != NULL ? out->artifacts_mem : rb->b.p;
-		out->value = base + sizeof(rep) + rep.result_len + rep.artifacts_len;
+		if (out->has_value)
+			out->value = base + sizeof(rep) + rep.result_len + rep.artifacts_len;
+		if (rep.cell_len > 0) {
+			out->cell =
+			    base + sizeof(rep) + rep.result_len + rep.artifacts_len + rep.value_len;
+			out->cell_len = rep.cell_len;
+		}
 		if (out->artifacts_mem == NULL) {
 			out->value_mem = rb->b.p;
 			rb->b.p = NULL;
@@ -1501,6 +1512,24 @@ session_box_take(struct run_box *box, int p[4][2], int pidfd, const struct run_s
 	(void)fcntl(box->rep_r, F_SETFL, O_NONBLOCK);
 }
 
+/* The cell's answer (cellout.h) from what its program sent, or from its output. */
+static void
+session_cell_doc(struct run_outcome *out)
+{
+	size_t ol = 0, el = 0;
+	char *o = capture_utf8(&out->out, &ol), *e = capture_utf8(&out->err, &el);
+	char note[128] = "";
+
+	if (out->cell_dropped)
+		snprintf(note, sizeof(note),
+		         "codebox: the cell's outputs exceeded %u bytes and are left out\n",
+		         SESSION_CELL_MAX);
+	out->cell_doc = cellout_render(out->cell, out->cell_len, o, ol, e, el,
+	                               note[0] ? note : NULL, &out->cell_doc_len);
+	free(o);
+	free(e);
+}
+
 int
 run_session_execute(const struct run_config *cfg, const struct run_spec *spec, int conn,
                     const struct run_session_box *sb, struct run_outcome *out, char *why,
@@ -1546,7 +1575,7 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 	w.output_ctx = spec->output_ctx;
 	w.rb.max = sizeof(struct sandbox_report) + spec->max_result_bytes +
 	           (spec->artifacts != ARTIFACTS_NONE ? ARTIFACTS_BLOB_MAX : 0) +
-	           SESSION_VALUE_MAX + 1;
+	           SESSION_VALUE_MAX + SESSION_CELL_MAX + 1;
 	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
 	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
 		set_fault(out, RUN_FAULT_OTHER, why, why_len,
@@ -1575,6 +1604,8 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 	}
 	if (rc == 0)
 		rc = session_execution_outcome(&w, &box, spec, &f, out, why, why_len);
+	if (rc == 0)
+		session_cell_doc(out);
 close_box:
 	buf_free(&w.rb.b);
 	box.pid = -1;

@@ -97,6 +97,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1240,10 +1241,10 @@ session_cell_mark(const struct sandbox_spec *s, struct artifacts_mark *mark)
 }
 
 /* A cell's report to its worker: rep (its end), then what it left: result.json, the files
- * changed since its mark, and its value (rep's value_len bytes). */
+ * changed since its mark, its value (rep's value_len bytes) and its JSON (cell_len). */
 static void
 session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox_report *rep,
-                    const struct artifacts_mark *mark, const char *value)
+                    const struct artifacts_mark *mark, const char *value, const char *cell)
 {
 	size_t json_len = 0, artifacts_len = 0;
 	char *json = NULL, *artifacts = NULL;
@@ -1266,10 +1267,73 @@ session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox
 	rep->artifacts_len = (uint32_t)artifacts_len;
 	if (util_write_all(fds[SESSION_FD_REPORT], rep, sizeof(*rep)) == 0 &&
 	    util_write_all(fds[SESSION_FD_REPORT], json, json_len) == 0 &&
-	    util_write_all(fds[SESSION_FD_REPORT], artifacts, artifacts_len) == 0)
-		(void)util_write_all(fds[SESSION_FD_REPORT], value, rep->value_len);
+	    util_write_all(fds[SESSION_FD_REPORT], artifacts, artifacts_len) == 0 &&
+	    util_write_all(fds[SESSION_FD_REPORT], value, rep->value_len) == 0)
+		(void)util_write_all(fds[SESSION_FD_REPORT], cell, rep->cell_len);
 	free(json);
 	free(artifacts);
+}
+
+/* The program's answer to a cell: one message (done and the value) with at most one fd, the
+ * cell's JSON in a memfd. Returns the message's length (0: the program closed its end), or -1
+ * (nothing there yet, or a broken message). */
+static ssize_t
+session_recv_done(int cell_fd, char *msg, size_t cap, int *memfd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = msg, .iov_len = cap};
+	struct msghdr mh = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	ssize_t n;
+
+	*memfd = -1;
+	n = recvmsg(cell_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t got = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		const int *p = (const int *)CMSG_DATA(c);
+		for (size_t i = 0; i < got; i++) {
+			if (*memfd < 0)
+				*memfd = p[i];
+			else
+				close(p[i]);
+		}
+	}
+	return n;
+}
+
+/* The cell's JSON from the program's memfd (untrusted: a regular file, at most
+ * SESSION_CELL_MAX bytes, read without blocking on anything else), or NULL; closes memfd. */
+static char *
+session_cell_json(int memfd, struct sandbox_report *rep)
+{
+	struct stat st;
+	char *p = NULL;
+
+	if (memfd < 0)
+		return NULL;
+	if (fstat(memfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+		if ((unsigned long long)st.st_size > SESSION_CELL_MAX) {
+			rep->cell_dropped = 1;
+		} else if ((p = malloc((size_t)st.st_size)) != NULL) {
+			size_t got = 0;
+			while (got < (size_t)st.st_size) {
+				ssize_t r =
+				    pread(memfd, p + got, (size_t)st.st_size - got, (off_t)got);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0)
+					break;
+				got += (size_t)r;
+			}
+			rep->cell_len = (uint32_t)got;
+		}
+	}
+	close(memfd);
+	return p;
 }
 
 /*
@@ -1292,6 +1356,7 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 	size_t cap = sizeof(done) + SESSION_VALUE_MAX + 1;
 	char *msg;
 	const char *value = NULL;
+	char *cell_json = NULL;
 	long long cpu0, interrupt_at = 0;
 	long flt0;
 	struct artifacts_mark mark = {{0, 0}, NULL, 0};
@@ -1352,8 +1417,12 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 				over = ended = true;
 			}
 		if (!ended && (pfd[0].revents & POLLIN)) {
-			ssize_t n = recv(cell_fd, msg, cap, MSG_DONTWAIT);
+			int memfd;
+			ssize_t n = session_recv_done(cell_fd, msg, cap, &memfd);
 			if (n >= (ssize_t)sizeof(done)) {
+				free(cell_json);
+				cell_json = session_cell_json(memfd, &rep);
+				memfd = -1;
 				memcpy(&done, msg, sizeof(done));
 				if (done.has_value && done.value_len <= (size_t)n - sizeof(done) &&
 				    done.value_len <= SESSION_VALUE_MAX) {
@@ -1365,6 +1434,8 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 			} else if (n == 0) {
 				over = ended = true; /* it closed its end: it cannot serve on */
 			}
+			if (memfd >= 0)
+				close(memfd);
 		} else if (!ended && (pfd[0].revents & (POLLHUP | POLLERR))) {
 			over = ended = true;
 		}
@@ -1383,8 +1454,13 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 	/* past its lifetime the session ends with the cell, whatever the cell did */
 	over = over || too_old;
 	session_cell_end(prog, over, done.exit_code, cpu0, flt0, &rep);
-	session_cell_report(s, fds, &rep, &mark, value);
+	if (over) {
+		rep.cell_len = 0;
+		rep.cell_dropped = 0;
+	}
+	session_cell_report(s, fds, &rep, &mark, value, cell_json);
 	artifacts_mark_free(&mark);
+	free(cell_json);
 	free(msg);
 	return !over;
 }

@@ -117,6 +117,8 @@ struct sandbox_report {
 	                         * artifacts */
 	int32_t has_value;
 	int32_t session_over; /* a session's cell: the session ended with it */
+	uint32_t cell_len;    /* a session's cell: its JSON (sessionproto.h), after the value */
+	int32_t cell_dropped; /* the program's cell JSON was larger than SESSION_CELL_MAX */
 };
 
 struct sandbox_spec {

@@ -63,12 +63,16 @@ struct session_cell {
 	uint32_t reserved;
 };
 
-/* program to init, followed by value_len bytes of the value's repr (UTF-8) */
+/* program to init, followed by value_len bytes of the value's repr (UTF-8); with it, as its
+ * one fd, a memfd holding the cell as JSON (fcgi/cell.py: executionCount, outputs, error) */
 struct session_cell_done {
 	int32_t exit_code;
 	uint32_t has_value;
 	uint32_t value_len;
 };
+
+/* the largest cell JSON init passes on (a larger one is dropped: the worker says so) */
+#define SESSION_CELL_MAX (8u * 1024 * 1024 + 64 * 1024)
 
 /* the largest value a cell reports (its repr is cut there, on a character's boundary) */
 #define SESSION_VALUE_MAX (64u * 1024)

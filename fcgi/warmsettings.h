@@ -7,7 +7,8 @@
 
 #include <stdbool.h>
 
-#define WARM_DEFAULT_MODULES "numpy,pandas,scipy,sympy,sklearn,matplotlib.pyplot"
+#define WARM_DEFAULT_MODULES                                                                       \
+	"numpy,pandas,scipy,sympy,sklearn,matplotlib.pyplot,IPython.core.formatters"
 /* The light tier's modules: the preloaded modules among these (CODEBOX_WARM_LIGHT_MODULES) */
 #define WARM_DEFAULT_LIGHT_MODULES "numpy"
 /* How long a worker waits for templates' clones of one sandbox, all told (then the run is
