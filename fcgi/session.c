@@ -227,7 +227,8 @@ session_locked(int sdir, const char *id)
 void
 session_remove(int sdir, struct session_rec *rec)
 {
-	static const char *const files[] = {"run", "stdout", "stderr", "result", "result.tmp"};
+	static const char *const files[] = {"run",    "stdout",     "stderr",
+	                                    "result", "result.tmp", "cells"};
 	char name[64];
 
 	run_session_remove(sdir, &rec->sb);

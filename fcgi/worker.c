@@ -27,6 +27,7 @@
 #include "limits.h"
 #include "log.h"
 #include "mcp.h"
+#include "notebook.h"
 #include "metrics.h"
 #include "reply.h"
 #include "serve.h"
@@ -843,6 +844,44 @@ worker_file_put(void *ctx, const char *p, size_t n)
 	return util_write_all(*(int *)ctx, p, n);
 }
 
+/* The executed cell into the session's notebook (notebook.h); a failure is logged only. */
+static void
+worker_notebook_keep(int sdir, const char *id, const struct request *r, const struct run_outcome *o)
+{
+	char name[64];
+
+	session_file(id, "cells", name, sizeof(name));
+	if (notebook_append(sdir, name, r->code, r->code_len, o->cell_doc, o->cell_doc_len) < 0 &&
+	    errno != EFBIG) {
+		char log_name[SESSION_LOG_NAME_LEN + 1];
+		session_log_name(id, log_name);
+		log_msg(LOG_WARN, "session %s: its notebook lacks a cell: %s", log_name,
+		        strerror(errno));
+	}
+}
+
+/* GET /sessions/{id}/notebook: the cells run so far as an .ipynb */
+static void
+worker_session_notebook(const struct worker_request *w, FCGX_Request *req, const char *id)
+{
+	char name[64], disposition[96];
+	size_t len = 0;
+	char *doc;
+
+	session_file(id, "cells", name, sizeof(name));
+	doc = notebook_render(w->wc->sessions_fd, name, w->wc->probe->python_version, &len);
+	if (doc == NULL) {
+		log_msg(LOG_ERROR, "rendering a session's notebook failed: %s", strerror(errno));
+		http_send_message(req, 500, NULL, "sandbox_error",
+		                  "the session's notebook could not be read");
+		return;
+	}
+	snprintf(disposition, sizeof(disposition),
+	         "Content-Disposition: attachment; filename=\"session-%.12s.ipynb\"", id);
+	http_send(req, 200, disposition, doc, len);
+	free(doc);
+}
+
 /*
  * The watcher of a background execution: a copy of the worker (a guard, like it) whose parent
  * is the supervisor (pool, its pid; worker_session_background()), so that the supervisor reaps
@@ -911,6 +950,8 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 				        "writing a background execution's answer failed");
 		}
 	}
+	if (ran == SERVE_RAN)
+		worker_notebook_keep(wc->sessions_fd, rec->id, r, &o);
 	if (ran == SERVE_RAN && o.session_over) /* it holds the lock: nobody else removes it */
 		session_remove(wc->sessions_fd, (struct session_rec *)rec);
 	if (ran == SERVE_RAN)
@@ -1111,6 +1152,8 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
 		worker_answer(req, ran, streamed ? &sse : NULL, write_session_reply, &sr, true);
 	}
+	if (ran == SERVE_RAN)
+		worker_notebook_keep(wc->sessions_fd, rec->id, &r, &o);
 	/* it ended with this execution, whose worker holds its lock: removed now */
 	if (ran == SERVE_RAN && o.session_over)
 		session_remove(wc->sessions_fd, (struct session_rec *)rec);
@@ -1387,10 +1430,10 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 	*sub = NULL;
 	if (slash != NULL) {
 		*sub = slash + 1;
-		const char *allow = strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0
-		                        ? "POST"
-		                    : strncmp(*sub, "executions/", 11) == 0 ? "GET"
-		                                                            : NULL;
+		const char *allow =
+		    strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0 ? "POST"
+		    : strncmp(*sub, "executions/", 11) == 0 || strcmp(*sub, "notebook") == 0 ? "GET"
+		                                                                             : NULL;
 		if (allow == NULL) {
 			http_send_message(req, 404, NULL, "not_found", "no such endpoint");
 			return -1;
@@ -1500,6 +1543,8 @@ worker_sessions(void *port, FCGX_Request *req)
 			                 a.interrupted ? "true" : "false");
 			http_send(req, 200, NULL, body, (size_t)n);
 		}
+	} else if (sub != NULL && strcmp(sub, "notebook") == 0) {
+		worker_session_notebook(w, req, id);
 	} else if (sub != NULL) {
 		const char *eid = sub + 11;
 		if (strlen(eid) != 16 || strspn(eid, "0123456789abcdef") != 16)
