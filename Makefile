@@ -48,9 +48,10 @@ BATS     = $(CURDIR)/tests/tools/node_modules/bats/bin/bats
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp files tool util http stream buf
+           outcome tier pycmd mcp files tool util http stream buf cellout
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
+UNIT_DEPS_cellout = cellout notebook jsonw buf utf8 util log proc
 UNIT_DEPS_result  = result jsonw buf utf8
 UNIT_DEPS_request = request limits files capture utf8 workspace userns util proc log jsonw buf
 UNIT_DEPS_limits  = limits

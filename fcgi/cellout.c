@@ -17,12 +17,14 @@ cellout_mime_ok(const char *s, size_t n)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 		if (c == '/') {
 			if (slash != 0 || i == 0 || i + 1 == n)
 				return false;
 			slash = i;
-		} else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-		             c == '+' || c == '-')) {
+		} else if (!alnum &&
+		           (i == 0 || i == slash + 1 || (c != '.' && c != '+' && c != '-'))) {
+			/* type and subtype begin with a letter or digit */
 			return false;
 		}
 	}
