@@ -348,7 +348,8 @@ tool_render(const char *capabilities, size_t caps_len, const char *isolation, si
 	json_t *props = json_object(), *required = json_array(), *schema = NULL, *tool = NULL, *p;
 	bool strict = format == TOOL_OPENAI_STRICT, ok, none;
 	long long stdin_bytes = 0, in_files = 0, in_bytes = 0, arts = 0, art_bytes = 0;
-	bool has_stdin, has_files, has_artifacts;
+	long long max_sessions = 0, idle_s = 0, life_s = 0;
+	bool has_stdin, has_files, has_artifacts, has_sessions;
 	struct text t = {.n = 0};
 	char *desc = NULL, *more = NULL, *code = NULL, *out = NULL, *s;
 	const char *key;
@@ -361,6 +362,9 @@ tool_render(const char *capabilities, size_t caps_len, const char *isolation, si
 	            doc_int(iso, "limits", "maxInputBytes", &in_bytes);
 	has_artifacts = doc_int(iso, "limits", "maxArtifacts", &arts) &&
 	                doc_int(iso, "limits", "maxArtifactBytes", &art_bytes);
+	has_sessions = doc_int(iso, "sessions", "maxSessions", &max_sessions) &&
+	               doc_int(iso, "sessions", "idleTimeoutSeconds", &idle_s) &&
+	               doc_int(iso, "sessions", "maxLifetimeSeconds", &life_s) && max_sessions > 0;
 
 	/* the description, most important first (OpenAI's forms keep what fits) */
 	text_add(&t, text_printf("Runs a Python %s program in a fresh, isolated sandbox and "
@@ -409,6 +413,12 @@ tool_render(const char *capabilities, size_t caps_len, const char *isolation, si
 		                     "files and %lld bytes in all are sent. matplotlib figures "
 		                     "shown or left open come back as PNG files.",
 		                     arts, art_bytes));
+	if (has_sessions)
+		text_add(&t,
+		         text_printf("With \"session\" (\"new\", then the id it answers), "
+		                     "calls share one interpreter's state, as a notebook's cells "
+		                     "do; at most %lld sessions are open at once on this server.",
+		                     max_sessions));
 	if (t.failed)
 		goto out;
 
@@ -468,6 +478,27 @@ tool_render(const char *capabilities, size_t caps_len, const char *isolation, si
 		                 "Optional: true to get back the files the program created or "
 		                 "changed, and its matplotlib figures as PNG files, as the "
 		                 "response's \"artifacts\".") != NULL;
+	if (ok && has_sessions) {
+		s = text_printf(
+		    "Optional: keep state between calls, as a notebook does. \"new\" starts a "
+		    "session; the answer names it (\"session: <id>\"), and later calls that pass "
+		    "that "
+		    "id run in the same Python interpreter, with the variables, imports and files "
+		    "of "
+		    "the calls before; the value of a final expression comes back as \"value\", "
+		    "and "
+		    "what the cell displays (tables, figures) as its outputs. Without it every "
+		    "call "
+		    "starts fresh. A session ends after %lld s without a call, after %lld s in "
+		    "all, "
+		    "or when its program is killed (a timeout it does not stop at, memory); then "
+		    "start a new one. A \"new\" call that is refused (busy) leaves no session: "
+		    "retry "
+		    "it as it was.",
+		    idle_s, life_s);
+		ok = s != NULL && schema_prop(props, "session", "string", strict, s) != NULL;
+		free(s);
+	}
 	if (!ok)
 		goto out;
 	json_object_foreach(props, key, p)

@@ -33,7 +33,8 @@ int tool_parse_format(const char *request_uri, enum tool_format *format, char *w
  * reply_isolation() wrote it): every module with its version, every limit a program must
  * respect as a number (time, sizes, memory, processes, disk, CPU where enforced), the three
  * sentences verbatim, the keys a model may send (code, stdin, timeoutSeconds, and files and
- * artifacts when /isolation publishes their bounds) and the response shape, so that it cannot
+ * artifacts when /isolation publishes their bounds, session when it has sessions) and the
+ * response shape, so that it cannot
  * drift from what the sandbox enforces. Nothing in it is meant for HTTP clients. Returns a
  * newly allocated JSON text (caller frees) or NULL (a document unreadable, out of memory).
  */

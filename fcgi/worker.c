@@ -1563,49 +1563,12 @@ worker_sessions(void *port, FCGX_Request *req)
 		close(lock_fd);
 }
 
-/* tools/list's tools: GET /tool's, and where sessions are on, the "session" argument that
- * keeps an interpreter's state between calls, told to the model in the description too. */
+/* tools/list's tools: GET /tool's (with the "session" argument where sessions are on) */
 static json_t *
 worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_len)
 {
-	json_t *res = mcp_tools(tool, tool_len), *t, *props;
-	const char *desc;
-	char *what = NULL, *more = NULL;
-
-	if (res == NULL || !worker_sessions_on(w))
-		return res;
-	t = json_array_get(json_object_get(res, "tools"), 0);
-	props = json_object_get(json_object_get(t, "inputSchema"), "properties");
-	desc = json_string_value(json_object_get(t, "description"));
-	if (asprintf(&what,
-	             "Optional: keep state between calls, as a notebook does. \"new\" starts a "
-	             "session; the answer names it (\"session: <id>\"), and later calls that "
-	             "pass that id run in the same Python interpreter, with the variables, "
-	             "imports and files of the calls before; the value of a final expression "
-	             "comes back as \"value\". Without it every call starts fresh. A session "
-	             "ends after %ld s without a call, after %ld s in all, or when its program "
-	             "is killed (a timeout it does not stop at, memory); then start a new one. "
-	             "A \"new\" call that is refused (busy) leaves no session: retry it as it "
-	             "was.",
-	             w->sl.idle_seconds, w->sl.max_life_seconds) < 0)
-		what = NULL;
-	if (desc != NULL &&
-	    asprintf(&more,
-	             "%s With \"session\" (\"new\", then the id it answers), calls share one "
-	             "interpreter's state; at most %ld sessions are open at once on this server.",
-	             desc, w->sl.max_sessions) < 0)
-		more = NULL;
-	if (what == NULL || more == NULL || !json_is_object(props) ||
-	    json_object_set_new(props, "session",
-	                        json_pack("{s:s, s:s}", "type", "string", "description", what)) <
-	        0 ||
-	    json_object_set_new(t, "description", json_string(more)) < 0) {
-		json_decref(res);
-		res = NULL;
-	}
-	free(what);
-	free(more);
-	return res;
+	(void)w;
+	return mcp_tools(tool, tool_len);
 }
 
 /* A tool error the model reads (isError), for tools/call. */
@@ -1853,6 +1816,8 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		                       w->request_id,
 		                       asked,
 		                       want != NULL ? rec.id : NULL};
+		if (want != NULL)
+			worker_notebook_keep(w->wc->sessions_fd, rec.id, &r, &o);
 		mr.text = mcp_call_text(&o, w->l.max_result_bytes, mr.session_id, &mr.text_len);
 		if (mr.text != NULL && streamed && sse.started)
 			stream_sse_end(&sse, write_mcp_reply, &mr);

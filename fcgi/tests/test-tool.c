@@ -475,9 +475,47 @@ test_hosts(void)
 	}
 }
 
+/* sessions on (/isolation's "sessions"): a "session" argument, strict mode's nullable */
+static void
+test_sessions(void)
+{
+	char *iso = iso_doc("cgroup", "cgroup", "tmpfs", "cgroup", new_limits);
+	char *with = NULL;
+	json_t *t, *props, *req;
+	size_t n = iso ? strlen(iso) : 0;
+
+	if (iso != NULL && n > 1 &&
+	    asprintf(&with,
+	             "%.*s,\"sessions\":{\"maxSessions\":7,\"idleTimeoutSeconds\":61,"
+	             "\"maxLifetimeSeconds\":3601}}",
+	             (int)(n - 1), iso) < 0)
+		with = NULL;
+	t = with ? render(with, TOOL_ANTHROPIC) : NULL;
+	props = json_object_get(json_object_get(t, "input_schema"), "properties");
+	ok(json_is_object(json_object_get(props, "session")), "sessions on: a session argument");
+	ok(strstr(str(json_object_get(props, "session"), "description"), "61 s") != NULL,
+	   "its idle bound told");
+	ok(strstr(str(t, "description"), "at most 7 sessions") != NULL, "and the pod's bound");
+	json_decref(t);
+	t = with ? render(with, TOOL_OPENAI_STRICT) : NULL;
+	req = json_object_get(json_object_get(json_object_get(t, "function"), "parameters"),
+	                      "required");
+	char *rs = json_dumps(req, 0);
+	ok(rs != NULL && strstr(rs, "\"session\"") != NULL, "strict mode requires it");
+	free(rs);
+	json_decref(t);
+	t = iso ? render(iso, TOOL_ANTHROPIC) : NULL;
+	props = json_object_get(json_object_get(t, "input_schema"), "properties");
+	ok(t != NULL && json_object_get(props, "session") == NULL, "sessions off: none");
+	json_decref(t);
+	free(iso);
+	free(with);
+}
+
 int
 main(void)
 {
+	test_sessions();
 	test_parse();
 	test_anthropic();
 	test_strict();
