@@ -478,15 +478,6 @@ done:
 	json_decref(root);
 }
 
-static int
-agent_hex(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-	                              : -1;
-}
-
 /* How the {path} of a request was received (agent_target()). */
 enum agent_target {
 	AGENT_TARGET_OK,       /* rel names it beneath the workspace */
@@ -506,7 +497,8 @@ static enum agent_target
 agent_target(FCGX_Request *req, const char *prefix, char *path, char *rel, size_t rel_len)
 {
 	const char *uri = FCGX_GetParam("REQUEST_URI", req->envp);
-	size_t n = strlen(prefix), o = 0;
+	size_t n = strlen(prefix);
+	long o;
 
 	/* nginx chose this location by its $uri: a request URI that does not start with the same
 	 * prefix had dot segments that climbed out of the one it named (nginx.conf answers those
@@ -515,31 +507,15 @@ agent_target(FCGX_Request *req, const char *prefix, char *path, char *rel, size_
 		agent_denied(req);
 		return AGENT_TARGET_ANSWERED;
 	}
-	for (const char *c = uri + n; *c != '\0' && *c != '?'; c++) {
-		int hi, lo;
-		char b = *c;
-		if (b == '%') {
-			hi = agent_hex(c[1]);
-			lo = hi < 0 ? -1 : agent_hex(c[2]);
-			/* a bad escape or an encoded NUL: nginx answers 400 for both itself */
-			if (lo < 0 || (hi == 0 && lo == 0)) {
-				http_send_message(
-				    req, 400, NULL, "invalid_request",
-				    "the path is not a well-formed percent-encoded path");
-				return AGENT_TARGET_ANSWERED;
-			}
-			b = (char)(hi << 4 | lo);
-			c += 2;
-		}
-		if (o + 1 >= AGENT_MAX_URI_PATH) {
-			http_send_message(req, 400, NULL, "invalid_request",
-			                  "the path is too long");
-			return AGENT_TARGET_ANSWERED;
-		}
-		path[o++] = b;
+	o = http_uri_decode(uri + n, path, AGENT_MAX_URI_PATH);
+	if (o < 0) {
+		http_send_message(req, 400, NULL, "invalid_request",
+		                  o == HTTP_URI_TOO_LONG
+		                      ? "the path is too long"
+		                      : "the path is not a well-formed percent-encoded path");
+		return AGENT_TARGET_ANSWERED;
 	}
-	path[o] = '\0';
-	switch (workspace_path_resolve(path, o, rel, rel_len)) {
+	switch (workspace_path_resolve(path, (size_t)o, rel, rel_len)) {
 	case WORKSPACE_ESCAPES:
 		agent_denied(req);
 		return AGENT_TARGET_ANSWERED;
@@ -778,7 +754,6 @@ agent_download(void *port, FCGX_Request *req)
 {
 	const struct agent_config *ac = ((const struct agent_request *)port)->ac;
 	static char path[AGENT_MAX_URI_PATH], rel[PATH_MAX];
-	char buf[65536];
 	struct stat sb;
 	int fd;
 
@@ -815,20 +790,8 @@ agent_download(void *port, FCGX_Request *req)
 		snprintf(disposition, sizeof(disposition),
 		         "Content-Disposition: attachment; %s%s%s",
 		         plain ? "filename=\"" : "filename*=utf-8''", enc, plain ? "\"" : "");
-		http_send_head(req, 200, "application/octet-stream", disposition,
+		http_send_file(req, "application/octet-stream", disposition, fd,
 		               (unsigned long long)sb.st_size);
-	}
-	/* exactly st_size bytes: a file that changes meanwhile is cut or padded, never longer */
-	for (off_t left = sb.st_size; left > 0;) {
-		ssize_t r = read(fd, buf, (size_t)left < sizeof(buf) ? (size_t)left : sizeof(buf));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			memset(buf, 0, sizeof(buf));
-			r = (ssize_t)((size_t)left < sizeof(buf) ? (size_t)left : sizeof(buf));
-		}
-		FCGX_PutStr(buf, (int)r, req->out);
-		left -= r;
 	}
 	close(fd);
 }

@@ -16,7 +16,9 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *
 http_status_text(int status)
@@ -78,6 +80,29 @@ http_send_as(FCGX_Request *req, int status, const char *content_type, const char
 {
 	http_send_head(req, status, content_type, extra_header, len);
 	FCGX_PutStr(body, (int)len, req->out);
+}
+
+void
+http_send_file(FCGX_Request *req, const char *content_type, const char *extra_header, int fd,
+               unsigned long long size)
+{
+	static char buf[65536];
+
+	http_send_head(req, 200, content_type, extra_header, size);
+	/* exactly size bytes: a file that changes meanwhile is cut or padded, never longer */
+	for (unsigned long long left = size; left > 0;) {
+		size_t want = left < sizeof(buf) ? (size_t)left : sizeof(buf);
+		ssize_t r = read(fd, buf, want);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			memset(buf, 0, want);
+			r = (ssize_t)want;
+		}
+		if (FCGX_PutStr(buf, (int)r, req->out) != (int)r)
+			break; /* the client is gone */
+		left -= (unsigned long long)r;
+	}
 }
 
 /* jsonw's sink into the FastCGI stream */
@@ -151,6 +176,38 @@ http_send_doc(FCGX_Request *req, const char *content_type, char *doc, size_t len
 	}
 	http_send_as(req, 200, content_type, NULL, doc, len);
 	free(doc);
+}
+
+static int
+http_hex(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+long
+http_uri_decode(const char *s, char *out, size_t out_len)
+{
+	size_t o = 0;
+
+	for (const char *c = s; *c != '\0' && *c != '?'; c++) {
+		char b = *c;
+		if (b == '%') {
+			int hi = http_hex(c[1]), lo = hi < 0 ? -1 : http_hex(c[2]);
+			/* a bad escape or an encoded NUL: nginx answers 400 for both itself */
+			if (lo < 0 || (hi == 0 && lo == 0))
+				return HTTP_URI_MALFORMED;
+			b = (char)(hi << 4 | lo);
+			c += 2;
+		}
+		if (o + 1 >= out_len)
+			return HTTP_URI_TOO_LONG;
+		out[o++] = b;
+	}
+	out[o] = '\0';
+	return (long)o;
 }
 
 int

@@ -47,6 +47,14 @@ void http_send_as(FCGX_Request *req, int status, const char *content_type, const
                   const char *body, size_t len);
 
 /*
+ * A 200 of content_type whose body is the first size bytes of fd (a regular file, read from its
+ * offset): exactly size bytes, whatever the file does meanwhile (cut or padded with zeros),
+ * streamed through a 64 KiB window.
+ */
+void http_send_file(FCGX_Request *req, const char *content_type, const char *extra_header, int fd,
+                    unsigned long long size);
+
+/*
  * A 200 JSON answer written by write(w, ctx) twice: counted first (its Content-Length), then
  * streamed into the FastCGI stream as it is written (jsonw's sink), so a large body is never
  * held whole. Returns 0, or -1 when the counting failed and nothing was sent (the caller
@@ -73,6 +81,18 @@ void http_send_message(FCGX_Request *req, int status, const char *extra_header, 
  * of memory making it) is the 500 {"error":"sandbox_error","message":"out of memory"}.
  */
 void http_send_doc(FCGX_Request *req, const char *content_type, char *doc, size_t len);
+
+/* What http_uri_decode() returns when it has no path to give. */
+#define HTTP_URI_MALFORMED -1 /* a bad escape, or an encoded NUL */
+#define HTTP_URI_TOO_LONG -2  /* longer than out_len - 1 bytes */
+
+/*
+ * A path of a request URI as the client sent it (s: REQUEST_URI, nginx's $request_uri, past
+ * the caller's prefix), up to any query, percent-decoded once, into out (NUL-ended). Not
+ * nginx's $uri, whose dot segments are resolved already. Returns its length, or
+ * HTTP_URI_MALFORMED or HTTP_URI_TOO_LONG.
+ */
+long http_uri_decode(const char *s, char *out, size_t out_len);
 
 /*
  * The request's CONTENT_LENGTH into n: 0 when there is none. Returns 0, or -1 when it is not

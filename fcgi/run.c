@@ -1301,6 +1301,28 @@ run_session_ask(const char *path, enum session_op op, struct session_answer *a)
 }
 
 int
+run_session_ask_on(int conn, enum session_op op, struct session_answer *a)
+{
+	return session_ask(conn, op, NULL, 0, a, NULL);
+}
+
+int
+run_session_workdir(const char *path, struct session_answer *a)
+{
+	int conn = run_session_connect(path), fd = -1;
+
+	if (conn < 0) {
+		if (errno == EAGAIN)
+			errno = EBUSY;
+		return -1;
+	}
+	if (session_ask(conn, SESSION_OP_WORKDIR, NULL, 0, a, &fd) < 0)
+		fd = -1;
+	close(conn);
+	return fd;
+}
+
+int
 run_session_connect(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};

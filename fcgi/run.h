@@ -216,6 +216,16 @@ int run_session_connect(const char *path);
 /* One message to the session at path and its answer; 0, or -1 when it does not serve. */
 int run_session_ask(const char *path, enum session_op op, struct session_answer *a);
 
+/* The same on conn, a connection of run_session_connect()'s (it stays open). */
+int run_session_ask_on(int conn, enum session_op op, struct session_answer *a);
+
+/*
+ * The session at path's working directory: an O_PATH fd its init sent (SESSION_OP_WORKDIR),
+ * with its answer in a, or -1 (errno EBUSY: its backlog is full). The fd is untrusted: the
+ * caller checks what it is (sessionfiles.c).
+ */
+int run_session_workdir(const char *path, struct session_answer *a);
+
 /* Removes an ended session's cgroup and directory. */
 void run_session_remove(int sb_parent_fd, struct run_session_box *sb);
 

@@ -1162,11 +1162,24 @@ session_cell_inputs(struct sandbox_spec *s, struct sandbox_input *in)
 	return stdin_fd;
 }
 
+/* Answers WORKDIR on conn: a with an O_PATH fd of the working directory, or not ok. */
+static void
+session_send_workdir(int conn, const char *workdir, struct session_answer *a)
+{
+	int dfd = open(workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+	a->ok = a->ok && dfd >= 0;
+	(void)util_send_fds(conn, a, sizeof(*a), &dfd, dfd >= 0 ? 1 : 0, 0);
+	if (dfd >= 0)
+		close(dfd);
+}
+
 /* A connection to the session's socket while a cell runs: PING (busy), INTERRUPT (SIGINT into
- * the program), CLOSE (the session ends with the cell); another execution is refused. Returns
- * whether it was CLOSE. */
+ * the program), CLOSE (the session ends with the cell), WORKDIR (the worker's file operations
+ * go on meanwhile); another execution is refused. Returns whether it was CLOSE. */
 static bool
-sandbox_session_aside(int session_fd, pid_t prog, const struct session_answer *base)
+sandbox_session_aside(int session_fd, const char *workdir, pid_t prog,
+                      const struct session_answer *base)
 {
 	int fds[SESSION_FDS] = {-1, -1, -1, -1}, n, conn;
 	struct session_answer a = *base;
@@ -1187,6 +1200,10 @@ sandbox_session_aside(int session_fd, pid_t prog, const struct session_answer *b
 		a.interrupted = kill(prog, SIGINT) == 0;
 	} else if (m.op == SESSION_OP_CLOSE) {
 		close_it = true;
+	} else if (m.op == SESSION_OP_WORKDIR) {
+		session_send_workdir(conn, workdir, &a);
+		close(conn);
+		return false;
 	} else if (m.op != SESSION_OP_PING) {
 		a.ok = 0; /* one execution at a time */
 	}
@@ -1405,7 +1422,8 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 		int st;
 
 		(void)ppoll(pfd, 3, &tick, waitmask);
-		if ((pfd[2].revents & POLLIN) && sandbox_session_aside(s->session_fd, prog, base)) {
+		if ((pfd[2].revents & POLLIN) &&
+		    sandbox_session_aside(s->session_fd, s->workdir, prog, base)) {
 			/* closed while it ran: the session ends with this cell */
 			over = ended = true;
 			continue;
@@ -1506,6 +1524,8 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
 		if (self >= 0)
 			close(self);
 		*last = util_now_ms();
+	} else if (m.op == SESSION_OP_WORKDIR && n == 0) {
+		session_send_workdir(conn, s->workdir, &a);
 	} else {
 		live = !(m.op == SESSION_OP_CLOSE && n == 0);
 		/* INTERRUPT between cells: nothing runs, nothing to do */

@@ -238,6 +238,8 @@ session_remove(int sdir, struct session_rec *rec)
 	}
 	rec_name(rec->id, "sock", name, sizeof(name));
 	(void)unlinkat(sdir, name, 0);
+	rec_name(rec->id, "next", name, sizeof(name));
+	(void)unlinkat(sdir, name, 0);
 	rec_name(rec->id, "rec", name, sizeof(name));
 	(void)unlinkat(sdir, name, 0);
 }
@@ -411,6 +413,32 @@ dir_lock(int sdir)
 	return fd;
 }
 
+/* A listening socket bound at path (in the sessions directory sdir), the pool's alone. Returns
+ * its fd, or -1 (errno). */
+static int
+sock_listen(int sdir, const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd, e;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	/* the pool's alone, whatever the umask (a connect needs write permission) */
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    fchmodat(sdir, strrchr(path, '/') + 1, 0600, 0) < 0 || listen(fd, 16) < 0) {
+		e = errno;
+		if (fd >= 0)
+			close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 int
 session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec, int *listen_fd,
                 char *why, size_t why_len)
@@ -420,7 +448,6 @@ session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec
 	uint32_t uid = 0;
 	int lock, fd = -1;
 	char path[128];
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
 	*listen_fd = -1;
 	lock = dir_lock(sdir);
@@ -469,12 +496,8 @@ session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec
 	rec->memory_bytes = ask->memory_bytes; /* held of the budget from now: counted as live */
 	token_hash(rec->salt, ask->auth, rec->token_hash);
 	session_sock_path(sdir, rec->id, path, sizeof(path));
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	/* the pool's alone, whatever the umask (a connect needs write permission) */
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    fchmodat(sdir, strrchr(path, '/') + 1, 0600, 0) < 0 || listen(fd, 16) < 0 ||
-	    rec_write(sdir, rec) < 0) {
+	fd = sock_listen(sdir, path);
+	if (fd < 0 || rec_write(sdir, rec) < 0) {
 		snprintf(why, why_len, "the session's socket or record: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -529,6 +552,68 @@ session_find(int sdir, const char *id, const char *auth, struct session_rec *rec
 	else
 		close(fd);
 	return 0;
+}
+
+struct session_listing {
+	const char *auth;
+	struct session_rec *recs;
+	size_t n, max;
+};
+
+static bool
+list_one(int sdir, struct session_rec *rec, void *ctx)
+{
+	struct session_listing *l = ctx;
+	uint64_t h[2];
+	int fd;
+
+	token_hash(rec->salt, l->auth, h);
+	if (h[0] != rec->token_hash[0] || h[1] != rec->token_hash[1] || !rec->ready)
+		return true;
+	if (!rec_alive(sdir, rec)) {
+		/* ended: removed as session_find() removes it */
+		fd = rec_open(sdir, rec->id);
+		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+			session_remove(sdir, rec);
+		if (fd >= 0)
+			close(fd);
+		return true;
+	}
+	l->recs[l->n++] = *rec;
+	return l->n < l->max;
+}
+
+size_t
+session_list(int sdir, const char *auth, struct session_rec *recs, size_t max)
+{
+	struct session_listing l = {auth, recs, 0, max};
+
+	if (max > 0)
+		rec_each(sdir, list_one, &l);
+	return l.n;
+}
+
+int
+session_rebind(int sdir, const char *id, char *path, size_t len)
+{
+	char name[64];
+
+	rec_name(id, "next", name, sizeof(name));
+	(void)unlinkat(sdir, name, 0); /* an earlier restart's, which failed */
+	snprintf(path, len, "/proc/self/fd/%d/%s", sdir, name);
+	return sock_listen(sdir, path);
+}
+
+int
+session_switch(int sdir, const struct session_rec *rec)
+{
+	char next[64], sock[64];
+
+	rec_name(rec->id, "next", next, sizeof(next));
+	rec_name(rec->id, "sock", sock, sizeof(sock));
+	if (renameat(sdir, next, sdir, sock) < 0)
+		return -1;
+	return session_commit(sdir, rec);
 }
 
 static bool

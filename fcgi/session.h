@@ -35,6 +35,7 @@ struct session_rec {
 	uint32_t ready; /* 0 while its box is being built */
 	uint32_t uid;   /* its own host uid (and gid) under a root pool; 0: the worker's */
 	struct run_session_box sb;
+	int64_t age_before_ms; /* its age when its box was last renewed (a restart); 0: never */
 };
 
 /*
@@ -154,6 +155,23 @@ int session_of_group(int sdir, const char *memory_dir, char id[SESSION_ID_LEN + 
 
 /* Whether someone holds session id's lock (an execution, a background one's watcher). */
 bool session_locked(int sdir, const char *id);
+
+/*
+ * Up to max of auth's sessions (a token's own; every one where tokens are off), ready and
+ * alive, into recs (ended ones are removed as session_find() removes them). Returns how many.
+ */
+size_t session_list(int sdir, const char *auth, struct session_rec *recs, size_t max);
+
+/*
+ * A restart's new box (worker.c): binds a listening socket for session id beside its own, at
+ * <id>.next (path, as session_sock_path() names it, into path), for the new box's init.
+ * Returns its fd, or -1 (errno).
+ */
+int session_rebind(int sdir, const char *id, char *path, size_t len);
+
+/* Puts the new box in its place: <id>.next becomes <id>.sock (connections go to the new init
+ * from now on) and rec (with the new box) is written, ready. Returns 0, or -1 (errno). */
+int session_switch(int sdir, const struct session_rec *rec);
 
 /* Removes an ended (or never started) session's record, socket, directory and cgroup. */
 void session_remove(int sdir, struct session_rec *rec);

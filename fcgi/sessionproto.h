@@ -7,7 +7,10 @@
  * with, for an execution, the init's ends of four fresh pipes: stdout, stderr, control (the
  * request, as for any run, then 'S' to stop) and report. Init answers with its own pidfd,
  * through which the worker watches it and can kill the whole session. While a cell runs, init
- * still answers PING (busy), INTERRUPT and CLOSE on the socket; another execution is refused.
+ * still answers PING (busy), INTERRUPT, CLOSE and WORKDIR on the socket; another execution is
+ * refused. WORKDIR answers an O_PATH fd of the session's working directory, which lives in a
+ * tmpfs mounted only in the box's mount namespace: the worker reads and writes the session's
+ * files through it (sessionfiles.c), beneath it, never by a path.
  *
  * Init and the program talk over a socket pair made before the program's fork: init sends a
  * cell (the value's bound, with stdin and the two output pipes as fds), and the program, once
@@ -27,6 +30,8 @@ enum session_op {
 	SESSION_OP_EXECUTE,   /* one execution; fds: stdout, stderr, control, report */
 	SESSION_OP_CLOSE,     /* kill everything of it and end (during a cell too) */
 	SESSION_OP_INTERRUPT, /* SIGINT into the program (KeyboardInterrupt) if a cell runs */
+	SESSION_OP_WORKDIR,   /* an O_PATH fd of its working directory (the answer's one fd), for
+	                       * the worker's file operations (during a cell too); untrusted */
 };
 
 /* the execution's fds, in this order */

@@ -33,6 +33,7 @@
 #include "serve.h"
 #include "request.h"
 #include "session.h"
+#include "sessionfiles.h"
 #include "sessionproto.h"
 #include "tool.h"
 #include "slots.h"
@@ -450,6 +451,35 @@ write_session_reply(struct jsonw *jw, const void *ctx)
 	                            e->artifacts, e->id);
 }
 
+/* The session's state and bounds, as GET answers them, into jw. */
+static void
+worker_session_state_write(struct jsonw *jw, const struct session_rec *rec,
+                           const struct session_answer *a, bool busy, const struct limits *l)
+{
+	jsonw_lit(jw, "{\"id\":");
+	jsonw_cstr(jw, rec->id);
+	jsonw_lit(jw, ",\"state\":");
+	jsonw_cstr(jw, busy ? "busy" : "idle");
+	jsonw_lit(jw, ",\"executions\":");
+	jsonw_int(jw, a ? (long long)a->executions : 0);
+	jsonw_lit(jw, ",\"ageSeconds\":");
+	/* its age since it was made, across restarts (each a new box, which counts from 0) */
+	jsonw_int(jw, ((a ? a->age_ms : 0) + rec->age_before_ms) / 1000);
+	jsonw_lit(jw, ",\"idleSeconds\":");
+	jsonw_int(jw, a ? a->idle_ms / 1000 : 0);
+	jsonw_lit(jw, ",\"idleTimeoutSeconds\":");
+	jsonw_int(jw, rec->idle_seconds);
+	jsonw_lit(jw, ",\"maxLifetimeSeconds\":");
+	jsonw_int(jw, rec->life_seconds);
+	jsonw_lit(jw, ",\"timeoutSeconds\":");
+	jsonw_int(jw, l->execution_timeout_seconds);
+	jsonw_lit(jw, ",\"memoryBytes\":");
+	jsonw_int(jw, (long long)rec->memory_bytes);
+	jsonw_lit(jw, ",\"diskBytes\":");
+	jsonw_int(jw, (long long)rec->disk_bytes);
+	jsonw_lit(jw, "}");
+}
+
 /* The session's state and bounds, as GET answers and POST /sessions' 201 says. */
 static void
 worker_session_state(FCGX_Request *req, int status, const struct session_rec *rec,
@@ -460,27 +490,7 @@ worker_session_state(FCGX_Request *req, int status, const struct session_rec *re
 	char *doc;
 
 	jsonw_init(&jw);
-	jsonw_lit(&jw, "{\"id\":");
-	jsonw_cstr(&jw, rec->id);
-	jsonw_lit(&jw, ",\"state\":");
-	jsonw_cstr(&jw, busy ? "busy" : "idle");
-	jsonw_lit(&jw, ",\"executions\":");
-	jsonw_int(&jw, a ? (long long)a->executions : 0);
-	jsonw_lit(&jw, ",\"ageSeconds\":");
-	jsonw_int(&jw, a ? a->age_ms / 1000 : 0);
-	jsonw_lit(&jw, ",\"idleSeconds\":");
-	jsonw_int(&jw, a ? a->idle_ms / 1000 : 0);
-	jsonw_lit(&jw, ",\"idleTimeoutSeconds\":");
-	jsonw_int(&jw, rec->idle_seconds);
-	jsonw_lit(&jw, ",\"maxLifetimeSeconds\":");
-	jsonw_int(&jw, rec->life_seconds);
-	jsonw_lit(&jw, ",\"timeoutSeconds\":");
-	jsonw_int(&jw, l->execution_timeout_seconds);
-	jsonw_lit(&jw, ",\"memoryBytes\":");
-	jsonw_int(&jw, (long long)rec->memory_bytes);
-	jsonw_lit(&jw, ",\"diskBytes\":");
-	jsonw_int(&jw, (long long)rec->disk_bytes);
-	jsonw_lit(&jw, "}");
+	worker_session_state_write(&jw, rec, a, busy, l);
 	doc = jsonw_take(&jw, &len);
 	if (doc == NULL) {
 		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
@@ -1430,8 +1440,13 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 	*sub = NULL;
 	if (slash != NULL) {
 		*sub = slash + 1;
+		/* the files' methods are sessionfiles_handle()'s to check */
+		if (sessionfiles_route(*sub))
+			return 0;
 		const char *allow =
-		    strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0 ? "POST"
+		    strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0 ||
+		            strcmp(*sub, "restart") == 0
+		        ? "POST"
 		    : strncmp(*sub, "executions/", 11) == 0 || strcmp(*sub, "notebook") == 0 ? "GET"
 		                                                                             : NULL;
 		if (allow == NULL) {
@@ -1441,9 +1456,10 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 		if (strcmp(method, allow) != 0) {
 			char hdr[32];
 			snprintf(hdr, sizeof(hdr), "Allow: %s", allow);
-			http_send_message(req, 405, hdr, "method_not_allowed",
-			                  "use POST /sessions/{id}/execute or /interrupt, GET "
-			                  "/sessions/{id}/executions/{execution}");
+			http_send_message(
+			    req, 405, hdr, "method_not_allowed",
+			    "use POST /sessions/{id}/execute, /interrupt or /restart, GET "
+			    "/sessions/{id}/executions/{execution} or /notebook");
 			return -1;
 		}
 	} else if (strcmp(method, "GET") != 0 && strcmp(method, "DELETE") != 0) {
@@ -1487,6 +1503,240 @@ worker_session_close(const struct worker_request *w, FCGX_Request *req, const ch
 	http_send(req, 204, NULL, "", 0);
 }
 
+/* GET /sessions: the caller's own sessions (its token's; all of them where tokens are off),
+ * each as GET /sessions/{id} answers it, at most CODEBOX_MAX_SESSIONS of them. */
+static void
+worker_session_list(const struct worker_request *w, FCGX_Request *req, const char *auth)
+{
+	size_t max = w->sl.max_sessions > 0 ? (size_t)w->sl.max_sessions : 0, n = 0, len;
+	struct session_rec *recs = max > 0 ? calloc(max, sizeof(*recs)) : NULL;
+	struct jsonw jw;
+	char *doc;
+
+	if (max > 0 && recs == NULL) {
+		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
+		return;
+	}
+	if (w->wc->sessions_fd >= 0 && max > 0)
+		n = session_list(w->wc->sessions_fd, auth, recs, max);
+	jsonw_init(&jw);
+	jsonw_lit(&jw, "{\"sessions\":[");
+	for (size_t i = 0, shown = 0; i < n; i++) {
+		struct session_answer a;
+		char path[128];
+		int rc;
+		session_sock_path(w->wc->sessions_fd, recs[i].id, path, sizeof(path));
+		rc = run_session_ask(path, SESSION_OP_PING, &a);
+		/* one that ended since it was listed is left out; one whose backlog is full is
+		 * busy, with no word of its use */
+		if (rc < 0 && errno != EBUSY)
+			continue;
+		if (shown++ > 0)
+			jsonw_lit(&jw, ",");
+		worker_session_state_write(&jw, &recs[i], rc == 0 ? &a : NULL,
+		                           rc < 0 || a.busy != 0, &w->l);
+	}
+	jsonw_lit(&jw, "]}");
+	free(recs);
+	doc = jsonw_take(&jw, &len);
+	http_send_doc(req, HTTP_JSON, doc, len);
+}
+
+/* What came of renewing a session's box (worker_session_renew()). */
+enum worker_renewed {
+	WORKER_RENEWED,
+	WORKER_RENEW_GONE,   /* the session ended meanwhile: 404 */
+	WORKER_RENEW_OLD,    /* its lifetime is (nearly) over: 409 */
+	WORKER_RENEW_BUSY,   /* no execution slot: 429 */
+	WORKER_RENEW_FAILED, /* 503, logged; the session is as it was */
+};
+
+/* Renewal's new box, for rec's session: bound to a socket beside its own (next, its path),
+ * with rec's bounds and life_s of lifetime left. Holds an execution slot while it is built, as
+ * a session's creation does. */
+static enum worker_renewed
+worker_session_box(const struct worker_request *w, const struct session_rec *rec, long life_s,
+                   struct session_rec *next, char *next_path, size_t next_len)
+{
+	const struct worker_config *wc = w->wc;
+	struct run_config scfg = *w->run;
+	struct run_spec spec;
+	char why[512];
+	int listen_fd, rc;
+
+	switch (slots_acquire(wc->slots, wc->index, w->l.max_concurrent_executions)) {
+	case SLOTS_TAKEN:
+		break;
+	case SLOTS_FULL:
+		metrics_record_busy();
+		return WORKER_RENEW_BUSY;
+	case SLOTS_STUCK:
+		return WORKER_RENEW_FAILED;
+	}
+	listen_fd = session_rebind(wc->sessions_fd, rec->id, next_path, next_len);
+	if (listen_fd < 0) {
+		slots_release(wc->slots, wc->index);
+		log_msg(LOG_ERROR, "session restart: its new socket: %s", strerror(errno));
+		return WORKER_RENEW_FAILED;
+	}
+	/* exactly the session's own: its uid, caps and bounds, as worker_session_start() */
+	if (rec->uid != 0) {
+		scfg.run_uid = rec->uid;
+		scfg.run_gid = (gid_t)rec->uid;
+	}
+	spec = run_spec_from_limits(&w->l, "", 0, w->l.execution_timeout_seconds * 1000L, -1);
+	spec.caps.memory_bytes = rec->memory_bytes;
+	spec.caps.disk_bytes = rec->disk_bytes;
+	spec.session = true;
+	spec.caps.heavy = true;
+	spec.session_idle_seconds = rec->idle_seconds;
+	spec.session_life_seconds = (unsigned)life_s;
+	*next = *rec;
+	rc = run_session_create(&scfg, &spec, listen_fd, next_path, wc->sessions_fd,
+	                        wc->sessions_dir, &next->sb, why, sizeof(why));
+	close(listen_fd);
+	slots_release(wc->slots, wc->index);
+	if (rc < 0) {
+		log_msg(LOG_ERROR, "session restart: %s", why);
+		return WORKER_RENEW_FAILED;
+	}
+	return WORKER_RENEWED;
+}
+
+/*
+ * A restart's work, under the session's lock: a new box for the session (a fresh interpreter
+ * from the heavy template, every step of a session's start), its working directory's files
+ * copied into it from the old one's, then the new box put in the old one's place (its socket,
+ * its record) and the old one closed and removed. Until the switch the session is as it was:
+ * any failure before it leaves it so. Its lifetime goes on (the new box gets what is left of
+ * it); its idle time and executions start again. rec becomes the new one's.
+ */
+static enum worker_renewed
+worker_session_renew(const struct worker_request *w, struct session_rec *rec, const char *path)
+{
+	int sdir = w->wc->sessions_fd, old_dir, new_dir = -1, old_conn = -1;
+	struct session_answer a, b;
+	struct session_rec next;
+	char next_path[128];
+	enum worker_renewed r;
+	long long age_ms;
+
+	old_dir = run_session_workdir(path, &a);
+	if (old_dir < 0)
+		return WORKER_RENEW_GONE;
+	age_ms = rec->age_before_ms + a.age_ms;
+	if (sessionfiles_check_dir(old_dir, rec) < 0) {
+		close(old_dir);
+		session_log_name(rec->id, next_path);
+		log_msg(LOG_ERROR,
+		        "session %s: its init sent a working directory that is not its tmpfs",
+		        next_path);
+		return WORKER_RENEW_FAILED;
+	}
+	if ((long long)rec->life_seconds * 1000 - age_ms < 2000) {
+		close(old_dir);
+		return WORKER_RENEW_OLD;
+	}
+	r = worker_session_box(w, rec, ((long long)rec->life_seconds * 1000 - age_ms) / 1000, &next,
+	                       next_path, sizeof(next_path));
+	if (r != WORKER_RENEWED) {
+		close(old_dir);
+		return r;
+	}
+	new_dir = run_session_workdir(next_path, &b);
+	if (new_dir < 0 || sessionfiles_check_dir(new_dir, &next) < 0 ||
+	    sessionfiles_copy(old_dir, new_dir, rec->uid) < 0) {
+		log_msg(LOG_ERROR, "session restart: its files could not be carried over: %s",
+		        strerror(errno));
+		r = WORKER_RENEW_FAILED;
+	}
+	/* connected before the switch: the old init is told to close once the new one serves */
+	if (r == WORKER_RENEWED && (old_conn = run_session_connect(path)) < 0)
+		r = WORKER_RENEW_GONE;
+	next.age_before_ms = age_ms;
+	if (r == WORKER_RENEWED && session_switch(sdir, &next) < 0) {
+		log_msg(LOG_ERROR, "session restart: the switch: %s", strerror(errno));
+		r = WORKER_RENEW_FAILED;
+	}
+	close(old_dir);
+	if (new_dir >= 0)
+		close(new_dir);
+	if (r != WORKER_RENEWED) {
+		/* the session stays as it was; the new box goes */
+		(void)run_session_ask(next_path, SESSION_OP_CLOSE, &b);
+		run_session_remove(sdir, &next.sb);
+		(void)unlinkat(sdir, strrchr(next_path, '/') + 1, 0);
+		if (old_conn >= 0)
+			close(old_conn);
+		return r;
+	}
+	(void)run_session_ask_on(old_conn, SESSION_OP_CLOSE, &a);
+	close(old_conn);
+	run_session_remove(sdir, &rec->sb);
+	*rec = next;
+	return WORKER_RENEWED;
+}
+
+/*
+ * POST /sessions/{id}/restart: a fresh interpreter in the same session (id, token, bounds,
+ * files), as Jupyter restarts a kernel. A running cell is interrupted first (KeyboardInterrupt)
+ * and waited for, a bounded time (then 409). Answers the session's state, as GET does.
+ */
+static void
+worker_session_restart(const struct worker_request *w, FCGX_Request *req, const char *auth,
+                       struct session_rec *rec, const char *path, int *lock_fd)
+{
+	struct session_answer a;
+	char name[SESSION_LOG_NAME_LEN + 1], id[SESSION_ID_LEN + 1];
+	enum worker_renewed r;
+
+	memcpy(id, rec->id, sizeof(id));
+	if (*lock_fd < 0)
+		(void)run_session_ask(path, SESSION_OP_INTERRUPT, &a);
+	/* the cell's worker answers its client and lets go of the lock */
+	for (int i = 0; *lock_fd < 0 && i < 200; i++) {
+		struct timespec ms = {0, 20 * 1000 * 1000};
+		nanosleep(&ms, NULL);
+		if (session_find(w->wc->sessions_fd, id, auth, rec, true, lock_fd) < 0) {
+			worker_session_unknown(req);
+			return;
+		}
+	}
+	if (*lock_fd < 0) {
+		http_send_message(req, 409, NULL, "session_busy",
+		                  "the running cell did not end when interrupted; retry, or close "
+		                  "the session (DELETE /sessions/{id})");
+		return;
+	}
+	r = worker_session_renew(w, rec, path);
+	session_log_name(id, name);
+	if (r == WORKER_RENEWED)
+		log_msg(LOG_INFO, "session %s restarted", name);
+	switch (r) {
+	case WORKER_RENEWED:
+		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
+			worker_session_unknown(req);
+		else
+			worker_session_state(req, 200, rec, &a, false, &w->l);
+		return;
+	case WORKER_RENEW_GONE:
+		worker_session_unknown(req);
+		return;
+	case WORKER_RENEW_OLD:
+		http_send_message(req, 409, NULL, "session_ending",
+		                  "the session's lifetime is (nearly) over: make a new session");
+		return;
+	case WORKER_RENEW_BUSY:
+		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
+		                  "all execution slots are in use; retry shortly");
+		return;
+	case WORKER_RENEW_FAILED:
+		break;
+	}
+	http_send_message(req, 503, NULL, "sandbox_unavailable",
+	                  "the session could not be restarted; it is as it was");
+}
+
 static void
 worker_sessions(void *port, FCGX_Request *req)
 {
@@ -1508,9 +1758,15 @@ worker_sessions(void *port, FCGX_Request *req)
 	}
 	rest = uri + 9;
 	if (*rest == '\0' || strcmp(rest, "/") == 0) {
+		if (strcmp(method, "GET") == 0) {
+			worker_session_list(w, req, auth);
+			return;
+		}
 		if (strcmp(method, "POST") != 0) {
-			http_send_message(req, 405, "Allow: POST", "method_not_allowed",
-			                  "use POST /sessions to make a session");
+			http_send_message(
+			    req, 405, "Allow: GET, POST", "method_not_allowed",
+			    "use POST /sessions to make a session, GET /sessions to list "
+			    "yours");
 			return;
 		}
 		worker_session_create(w, req, auth);
@@ -1518,14 +1774,20 @@ worker_sessions(void *port, FCGX_Request *req)
 	}
 	if (worker_session_route(req, method, rest + 1, id, &sub) < 0)
 		return;
-	/* executions and DELETE take the session's lock; reading it and interrupting do not */
-	bool take = sub != NULL ? strcmp(sub, "execute") == 0 : strcmp(method, "DELETE") == 0;
+	/* executions, restarts and DELETE take the session's lock; reading it, its files and
+	 * interrupting do not */
+	bool take = sub != NULL ? strcmp(sub, "execute") == 0 || strcmp(sub, "restart") == 0
+	                        : strcmp(method, "DELETE") == 0;
 	if (session_find(wc->sessions_fd, id, auth, &rec, take, &lock_fd) < 0) {
 		worker_session_unknown(req);
 		return;
 	}
 	session_sock_path(wc->sessions_fd, id, path, sizeof(path));
-	if (sub != NULL && strcmp(sub, "execute") == 0) {
+	if (sub != NULL && sessionfiles_route(sub)) {
+		sessionfiles_handle(req, method, &rec, path);
+	} else if (sub != NULL && strcmp(sub, "restart") == 0) {
+		worker_session_restart(w, req, auth, &rec, path, &lock_fd);
+	} else if (sub != NULL && strcmp(sub, "execute") == 0) {
 		if (lock_fd < 0)
 			http_send_message(
 			    req, 409, NULL, "session_busy",

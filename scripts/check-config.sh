@@ -7,7 +7,8 @@
 #      nginx worker's $pid (a crashed worker's counts must not outlive it), and the pool's
 #      workers >= CODEBOX_MAX_CONCURRENT_EXECUTIONS + limit_conn codebox_meta +
 #      CODEBOX_AGENT_SLOTS (port 8888's slots, at most limit_conn codebox_agent);
-#   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024;
+#   4. client_max_body_size >= 4 * CODEBOX_MAX_CODE_BYTES + 1024, and a session's files' location's
+#      >= CODEBOX_DISK_BYTES (a file may fill a session's disk);
 #   5. every location passes the same limits (so /capabilities reports what /execute enforces);
 #   6. CODEBOX_POOL_MEMORY_BYTES (0: derived by the pool) is at least CODEBOX_MEMORY_BYTES and,
 #      with --memory-limit or --print-pool-memory-bytes (the pool's start), at most the memory
@@ -417,6 +418,21 @@ fi
 named=$(sed -n 's/^\s*default\s\+\([0-9]\+\);\s*# codebox-body-limit$/\1/p' "$conf" | head -1)
 if [[ -n $named && $named != "$body_b" ]]; then
 	fail "the 413's \$codebox_body_limit ($named, the map's default in nginx.conf) must equal client_max_body_size ($body_b bytes)"
+fi
+
+# a session's file (PUT /sessions/{id}/files/{path}) may fill a session's disk, and its 413
+# names its own limit
+file_body=$(sed -n 's/^\s*client_max_body_size\s\+\([0-9]\+[kKmMgG]\?\);\s*# codebox-session-file-limit$/\1/p' "$conf" | head -1)
+if [[ -n $file_body ]]; then
+	file_b=$(bytes "$file_body")
+	disk_b=$(one_value CODEBOX_DISK_BYTES)
+	if ((file_b < disk_b)); then
+		fail "the sessions' files location's client_max_body_size ($file_b bytes, nginx.conf) must be at least CODEBOX_DISK_BYTES ($disk_b$(at CODEBOX_DISK_BYTES)): a file may fill a session's disk"
+	fi
+	named=$(sed -n 's/^\s*"~^codebox \/sessions[^"]*"\s\+\([0-9]\+\);\s*# codebox-session-file-limit$/\1/p' "$conf" | head -1)
+	if [[ -n $named && $named != "$file_b" ]]; then
+		fail "the 413's \$codebox_body_limit for a session's files ($named, nginx.conf) must equal that location's client_max_body_size ($file_b bytes)"
+	fi
 fi
 
 # 6. the pool-wide memory budget against what the container (or host) has

@@ -368,8 +368,10 @@ while True:
 	assert_equal "$code" 400
 	sreq POST /sessions '[1]'
 	assert_equal "$code" 400
-	sreq GET /sessions
+	# GET /sessions lists them (89-session-files); another method is 405
+	sreq PATCH /sessions
 	assert_equal "$code" 405
+	assert_equal "$(header Allow)" "GET, POST"
 	sreq GET /sessions/0123456789abcdef0123456789abcdef
 	assert_equal "$code" 404
 	sreq GET /sessions/not-an-id
