@@ -25,6 +25,8 @@ _STREAM_MAX = 1 << 20
 _MIMES = ('text/plain', 'text/html', 'text/markdown', 'text/latex', 'image/png', 'image/jpeg',
           'image/svg+xml', 'application/json', 'application/pdf')
 _BINARY = ('image/png', 'image/jpeg', 'application/pdf')
+# values whose text is their repr(), with no richer form
+_PLAIN = (int, float, bool, complex, str, bytes, type(None))
 
 
 class _Cell:
@@ -117,6 +119,9 @@ def _bundle(obj, include=None, exclude=None):
     # obj's MIME bundle and metadata, as IPython's display layer makes them (its formatters
     # catch what a _repr_*_ method raises or returns of the wrong type); its text/plain alone
     # where IPython is missing
+    if type(obj) in _PLAIN:
+        # what IPython's pretty printer gives them too, without importing it
+        return {'text/plain': repr(obj)}, {}
     f = _formatter[0]
     if f is None:
         try:
@@ -143,12 +148,16 @@ def _clean(data, md):
         try:
             if k in _BINARY:
                 if isinstance(v, str):
-                    v = v.encode('ascii')
-                if not isinstance(v, (bytes, bytearray, memoryview)):
+                    # already base64, as Jupyter takes a str: checked, kept as it is
+                    if len(v) > _MIME_MAX:
+                        raise ValueError('larger than %d bytes' % _MIME_MAX)
+                    base64.b64decode(v.encode('ascii'), validate=True)
+                elif isinstance(v, (bytes, bytearray, memoryview)):
+                    if len(v) > _MIME_MAX * 3 // 4:
+                        raise ValueError('larger than %d bytes' % _MIME_MAX)
+                    v = base64.b64encode(bytes(v)).decode('ascii')
+                else:
                     raise TypeError(type(v).__name__)
-                if len(v) > _MIME_MAX * 3 // 4:
-                    raise ValueError('larger than %d bytes' % _MIME_MAX)
-                v = base64.b64encode(bytes(v)).decode('ascii')
             elif k == 'application/json':
                 s = json.dumps(v)
                 if len(s) > _MIME_MAX:
@@ -222,7 +231,8 @@ def _hook_display():
     # running shell: without one it prints); figures shown or left open come back
     import builtins, sys
     builtins.display = display
-    for name in ('IPython.core.display_functions', 'IPython.display', 'IPython'):
+    # (not the IPython package's: its "display" is the submodule IPython.display)
+    for name in ('IPython.core.display_functions', 'IPython.core.display', 'IPython.display'):
         m = sys.modules.get(name)
         if m is not None and hasattr(m, 'display'):
             m.display = display
@@ -298,8 +308,8 @@ def session(fd, workdir):
     _out, _err = _Stream(sys.stdout, 'stdout'), _Stream(sys.stderr, 'stderr')
     sys.stdout = _out
     sys.stderr = _err
-    _hook_display()
-    _bundle(None)  # IPython's formatters made now, before the first cell's time
+    if 'IPython.core.formatters' in sys.modules:
+        _bundle(None)  # IPython's formatters made now (preloaded), before any cell's time
     count = 0
     while True:
         try:
@@ -319,6 +329,8 @@ def session(fd, workdir):
         sys.stdin = io.TextIOWrapper(io.open(0, 'rb', closefd=False), 'utf-8', 'strict')
         # a cell that replaced them (sys.stdout = ...) has them back for the next one
         sys.stdout, sys.stderr = _out, _err
+        # display() as IPython's too, its modules imported by now or by an earlier cell
+        _hook_display()
         count += 1
         _cell[0] = _Cell()
         code, value, error = 0, None, None

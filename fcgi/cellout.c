@@ -148,7 +148,7 @@ static int
 parse(const char *json, size_t len, json_t **count, json_t **outputs, json_t **error)
 {
 	json_error_t jerr;
-	json_t *doc = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr), *o, *n;
+	json_t *doc = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr), *o, *n;
 	size_t i;
 
 	if (!json_is_object(doc)) {

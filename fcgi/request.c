@@ -79,6 +79,10 @@ request_parse(struct request *r, const char *body, size_t len, const struct limi
 	}
 	json_object_foreach(r->root, key, v)
 	{
+		/* "session": null is what a strict-mode model sends for the tool's session argument
+		 * (GET /tool) when it keeps no state: absent, as every optional key's null */
+		if (strcmp(key, "session") == 0 && json_is_null(v))
+			continue;
 		if (strcmp(key, "code") != 0 && strcmp(key, "stdin") != 0 &&
 		    strcmp(key, "timeoutSeconds") != 0 && strcmp(key, "details") != 0 &&
 		    strcmp(key, "files") != 0 && strcmp(key, "artifacts") != 0) {

@@ -23,9 +23,10 @@ teardown_file() {
 # The /isolation limits a model is told: all of them, but a process or CPU limit where this
 # host enforces none (/isolation's details say so)
 told_limits() { # ISOLATION
-	jq -r --argjson i "$1" '.limits | to_entries[] |
+	jq -r --argjson i "$1" '(.limits | to_entries[] |
 		select(.key != "maxProcesses" or $i.details.processLimit != "none") |
-		select(.key != "cpuMillicores" or $i.details.cpuLimit != "none") | .value' <<<"$1"
+		select(.key != "cpuMillicores" or $i.details.cpuLimit != "none") | .value),
+		(.sessions // {} | .maxSessions | values)' <<<"$1"
 }
 
 # strict_violations SCHEMA: what breaks OpenAI's strict-mode rules in SCHEMA (tool.c's top
@@ -95,8 +96,9 @@ strict_violations() {
 		 .input_schema.properties.timeoutSeconds.maximum == $t and
 		 .input_schema.properties.stdin.type == "string" and
 		 (.input_schema.properties | has("details") | not)' <<<"$tool"
+	# and "session" exactly when /isolation has sessions (warm)
 	run -0 jq -e --argjson i "$iso" '.input_schema.properties | keys - ["artifacts", "files"] ==
-		["code", "stdin", "timeoutSeconds"] and
+		(["code", "stdin", "timeoutSeconds"] + (if $i.sessions then ["session"] else [] end) | sort) and
 		has("files") == ($i.limits | has("maxInputFiles") and has("maxInputBytes")) and
 		has("artifacts") == ($i.limits | has("maxArtifacts") and has("maxArtifactBytes"))' <<<"$tool"
 }

@@ -49,9 +49,9 @@ x.sum()'
 print(y)'
 	assert_equal "$(field .stdout)" "1,2"
 	assert_equal "$(field .value)" null
-	# the contract's keys in their order, then value and session
+	# the contract's keys in their order, then value, the notebook's keys and session
 	run -0 jq -c 'keys_unsorted' <<<"$reply"
-	assert_output '["status","exitCode","stdout","stderr","result","resultError","durationMs","truncated","value","session"]'
+	assert_output '["status","exitCode","stdout","stderr","result","resultError","durationMs","truncated","value","executionCount","outputs","error","session"]'
 	# an exception is the cell's failure, with the cell's traceback only; state survives it
 	run_in "$sid" 'z = 1
 1/0'
