@@ -232,7 +232,7 @@ lint:
 	    image/codebox-pool-start image/codebox-config image/codebox-probe
 # the Python scripts (cafe-agent, the test helpers) must parse: stdlib only, no linter here
 	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' \
-	    scripts/cafe-agent image/gen-sbom tests/helpers/*.py fcgi/cell.py
+	    scripts/cafe-agent image/gen-sbom tests/helpers/*.py fcgi/cell.py scripts/bench-cells.py
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
 format:

@@ -1825,12 +1825,132 @@ worker_sessions(void *port, FCGX_Request *req)
 		close(lock_fd);
 }
 
-/* tools/list's tools: GET /tool's (with the "session" argument where sessions are on) */
+/* MCP's second tool, where sessions are on: a model lists and closes its sessions */
+#define WORKER_MCP_SESSIONS_TOOL "sessions"
+
+/* tools/list's tools: GET /tool's (with the "session" argument where sessions are on), and
+ * where sessions are on the sessions tool */
 static json_t *
 worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_len)
 {
-	(void)w;
-	return mcp_tools(tool, tool_len);
+	json_t *res = mcp_tools(tool, tool_len), *t;
+
+	if (res == NULL || !worker_sessions_on(w))
+		return res;
+	t = json_pack(
+	    "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:[s,s], s:s}, s:{s:s, s:s}}, s:[s], s:b},"
+	    " s:{s:b, s:b, s:b, s:b}}",
+	    "name", WORKER_MCP_SESSIONS_TOOL, "title", "List or close your Python sessions",
+	    "description",
+	    "Your sessions of " TOOL_NAME " (made with \"session\": \"new\"). \"list\" tells "
+	    "each open session's id, whether a call runs in it, how many cells it ran, and how "
+	    "long it has been idle and alive. \"close\" ends the session named by \"session\" "
+	    "and frees what it holds (its variables and files are gone): close a session once "
+	    "you no longer need its state, since the server holds few at once.",
+	    "inputSchema", "type", "object", "properties", "action", "type", "string", "enum",
+	    "list", "close", "description", "list, or close one session", "session", "type",
+	    "string", "description", "the session to close (its id)", "required", "action",
+	    "additionalProperties", 0, "annotations", "readOnlyHint", 0, "destructiveHint", 1,
+	    "idempotentHint", 1, "openWorldHint", 0);
+	if (t == NULL || json_array_append_new(json_object_get(res, "tools"), t) < 0) {
+		json_decref(res);
+		return NULL;
+	}
+	return res;
+}
+
+/* the sessions tool's "list": a line a session for the model, the documents as GET /sessions
+ * has them for a program */
+static void
+worker_mcp_list(const struct worker_request *w, FCGX_Request *req, const json_t *id,
+                const char *auth)
+{
+	size_t max = (size_t)w->sl.max_sessions, n = 0, len;
+	struct session_rec *recs = calloc(max, sizeof(*recs));
+	json_t *list = json_array(), *res;
+	char *text = NULL, *answer;
+	size_t tlen = 0;
+	FILE *f = open_memstream(&text, &tlen);
+
+	if (recs != NULL && list != NULL && f != NULL)
+		n = session_list(w->wc->sessions_fd, auth, recs, max);
+	for (size_t i = 0; f != NULL && i < n; i++) {
+		struct session_answer a;
+		char path[128];
+		session_sock_path(w->wc->sessions_fd, recs[i].id, path, sizeof(path));
+		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
+			continue;
+		fprintf(f, "%s: %s, %llu cells run, idle %lld s, alive %lld s\n", recs[i].id,
+		        a.busy ? "a call is running" : "idle", (unsigned long long)a.executions,
+		        (long long)(a.idle_ms / 1000), (long long)(a.age_ms / 1000));
+		json_array_append_new(list, json_pack("{s:s,s:s,s:I}", "id", recs[i].id, "state",
+		                                      a.busy ? "busy" : "idle", "executions",
+		                                      (json_int_t)a.executions));
+	}
+	if (f != NULL) {
+		if (json_array_size(list) == 0)
+			fputs("no open sessions\n", f);
+		fclose(f);
+	}
+	free(recs);
+	res = text ? json_pack("{s:[{s:s,s:s}],s:{s:o}}", "content", "type", "text", "text", text,
+	                       "structuredContent", "sessions", list)
+	           : NULL;
+	if (res == NULL)
+		json_decref(list);
+	free(text);
+	answer = mcp_result(id, res, &len);
+	worker_mcp_send(req, answer ? 200 : 500, NULL, answer, answer ? len : 0);
+}
+
+/* tools/call of the sessions tool: list, or close one */
+static void
+worker_mcp_sessions(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m)
+{
+	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
+	json_t *args = json_object_get(m->params, "arguments");
+	const char *action = json_string_value(json_object_get(args, "action"));
+	const char *sid = json_string_value(json_object_get(args, "session"));
+	struct session_rec rec;
+	struct session_answer a;
+	char path[128], text[160], *answer;
+	size_t len;
+	int lock_fd = -1;
+
+	if (action != NULL && strcmp(action, "list") == 0) {
+		worker_mcp_list(w, req, m->id, auth);
+		return;
+	}
+	if (action == NULL || strcmp(action, "close") != 0) {
+		answer = mcp_call_error(m->id, "action must be \"list\" or \"close\"", &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+		return;
+	}
+	if (sid == NULL || !session_id_valid(sid, strlen(sid)) ||
+	    session_find(w->wc->sessions_fd, sid, auth, &rec, true, &lock_fd) < 0) {
+		answer = mcp_call_error(m->id,
+		                        "no such session: it ended already, or never was (\"list\" "
+		                        "names the open ones)",
+		                        &len);
+		worker_mcp_send(req, 200, NULL, answer, len);
+		return;
+	}
+	session_sock_path(w->wc->sessions_fd, rec.id, path, sizeof(path));
+	(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+	/* a running call's worker holds the lock: it removes what is left once it answers */
+	if (lock_fd >= 0) {
+		session_remove(w->wc->sessions_fd, &rec);
+		close(lock_fd);
+	}
+	{
+		char name[SESSION_LOG_NAME_LEN + 1];
+		session_log_name(rec.id, name);
+		log_msg(LOG_INFO, "session %s closed (mcp)", name);
+	}
+	snprintf(text, sizeof(text), "session %s closed", rec.id);
+	answer = mcp_result(
+	    m->id, json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", text), &len);
+	worker_mcp_send(req, answer ? 200 : 500, NULL, answer, answer ? len : 0);
 }
 
 /* A tool error the model reads (isError), for tools/call. */
@@ -2301,6 +2421,11 @@ worker_mcp(void *port, FCGX_Request *req)
 			answer =
 			    mcp_error(m.id, MCP_INVALID_PARAMS, "tools/call needs params", &len);
 			worker_mcp_send(req, 200, NULL, answer, len);
+		} else if (worker_sessions_on(w) &&
+		           json_is_string(json_object_get(m.params, "name")) &&
+		           strcmp(json_string_value(json_object_get(m.params, "name")),
+		                  WORKER_MCP_SESSIONS_TOOL) == 0) {
+			worker_mcp_sessions(w, req, &m);
 		} else {
 			worker_mcp_call(w, req, &m);
 		}

@@ -499,6 +499,11 @@ if [[ -n $before ]]; then
 			done
 		done
 	fi
+	# a session's cells: print(1) and the café program, this build's cell layer against
+	# REV's (issue 44: within 1 ms p50)
+	echo 'print(1)' >"$work/print1.py"
+	"$PY" "$here/scripts/bench-cells.py" "$now_base" "$before_base" "$((runs * 4))" \
+		"print1=$work/print1.py" "cafe=$here/tests/programs/cafe.py"
 	stack=$now_stack
 	stack_stop
 	stack=$before_stack

@@ -396,6 +396,9 @@ while True:
 	local idle=$sid
 	wait_for "the idle session to end" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' $BASE/sessions/$idle) == 404 ]]"
 	session_new
+	# a first value formatted: IPython's display formatters are imported once, where the
+	# pool does not preload them (this suite's pools preload numpy only)
+	run_in "$sid" '(1, [2])'
 	# 1000 executions (300 under the sanitizers: their build is some 5 times slower) over one
 	# keep-alive connection: fds, processes and memory stay flat
 	run_in "$sid" 'import os, resource

@@ -266,3 +266,32 @@ print(nb.cells[0].source)' "$BATS_TEST_TMPDIR/s.ipynb"
 	sreq GET "/sessions/$sid_mcp/notebook"
 	run -0 jq -e '.cells | length == 2' <<<"$reply"
 }
+
+@test "notebook: over MCP, the sessions tool lists the caller's sessions and closes one" {
+	local a b
+	mcp '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+	run -0 jq -e '.result.tools[1] | .name == "sessions" and
+		.inputSchema.properties.action.enum == ["list", "close"] and
+		(.description | test("close a session once you no longer need"))' <<<"$reply"
+	session_new
+	a=$sid
+	session_new
+	b=$sid
+	mcp '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"sessions","arguments":{"action":"list"}}}'
+	run -0 jq -e --arg a "$a" --arg b "$b" '.result.structuredContent.sessions | map(.id) |
+		index($a) != null and index($b) != null' <<<"$reply"
+	assert_regex "$(jq -r '.result.content[0].text' <<<"$reply")" "$a: idle, 0 cells run"
+	mcp "$(jq -cn --arg s "$a" '{jsonrpc: "2.0", id: 3, method: "tools/call",
+		params: {name: "sessions", arguments: {action: "close", session: $s}}}')"
+	assert_equal "$(jq -r '.result.content[0].text' <<<"$reply")" "session $a closed"
+	sreq GET "/sessions/$a"
+	assert_equal "$code" 404
+	sreq GET "/sessions/$b"
+	assert_equal "$code" 200
+	# closing it again, or an id that is no session: a tool error the model can read
+	mcp "$(jq -cn --arg s "$a" '{jsonrpc: "2.0", id: 4, method: "tools/call",
+		params: {name: "sessions", arguments: {action: "close", session: $s}}}')"
+	run -0 jq -e '.result.isError == true and (.result.content[0].text | test("no such session"))' <<<"$reply"
+	mcp '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"sessions","arguments":{"action":"drop"}}}'
+	run -0 jq -e '.result.isError == true' <<<"$reply"
+}
