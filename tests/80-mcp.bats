@@ -372,11 +372,13 @@ mcp_runs() {
 		.capabilities.tools != null and (.instructions | contains("code_executor")) and
 		.sessionId == null' <<<"$output"
 	run -0 mcp_client "$BASE/mcp" list
-	# GET /tool's schema, and (warm: sessions are on) the "session" argument MCP adds
+	# GET /tool's schema, with (warm: sessions are on) its "session" argument, and then the
+	# sessions tool
 	run -0 jq -e --argjson t "$(curl -s "$BASE/tool")" --argjson warm "${CODEBOX_WARM:-1}" \
-		'.tools | length == 1 and .[0].name == $t.name and
-		(.[0].inputSchema | del(.properties.session)) == $t.input_schema and
-		(.[0].inputSchema.properties.session != null) == ($warm == 1)' <<<"$output"
+		'.tools | length == (if $warm == 1 then 2 else 1 end) and .[0].name == $t.name and
+		.[0].inputSchema == $t.input_schema and
+		(.[0].inputSchema.properties.session != null) == ($warm == 1) and
+		($warm == 0 or .[1].name == "sessions")' <<<"$output"
 	run -0 mcp_client "$BASE/mcp" ping
 }
 
