@@ -109,8 +109,8 @@ output_of(json_t *o)
 		json_t *count = json_object_get(o, "execution_count");
 		if (data == NULL)
 			return NULL;
-		r = json_pack("{s:s,s:o,s:O}", "output_type", type, "data", data, "metadata",
-		              json_is_object(md) ? md : json_object());
+		r = json_pack("{s:s,s:o,s:o}", "output_type", type, "data", data, "metadata",
+		              json_is_object(md) ? json_incref(md) : json_object());
 		if (r != NULL && type[0] == 'e')
 			json_object_set_new(r, "execution_count",
 			                    json_is_integer(count) && json_integer_value(count) > 0
