@@ -241,6 +241,26 @@ def _hook_display():
         fig['_on_saved'][:] = [_figure_shown]
 
 
+class _DisplayFinder:
+    # IPython's display() made this one when a cell imports IPython's display layer first
+    # (where the template did not preload it): IPython.display takes its display from here
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name != 'IPython.core.display_functions':
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or not hasattr(spec.loader, 'exec_module'):
+            return spec
+        inner = spec.loader.exec_module
+
+        def exec_module(module):
+            inner(module)
+            module.display = display
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 def _error(e, tb, path):
     # the error as E2B and Daytona give it, its traceback as the interpreter prints it from
     # the cell's frames on
@@ -308,6 +328,7 @@ def session(fd, workdir):
     _out, _err = _Stream(sys.stdout, 'stdout'), _Stream(sys.stderr, 'stderr')
     sys.stdout = _out
     sys.stderr = _err
+    sys.meta_path.insert(0, _DisplayFinder)
     if 'IPython.core.formatters' in sys.modules:
         _bundle(None)  # IPython's formatters made now (preloaded), before any cell's time
     count = 0
