@@ -74,7 +74,7 @@ UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
 UNIT_DEPS_stream  = stream jsonw buf utf8
 UNIT_DEPS_buf     = buf
 
-.PHONY: all help deps build run test unit unit-bins parallel-build bats asan asan-build asan-unit bats-run asan-run check lint \
+.PHONY: all help deps build run fleet test unit unit-bins parallel-build bats asan asan-build asan-unit bats-run asan-run check lint \
         lane-plain lane-asan-a lane-asan-b \
         format clean bench
 
@@ -93,6 +93,8 @@ help:
 	@echo '                        RUN_UID_BASE (20000; with another PORT, one of its own):'
 	@echo '                        PORT=P alone never collides with a first instance;'
 	@echo '                        AUTH_TOKENS=FILE: bearer tokens required'
+	@echo '  make fleet [REPLICAS=3] [PORT=8080]  REPLICAS stacks behind the fleet'"'"'s router on'
+	@echo '                        127.0.0.1:PORT, in the foreground (Ctrl-C stops them all)'
 	@echo '  make test             lint, unit tests, every bats suite under ASan+UBSan, the'
 	@echo '                        plain (shipped) build: limits, isolation, attacks warm and'
 	@echo '                        cold, the contract cold; side by side (CI runs it)'
@@ -158,6 +160,13 @@ run: build
 	    $(if $(METRICS_PORT),--metrics-port $(METRICS_PORT)) --pool $(POOL) \
 	    $(if $(RUN_UID_BASE),--run-uid-base $(RUN_UID_BASE)) \
 	    $(if $(AUTH_TOKENS),--auth-tokens $(AUTH_TOKENS))
+
+# REPLICAS stacks behind the fleet's router (deploy/overlays/scale/router.conf) on
+# 127.0.0.1:PORT, in the foreground; Ctrl-C stops them all (FLEET_DIR: the fleet's directory)
+REPLICAS ?= 3
+fleet: build
+	scripts/fleet.sh --port $(PORT) --replicas $(REPLICAS) --pool $(POOL) \
+	    $(if $(FLEET_DIR),--dir $(FLEET_DIR))
 
 # the unit tests' programs alone (`make test` builds them, both builds', side by side first)
 unit-bins: $(UNIT_BIN)

@@ -24,6 +24,8 @@
 #define HTTP_BUSY_SESSIONS "Retry-After: 1\r\nCodebox-Busy: sessions"
 #define HTTP_BUSY_TENANT "Retry-After: 1\r\nCodebox-Busy: tenant"
 #define HTTP_BUSY_MEMORY "Retry-After: 1\r\nCodebox-Busy: memory"
+/* ...a pod that is draining (SIGUSR1): its sessions go on, new ones are another pod's */
+#define HTTP_BUSY_DRAINING "Retry-After: 1\r\nCodebox-Busy: draining"
 /* ...the event streams of background executions (CODEBOX_MAX_STREAMS, per session) */
 #define HTTP_BUSY_STREAMS "Retry-After: 1\r\nCodebox-Busy: streams"
 

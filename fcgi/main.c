@@ -694,6 +694,7 @@ signals_block(void)
 	sigaddset(&blocked, SIGTERM);
 	sigaddset(&blocked, SIGINT);
 	sigaddset(&blocked, SIGALRM);
+	sigaddset(&blocked, SIGUSR1);
 	sigprocmask(SIG_BLOCK, &blocked, NULL);
 	signal(SIGPIPE, SIG_IGN);
 }
@@ -873,6 +874,9 @@ main(int argc, char **argv)
 	if (iso_parse_list(getenv("CODEBOX_REQUIRE"), required, why, sizeof(why)) < 0)
 		die("CODEBOX_REQUIRE: %s", why);
 	if (warm_parse_settings(&pc.warm, why, sizeof(why)) < 0)
+		die("%s", why);
+	if (session_ordinal_parse(getenv("CODEBOX_POD_ORDINAL"), &pc.worker.pod_ordinal, why,
+	                          sizeof(why)) < 0)
 		die("%s", why);
 	pc.worker.warm_enabled = pc.warm.enabled;
 	signals_block();

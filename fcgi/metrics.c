@@ -302,6 +302,41 @@ render_process(FILE *f)
 		        (unsigned long long)lim.rlim_cur);
 }
 
+/* The sessions' gauges: what they hold of the pod's bounds (KEDA's sessions trigger,
+ * deploy/overlays/scale/scaledobject.yaml), and whether the pod is draining */
+static void
+render_sessions(FILE *f, const struct metrics_capacity *cap)
+{
+	fprintf(f,
+	        "# HELP codebox_sessions_open Sessions open now (POST /sessions, MCP's "
+	        "session \"new\").\n"
+	        "# TYPE codebox_sessions_open gauge\n"
+	        "codebox_sessions_open %ld\n"
+	        "# HELP codebox_sessions_max Sessions this pod holds at once "
+	        "(CODEBOX_MAX_SESSIONS; 0: sessions are off).\n"
+	        "# TYPE codebox_sessions_max gauge\n"
+	        "codebox_sessions_max %ld\n"
+	        "# HELP codebox_sessions_memory_bytes Memory the open sessions' caps reserve of "
+	        "the pool's budget.\n"
+	        "# TYPE codebox_sessions_memory_bytes gauge\n"
+	        "codebox_sessions_memory_bytes %llu\n",
+	        cap->sessions_open, cap->sessions_max, cap->sessions_memory_bytes);
+	/* only where the pool has a budget: a pod without one is never full by memory */
+	if (cap->memory_budget_bytes > 0)
+		fprintf(f,
+		        "# HELP codebox_memory_budget_bytes The pool's memory budget, which the "
+		        "runs' and sessions' memory caps are held of.\n"
+		        "# TYPE codebox_memory_budget_bytes gauge\n"
+		        "codebox_memory_budget_bytes %llu\n",
+		        cap->memory_budget_bytes);
+	fprintf(f,
+	        "# HELP codebox_draining 1 while the pod drains (SIGUSR1): no new session, "
+	        "the open ones served on.\n"
+	        "# TYPE codebox_draining gauge\n"
+	        "codebox_draining %d\n",
+	        cap->draining ? 1 : 0);
+}
+
 char *
 metrics_render(const char *nginx_busy_log, const char *python_version,
                const struct metrics_capacity *cap, size_t *len)
@@ -408,6 +443,8 @@ metrics_render(const char *nginx_busy_log, const char *python_version,
 	        "# TYPE codebox_execution_slots gauge\n"
 	        "codebox_execution_slots %ld\n",
 	        cap ? cap->execute_slots : 0);
+	if (cap != NULL)
+		render_sessions(f, cap);
 
 	if (nginx_busy_log != NULL && stat(nginx_busy_log, &sb) == 0)
 		nginx_busy = (long long)sb.st_size / 2;

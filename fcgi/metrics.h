@@ -58,9 +58,16 @@ void metrics_worker_exited(int worker_index, bool restart);
  * two-byte line to for each 429 it answers itself (limit_conn), or NULL; its size counts them.
  * python_version labels the build info. Returns a newly allocated text (caller frees) or NULL.
  */
-/* What the pool admits at once: codebox_execution_slots */
+/* What the pool admits at once (codebox_execution_slots), and what its sessions hold of their
+ * bounds (codebox_sessions_*: open ones, CODEBOX_MAX_SESSIONS, the memory their caps reserve
+ * and the pool's memory budget, 0 when it has none; draining: SIGUSR1, pool.c) */
 struct metrics_capacity {
 	long execute_slots; /* port 8080's (POST /execute and MCP's tools/call) */
+	long sessions_open;
+	long sessions_max;
+	unsigned long long sessions_memory_bytes;
+	unsigned long long memory_budget_bytes;
+	bool draining;
 };
 
 char *metrics_render(const char *nginx_busy_log, const char *python_version,

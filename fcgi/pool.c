@@ -20,6 +20,10 @@
  * (nginx answers its own JSON 502), then is forwarded to every worker; idle ones answer what
  * is left in the socket's backlog with 503 and exit, busy ones after answering their run.
  * After drain_seconds the rest are SIGKILLed; a second SIGTERM or SIGINT does that at once.
+ * Draining sessions first: SIGUSR1 (a pod's preStop, before its SIGTERM) marks the sessions
+ * directory (session_drain_begin()): from then on the workers make no new session (429,
+ * Codebox-Busy: draining, which the fleet's router retries on another pod) and serve
+ * everything else, the open sessions' calls included, until the stop signal.
  * The supervisor is a child subreaper too, so runs orphaned by a killed worker are swept
  * before it exits. It is also the parent of the background executions' watchers (worker.c),
  * which it reaps as they end, and which die with it.
@@ -44,7 +48,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t pool_got_chld, pool_got_term, pool_got_alrm;
+static volatile sig_atomic_t pool_got_chld, pool_got_term, pool_got_alrm, pool_got_usr1;
 static volatile sig_atomic_t pool_term_count;
 
 static void
@@ -54,6 +58,8 @@ pool_on_signal(int sig)
 		pool_got_chld = 1;
 	else if (sig == SIGALRM)
 		pool_got_alrm = 1;
+	else if (sig == SIGUSR1)
+		pool_got_usr1 = 1;
 	else {
 		pool_got_term = 1;
 		pool_term_count++;
@@ -79,6 +85,7 @@ pool_worker_child(void *ctx, int index)
 
 	sigaction(SIGCHLD, &dfl, NULL);
 	sigaction(SIGALRM, &dfl, NULL);
+	sigaction(SIGUSR1, &dfl, NULL); /* blocked: the supervisor's signal alone */
 	warm_worker_init();
 	/* the worker dies with the pool rather than serving on alone */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -254,11 +261,13 @@ pool_run(struct pool_config *pc)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGALRM, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
 	sigprocmask(SIG_SETMASK, NULL, &waitmask);
 	sigdelset(&waitmask, SIGCHLD);
 	sigdelset(&waitmask, SIGTERM);
 	sigdelset(&waitmask, SIGINT);
 	sigdelset(&waitmask, SIGALRM);
+	sigdelset(&waitmask, SIGUSR1);
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		log_msg(LOG_WARN, "prctl(PR_SET_CHILD_SUBREAPER) failed: %s", strerror(errno));
 
@@ -284,13 +293,20 @@ pool_run(struct pool_config *pc)
 			pool_got_alrm = 0;
 			pool_on_alarm(&pl);
 		}
+		if (pool_got_usr1) {
+			pool_got_usr1 = 0;
+			if (pc->worker.sessions_fd >= 0 &&
+			    session_drain_begin(pc->worker.sessions_fd) == 0)
+				log_msg(LOG_INFO, "draining: no new session; the open ones are "
+				                  "served until the pool stops");
+		}
 		if (pl.stopping && pl.alive == 0)
 			break;
 		if (pl.stopping)
 			pool_got_term = 0; /* seen; a further one counts as the second */
 		if (!pl.stopping)
 			warm_pool_check();
-		if (!pool_got_chld && !pool_got_alrm && !pool_got_term) {
+		if (!pool_got_chld && !pool_got_alrm && !pool_got_term && !pool_got_usr1) {
 			/* ppoll() takes the signals as sigsuspend() would, and hears the zygotes;
 			 * a second at most, for the zygote's age */
 			struct pollfd pfd[2];

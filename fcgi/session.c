@@ -91,15 +91,78 @@ session_limits_parse(struct session_limits *sl, const char *(*get)(const char *,
 	return 0;
 }
 
-bool
-session_id_valid(const char *s, size_t n)
+static bool
+hex_digits(const char *s, size_t n)
 {
-	if (n != SESSION_ID_LEN)
-		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	return true;
+}
+
+/* The length of the canonical ordinal s starts with (1 to 3 decimal digits, no leading zero,
+ * at most SESSION_ORDINAL_MAX), or 0 when it starts with none. */
+static size_t
+ordinal_len(const char *s, size_t n)
+{
+	size_t k = 0;
+
+	while (k < n && k < 4 && s[k] >= '0' && s[k] <= '9')
+		k++;
+	if (k == 0 || k > 3 || (k > 1 && s[0] == '0'))
+		return 0;
+	return k;
+}
+
+bool
+session_id_valid(const char *s, size_t n)
+{
+	size_t k;
+
+	if (n == SESSION_ID_HEX)
+		return hex_digits(s, n);
+	k = ordinal_len(s, n);
+	return k > 0 && n == k + 1 + SESSION_ID_HEX && s[k] == '-' &&
+	       hex_digits(s + k + 1, SESSION_ID_HEX);
+}
+
+int
+session_ordinal_parse(const char *value, int *ordinal, char *why, size_t why_len)
+{
+	size_t n = value != NULL ? strlen(value) : 0;
+	size_t k = ordinal_len(value != NULL ? value : "", n);
+
+	*ordinal = -1;
+	if (n == 0)
+		return 0;
+	if (k == 0 || k != n) {
+		snprintf(why, why_len,
+		         "CODEBOX_POD_ORDINAL must be an integer from 0 to %d without leading "
+		         "zeros, not '%.16s'",
+		         SESSION_ORDINAL_MAX, value);
+		return -1;
+	}
+	*ordinal = atoi(value);
+	return 0;
+}
+
+int
+session_drain_begin(int sdir)
+{
+	int fd = openat(sdir, ".draining", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0) {
+		log_msg(LOG_ERROR, "marking the sessions as draining failed: %s", strerror(errno));
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+bool
+session_draining(int sdir)
+{
+	return sdir >= 0 && faccessat(sdir, ".draining", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 void
@@ -281,11 +344,11 @@ rec_each(int sdir, bool (*fn)(int sdir, struct session_rec *rec, void *ctx), voi
 		char id[SESSION_ID_LEN + 1];
 		struct session_rec rec;
 
-		if (n != SESSION_ID_LEN + 4 || strcmp(e->d_name + SESSION_ID_LEN, ".rec") != 0 ||
-		    !session_id_valid(e->d_name, SESSION_ID_LEN))
+		if (n < 4 || n - 4 > SESSION_ID_LEN || strcmp(e->d_name + n - 4, ".rec") != 0 ||
+		    !session_id_valid(e->d_name, n - 4))
 			continue;
-		memcpy(id, e->d_name, SESSION_ID_LEN);
-		id[SESSION_ID_LEN] = '\0';
+		memcpy(id, e->d_name, n - 4);
+		id[n - 4] = '\0';
 		if (rec_read(sdir, id, &rec, NULL) < 0)
 			continue;
 		if (!fn(sdir, &rec, ctx))
@@ -320,6 +383,26 @@ session_of_group(int sdir, const char *memory_dir, char id[SESSION_ID_LEN + 1])
 
 	rec_each(sdir, owns_group, &g);
 	return g.found ? 0 : -1;
+}
+
+static bool
+count_open(int sdir, struct session_rec *rec, void *ctx)
+{
+	struct session_count *c = ctx;
+
+	if (rec_alive(sdir, rec)) {
+		c->open++;
+		c->memory_bytes += rec->memory_bytes;
+	}
+	return true;
+}
+
+void
+session_count(int sdir, struct session_count *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (sdir >= 0)
+		rec_each(sdir, count_open, out);
 }
 
 /* What count_live() finds for session_reserve(): the live sessions (all of them, the asking
@@ -490,8 +573,13 @@ session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec
 		return -1;
 	}
 	rec->magic = SESSION_REC_MAGIC;
-	for (int i = 0; i < 16; i++)
-		snprintf(rec->id + 2 * i, 3, "%02x", raw[i]);
+	{
+		/* on a pod of a fleet, the id names it first (the router routes by it) */
+		int at =
+		    ask->ordinal >= 0 ? snprintf(rec->id, sizeof(rec->id), "%d-", ask->ordinal) : 0;
+		for (int i = 0; i < 16; i++)
+			snprintf(rec->id + at + 2 * i, 3, "%02x", raw[i]);
+	}
 	rec->created_ms = realtime_ms();
 	rec->memory_bytes = ask->memory_bytes; /* held of the budget from now: counted as live */
 	token_hash(rec->salt, ask->auth, rec->token_hash);
@@ -667,6 +755,10 @@ session_dir_setup(int runs_dir_fd, const char *runs_dir, const struct run_config
 	/* an earlier pool's: their inits are gone with it, or are told to end now; and the
 	 * directories of sessions whose record never was written (a worker died building one) */
 	session_close_all(fd);
+	/* a new pool takes sessions again, whatever its predecessor was told */
+	if (unlinkat(fd, ".draining", 0) < 0 && errno != ENOENT)
+		log_msg(LOG_WARN, "removing %s/sessions/.draining failed: %s", runs_dir,
+		        strerror(errno));
 	{
 		int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;

@@ -18,8 +18,15 @@
 
 #include "run.h"
 
-/* 128 bits from the kernel, as 32 lowercase hex digits */
-#define SESSION_ID_LEN 32
+/*
+ * A session's id: 128 bits from the kernel as 32 lowercase hex digits, after "<ordinal>-" on a
+ * pod of a fleet (CODEBOX_POD_ORDINAL, 0..999, in decimal without leading zeros): the id
+ * names the pod that holds it, and the fleet's router routes by it (docs/OPERATIONS.md, "A
+ * fleet"). SESSION_ID_LEN is the longest ("999-" and the digits).
+ */
+#define SESSION_ID_HEX 32
+#define SESSION_ORDINAL_MAX 999
+#define SESSION_ID_LEN (4 + SESSION_ID_HEX)
 
 #define SESSION_REC_MAGIC 0x63627372u
 struct session_rec {
@@ -85,8 +92,31 @@ int session_limits_parse(struct session_limits *sl, const char *(*get)(const cha
  * removes what sessions of an earlier pool left. Returns an O_PATH fd of it, or -1. */
 int session_dir_setup(int runs_dir_fd, const char *runs_dir, const struct run_config *run);
 
-/* Whether s is an id's form (SESSION_ID_LEN lowercase hex digits). */
+/* Whether s (n bytes) is an id's form: SESSION_ID_HEX lowercase hex digits, or an ordinal
+ * (0..SESSION_ORDINAL_MAX, no leading zero), '-' and those digits. */
 bool session_id_valid(const char *s, size_t n);
+
+/*
+ * The pod's ordinal from value (CODEBOX_POD_ORDINAL; NULL or "": none): 0 with *ordinal (-1
+ * for none), or -1 with why for a malformed one.
+ */
+int session_ordinal_parse(const char *value, int *ordinal, char *why, size_t why_len);
+
+/*
+ * A pod that is draining (the pool got SIGUSR1: docs/OPERATIONS.md, "A fleet") makes no new
+ * session and serves its sessions on. session_drain_begin() marks it so in the sessions
+ * directory (a new pool's session_dir_setup() clears the mark); session_draining() tells.
+ */
+int session_drain_begin(int sdir);
+bool session_draining(int sdir);
+
+/* What the pod's sessions hold now, for GET /metrics: the live ones and the memory their caps
+ * reserve of the pool's budget (nothing is removed: a read). */
+struct session_count {
+	long open;
+	unsigned long long memory_bytes;
+};
+void session_count(int sdir, struct session_count *out);
 
 /*
  * How a log line names a session: "h:" and the first 8 hex digits of the SHA-256 of its id
@@ -109,6 +139,7 @@ struct session_ask {
 	const struct session_uids *uids; /* the pool's uids for sessions (count 0: none) */
 	unsigned long long memory_bytes; /* the session's memory cap */
 	unsigned long long budget_bytes; /* the pool's memory budget; 0: none */
+	int ordinal;                     /* the pod's (CODEBOX_POD_ORDINAL), or -1: none */
 };
 
 /* Why session_reserve() refused (its positive returns). */
@@ -149,8 +180,8 @@ int session_find(int sdir, const char *id, const char *auth, struct session_rec 
  */
 void session_file(const char *id, const char *what, char *name, size_t len);
 
-/* The id of the session whose cgroup's memory directory is memory_dir: 0 with id (NUL-ended,
- * SESSION_ID_LEN digits), or -1 when no record has it. */
+/* The id of the session whose cgroup's memory directory is memory_dir: 0 with id (NUL-ended),
+ * or -1 when no record has it. */
 int session_of_group(int sdir, const char *memory_dir, char id[SESSION_ID_LEN + 1]);
 
 /* Whether someone holds session id's lock (an execution, a background one's watcher). */

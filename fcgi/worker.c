@@ -294,7 +294,7 @@ write_mcp_reply(struct jsonw *jw, const void *ctx)
 /* A session that is not there (or not the caller's): one answer for all the cases. */
 #define WORKER_SESSION_UNKNOWN                                                                     \
 	"no such session: it was never made, it ended (closed, idle or too old, or its program "   \
-	"was killed), or it is another token's"
+	"was killed, or its server stopped), or it is another token's"
 
 /* A session whose init was killed from outside while its execution ran: as /execute's run, not
  * the program's doing, nor an unknown session's 404 (the client could not tell whether its
@@ -552,13 +552,14 @@ worker_sessions_on(const struct worker_request *w)
 /* What came of starting a session (worker_session_start()). */
 enum worker_started {
 	WORKER_STARTED,
-	WORKER_START_OFF,    /* sessions are off here: 503 */
-	WORKER_START_BUSY,   /* no execution slot: 429 */
-	WORKER_START_STUCK,  /* the slots' lock: 503 */
-	WORKER_START_FULL,   /* the pod holds CODEBOX_MAX_SESSIONS: 429 */
-	WORKER_START_TENANT, /* the token holds CODEBOX_MAX_SESSIONS_PER_TOKEN: 429 */
-	WORKER_START_MEMORY, /* the sessions' memory caps would exceed the pool's budget: 429 */
-	WORKER_START_FAILED, /* 503, logged */
+	WORKER_START_OFF,      /* sessions are off here: 503 */
+	WORKER_START_BUSY,     /* no execution slot: 429 */
+	WORKER_START_STUCK,    /* the slots' lock: 503 */
+	WORKER_START_FULL,     /* the pod holds CODEBOX_MAX_SESSIONS: 429 */
+	WORKER_START_TENANT,   /* the token holds CODEBOX_MAX_SESSIONS_PER_TOKEN: 429 */
+	WORKER_START_MEMORY,   /* the sessions' memory caps would exceed the pool's budget: 429 */
+	WORKER_START_DRAINING, /* the pod is draining (SIGUSR1): 429, another pod takes it */
+	WORKER_START_FAILED,   /* 503, logged */
 };
 
 /* Starts a session with the bounds idle and life and a memory cap of memory_bytes (0: the
@@ -579,10 +580,14 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	    .auth = auth,
 	    .uids = &wc->session_uids,
 	    .memory_bytes = memory_bytes > 0 ? memory_bytes : w->l.memory_bytes,
-	    .budget_bytes = wc->iso->on[ISO_POOLMEMORY] ? wc->iso->pool_memory_bytes : 0};
+	    .budget_bytes = wc->iso->on[ISO_POOLMEMORY] ? wc->iso->pool_memory_bytes : 0,
+	    .ordinal = wc->pod_ordinal};
 
 	if (!worker_sessions_on(w))
 		return WORKER_START_OFF;
+	/* its sessions go on answering; new ones are another pod's (the router retries a 429) */
+	if (session_draining(wc->sessions_fd))
+		return WORKER_START_DRAINING;
 	switch (slots_acquire(wc->slots, wc->index, w->l.max_concurrent_executions)) {
 	case SLOTS_TAKEN:
 		break;
@@ -682,6 +687,12 @@ worker_start_message(enum worker_started st, int *status, const char **error, co
 		*extra = HTTP_BUSY_MEMORY;
 		return "the open sessions hold the server's memory budget; close one, ask for less "
 		       "(memoryBytes), or retry later";
+	case WORKER_START_DRAINING:
+		*status = 429;
+		*error = "sandbox_busy";
+		*extra = HTTP_BUSY_DRAINING;
+		return "this server is draining: it makes no new session (its open sessions go on "
+		       "until it stops); retry, and another server takes it";
 	case WORKER_START_FAILED:
 		break;
 	}
@@ -2510,8 +2521,18 @@ worker_metrics(void *port, FCGX_Request *req)
 {
 	const struct worker_request *w = port;
 	size_t len;
+	const struct worker_config *wc = w->wc;
+	struct session_count sc;
 	struct metrics_capacity cap = {.execute_slots = w->l.max_concurrent_executions};
-	char *doc = metrics_render(w->wc->nginx_busy_log, w->wc->probe->python_version, &cap, &len);
+	char *doc;
+
+	session_count(wc->sessions_fd, &sc);
+	cap.sessions_open = sc.open;
+	cap.sessions_max = worker_sessions_on(w) ? w->sl.max_sessions : 0;
+	cap.sessions_memory_bytes = sc.memory_bytes;
+	cap.memory_budget_bytes = wc->iso->on[ISO_POOLMEMORY] ? wc->iso->pool_memory_bytes : 0;
+	cap.draining = session_draining(wc->sessions_fd);
+	doc = metrics_render(wc->nginx_busy_log, wc->probe->python_version, &cap, &len);
 
 	http_send_doc(req, "text/plain; version=0.0.4; charset=utf-8", doc, len);
 }

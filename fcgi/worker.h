@@ -36,6 +36,7 @@ struct worker_config {
 	int sessions_fd;   /* the sessions directory (session.h), or -1: no sessions */
 	char sessions_dir[4200];
 	struct session_uids session_uids; /* a root pool's: a host uid per session */
+	int pod_ordinal; /* CODEBOX_POD_ORDINAL: new sessions' ids name it; -1: none */
 };
 
 /*

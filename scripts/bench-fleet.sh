@@ -4,7 +4,8 @@
 # warm stack serves on this machine's cores (wrk, 20 connections) and so per core, and a run's
 # memory (the pool's maxRssBytes, median: what one busy slot holds); then three stacks behind
 # the fleet's router (deploy/overlays/scale/router.conf) against one stack alone: latency and
-# throughput through the router; and the host kind (cores, CPU, kernel, whether page tables
+# throughput through the router, and a session's creation and execution (routed by the ordinal
+# its id names) through the router against direct; and the host kind (cores, CPU, kernel, whether page tables
 # are virtualized in software: pvm_* symbols in perf samples under load). Loopback only;
 # every loop is bounded in count and time.
 set -euo pipefail
@@ -61,12 +62,14 @@ cleanup() {
 trap cleanup EXIT
 cd "$work"
 
-# start_stack NAME: a warm stack with the default limits (20 slots); its base URL in $base,
-# metrics URL in $metrics
+# start_stack NAME ORDINAL: a warm stack with the default limits (20 slots), the fleet's pod
+# ORDINAL; its base URL in $base, metrics URL in $metrics
+codebox_fleet_key "$work/fleet.key"
 start_stack() {
-	local port agent_port metrics_port
+	local port agent_port metrics_port fenv
 	codebox_stack_ports
-	CODEBOX_WARM=1 "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
+	read -ra fenv <<<"$(codebox_fleet_env "$2" "$work/fleet.key")"
+	env CODEBOX_WARM=1 "${fenv[@]}" "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
 		--agent-port "$agent_port" --metrics-port "$metrics_port" \
 		--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/$1.out" 2>&1 &
 	pids+=($!)
@@ -102,6 +105,26 @@ latency() {
 		printf "%8.2f %8.2f", v[int((NR + 1) / 2)], v[p] }'
 }
 
+# session_latency URL N: for N sessions made one after another (each closed after): the median
+# and p95 of POST /sessions, then of one execution in it (curl's total time, ms)
+session_latency() {
+	local i id times
+	for ((i = 0; i < $2; i++)); do
+		times=$(curl -s -o "$work/session.json" -w '%{time_total}' --max-time 60 -X POST \
+			-H 'Content-Type: application/json' --data-binary '{"memoryBytes": 268435456}' "$1/sessions")
+		id=$(jq -r .id "$work/session.json")
+		times+=" $(curl -s -o /dev/null -w '%{time_total}' --max-time 60 -H 'Content-Type: application/json' \
+			--data-binary '{"code":"x = 6 * 7\nx"}' "$1/sessions/$id/execute")"
+		curl -s -o /dev/null --max-time 60 -X DELETE "$1/sessions/$id"
+		echo "$times"
+	done >"$work/session-times"
+	local col
+	for col in 1 2; do
+		awk -v c="$col" '{ print $c * 1000 }' "$work/session-times" | sort -n | awk '{ v[NR] = $1 } END { p = int(NR * 0.95); if (p < 1) p = 1
+			printf "%8.2f %8.2f ", v[int((NR + 1) / 2)], v[p] }'
+	done
+}
+
 # rss_mib NAME FROM: median maxRssBytes of the runs the pool of NAME logged since line
 # FROM (MiB)
 rss_mib() {
@@ -117,7 +140,7 @@ five=$(jq -cn --rawfile code "$here/tests/programs/five.py" '{code: $code}')
 cores=$(nproc)
 
 echo "# fleet: one warm stack (20 slots, the five modules preloaded), then three behind the router"
-start_stack one
+start_stack one 0
 one_base=$base one_metrics=$metrics
 for ((i = 0; i < 30; i++)); do
 	curl -s -o /dev/null --max-time 60 --data-binary "$print1" "$one_base/execute"
@@ -148,9 +171,9 @@ if command -v perf >/dev/null; then
 fi
 echo "host: $cores cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r), $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo); page tables virtualized in software: $pvm"
 
-start_stack two
+start_stack two 1
 two_base=$base
-start_stack three
+start_stack three 2
 three_base=$base
 codebox_router_start "$work/router" "$(codebox_free_port)" "${one_base#http://}" "${two_base#http://}" \
 	"${three_base#http://}"
@@ -161,6 +184,9 @@ done
 printf "%-44s %8s %8s\n" "print(1), 50 sequential (ms)" "median" "p95"
 printf "%-44s %s\n" "one stack, direct" "$(latency "$one_base" "$print1" 50)"
 printf "%-44s %s\n" "three stacks behind the router" "$(latency "$router" "$print1" 50)"
+printf "%-44s %8s %8s %8s %8s\n" "sessions, 30 one after another (ms)" "create" "p95" "execute" "p95"
+printf "%-44s %s\n" "one stack, direct" "$(session_latency "$one_base" 30)"
+printf "%-44s %s\n" "three stacks behind the router" "$(session_latency "$router" 30)"
 for name in print1 cafe; do
 	body=${!name}
 	idle "$one_metrics"

@@ -63,13 +63,33 @@ codebox_wait_ready() {
 	return 1
 }
 
+# codebox_fleet_key FILE: a new fleet secret, 32 random bytes as hex, in FILE (0600). Every
+# stack of one fleet is given the same one as CODEBOX_FLEET_KEY_FILE in its pool's environment
+# (codebox_fleet_env), as the cluster's pods mount the Secret codebox-fleet-key.
+codebox_fleet_key() {
+	(
+		umask 077
+		od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$1"
+	)
+}
+
+# codebox_fleet_env ORDINAL KEYFILE: what a fleet's stack number ORDINAL is started with, as
+# NAME=VALUE words for env (the pool reads its environment; codebox-run.sh passes it on):
+# its pod ordinal (new sessions' ids name it: the router routes by it) and the fleet's secret
+codebox_fleet_env() {
+	echo "CODEBOX_POD_ORDINAL=$1 CODEBOX_FLEET_KEY_FILE=$2"
+}
+
 # codebox_router_render RUNDIR PORT ADDR...: the fleet's router (deploy/overlays/scale/router.conf,
 # the file the cluster's router runs) in RUNDIR/conf, listening on 127.0.0.1:PORT, with an
-# upstream of the stacks at ADDR (127.0.0.1:PORT, or "127.0.0.1:PORT down" for one taken out, as
-# a pod that is not ready leaves the cluster's DNS). Rendering again and `nginx -s reload` changes
-# the list without dropping a request.
+# upstream of the stacks at ADDR ("[ORDINAL=]127.0.0.1:PORT", with " down" for one taken out of
+# the least busy pod's choice, as a pod that is not ready leaves the cluster's codebox-pods
+# Service), and each stack on its own for the sessions whose ids name its ordinal (its
+# CODEBOX_POD_ORDINAL: ORDINAL, else its place in the list from 0), as the cluster's per-pod
+# names are; a stack taken out still serves its sessions, as a draining pod does. Rendering
+# again and `nginx -s reload` changes the list without dropping a request.
 codebox_router_render() {
-	local rundir=$1 port=$2 addr root
+	local rundir=$1 port=$2 addr root n ordinal
 	shift 2
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 	mkdir -p "$rundir/conf" "$rundir/tmp"
@@ -85,11 +105,29 @@ codebox_router_render() {
 		echo "    zone codebox_fleet 64k;"
 		echo "    least_conn;"
 		for addr in "$@"; do
-			echo "    server $addr max_fails=1 fail_timeout=1s;"
+			echo "    server ${addr#*=} max_fails=1 fail_timeout=1s;"
 		done
 		# the same stacks again as backups, never left out: asked when every one above is
 		for addr in "$@"; do
-			[[ $addr == *" down" ]] || echo "    server $addr backup max_fails=0;"
+			[[ $addr == *" down" ]] || echo "    server ${addr#*=} backup max_fails=0;"
+		done
+		echo "}"
+		n=0
+		for addr in "$@"; do
+			ordinal=$n
+			[[ $addr != *=* ]] || ordinal=${addr%%=*}
+			addr=${addr#*=}
+			echo "upstream codebox_pod_$ordinal { zone codebox_pod_$ordinal 64k; server ${addr% down} max_fails=0; }"
+			n=$((n + 1))
+		done
+		echo "map \$codebox_ordinal \$codebox_pod {"
+		echo "    default \"\";"
+		n=0
+		for addr in "$@"; do
+			ordinal=$n
+			[[ $addr != *=* ]] || ordinal=${addr%%=*}
+			echo "    $ordinal codebox_pod_$ordinal;"
+			n=$((n + 1))
 		done
 		echo "}"
 	} >"$rundir/conf/router-upstream.conf"

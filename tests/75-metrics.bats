@@ -141,3 +141,29 @@ restarts_are() {
 	run -0 curl -s -o /dev/null -w '%{http_code}' "$METRICS/metrics"
 	assert_output 200
 }
+
+@test "metrics: the sessions' gauges count the open sessions, their bound, the memory their caps reserve and the pool's budget" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local open mem ids=() i
+	# raw SERIES: its sample as printed (value's awk would print large ones as 1.2e+10)
+	raw() { metrics | awk -v s="$1" '$1 == s { v = $2 } END { print v == "" ? 0 : v }'; }
+	open=$(raw codebox_sessions_open)
+	mem=$(raw codebox_sessions_memory_bytes)
+	assert_equal "$(value codebox_sessions_max)" 8
+	# the pool's budget: known (the stack's memory), and more than a session's cap
+	(($(raw codebox_memory_budget_bytes) > 104857600))
+	assert_equal "$(value codebox_draining)" 0
+	for i in 1 2; do
+		request -X POST -H 'Content-Type: application/json' --data-binary '{"memoryBytes": 104857600}' "$BASE/sessions"
+		assert_equal "$code" 201
+		ids+=("$(field .id)")
+	done
+	assert_equal "$(value codebox_sessions_open)" $((open + 2))
+	assert_equal "$(raw codebox_sessions_memory_bytes)" $((mem + 2 * 104857600))
+	run -0 promtool check metrics <<<"$(metrics)"
+	for i in "${ids[@]}"; do
+		curl -s -o /dev/null -X DELETE "$BASE/sessions/$i"
+	done
+	assert_equal "$(value codebox_sessions_open)" "$open"
+	assert_equal "$(raw codebox_sessions_memory_bytes)" "$mem"
+}

@@ -152,15 +152,15 @@ p99() {
 	local d=$BATS_FILE_TMPDIR out=$BATS_TEST_TMPDIR/drain during=$BATS_TEST_TMPDIR/during
 	# the survivors of the kill: stacks 0 and 2, three runs of 4 s over both (stack 0 then
 	# takes the load below alone: 3 runs and 1 at a time, within its 4 slots)
-	fleet_router_set "$(fleet_word "$FLEET_BASES" 0 | sed 's|http://||')" \
-		"$(fleet_word "$FLEET_BASES" 2 | sed 's|http://||')"
+	fleet_router_set "0=$(fleet_word "$FLEET_BASES" 0 | sed 's|http://||')" \
+		"2=$(fleet_word "$FLEET_BASES" 2 | sed 's|http://||')"
 	load_router "$out" 3 3 "$d/sleep4.json" 3>&- &
 	local loadpid=$!
 	wait_for "three runs in flight, some on stack 2" 200 \
 		eval '(($(fleet_in_flight 0) + $(fleet_in_flight 2) == 3 && $(fleet_in_flight 2) > 0))'
 	# readiness off first (the pod leaves the router's list), then SIGTERM: the drain
-	fleet_router_set "$(fleet_word "$FLEET_BASES" 0 | sed 's|http://||')" \
-		"$(fleet_word "$FLEET_BASES" 2 | sed 's|http://||') down"
+	fleet_router_set "0=$(fleet_word "$FLEET_BASES" 0 | sed 's|http://||')" \
+		"2=$(fleet_word "$FLEET_BASES" 2 | sed 's|http://||') down"
 	fleet_use 2
 	kill -TERM "$STACK_PID"
 	# requests during the drain all go to stack 0

@@ -105,7 +105,7 @@ function check(docs, agentSandbox) {
     for (const m of ["enforce", "audit", "warn"])
       if (psa[`pod-security.kubernetes.io/${m}`] && psa[`pod-security.kubernetes.io/${m}-version`] !== PSA_VERSION)
         bad(name, `its namespace's pod-security.kubernetes.io/${m}-version must be pinned to ${PSA_VERSION} (the Kubernetes of deploy/tools' kubectl), not ${psa[`pod-security.kubernetes.io/${m}-version`] ?? "unset (latest)"}`);
-    if (w.kind !== "Deployment") continue;
+    if (w.kind !== "Deployment" && w.kind !== "StatefulSet") continue;
     if (!docs.some((d) => d.kind === "PodDisruptionBudget" && selects(d.spec?.selector))) bad(name, "no PodDisruptionBudget selects its pods");
     // an HPA, or KEDA's ScaledObject (which makes one)
     const hpa = docs.find((d) => ["HorizontalPodAutoscaler", "ScaledObject"].includes(d.kind) && d.spec?.scaleTargetRef?.name === w.metadata?.name);

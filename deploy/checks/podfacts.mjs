@@ -1,5 +1,5 @@
 // codebox's pod as a whole, for check-deploy.sh's limits check. The pod is the Deployment's
-// or the Pod the agent-sandbox controller makes from the SandboxTemplate (agent-sandbox.mjs
+// (the scale overlay's StatefulSet's) or the Pod the agent-sandbox controller makes from the SandboxTemplate (agent-sandbox.mjs
 // writes it): exactly one of the two. Writes the limits ConfigMap's keys as files into
 // LIMITS_DIR (as the pod mounts them), checks that every image names a registry path and is
 // tagged with the release (VERSION: never untagged, which pulls :latest, never latest or dev),
@@ -21,8 +21,8 @@ const die = (msg) => {
 
 // codebox's own: the one with a pool container (the scale overlay also runs the router)
 const podOf = (w) => (w.kind === "Pod" ? w.spec : w.spec?.template?.spec);
-const workloads = docs.filter((d) => (d.kind === "Deployment" || d.kind === "Pod") && (podOf(d)?.containers ?? []).some((c) => c.name === "pool"));
-if (workloads.length !== 1) die(`expected one Deployment or Pod with a pool container, found ${workloads.length}`);
+const workloads = docs.filter((d) => ["Deployment", "StatefulSet", "Pod"].includes(d.kind) && (podOf(d)?.containers ?? []).some((c) => c.name === "pool"));
+if (workloads.length !== 1) die(`expected one Deployment, StatefulSet or Pod with a pool container, found ${workloads.length}`);
 const pod = workloads[0].kind === "Pod" ? workloads[0].spec : workloads[0].spec.template.spec;
 const pool = pod.containers.find((c) => c.name === "pool");
 if (!pool) die("no pool container");

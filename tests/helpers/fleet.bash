@@ -7,22 +7,30 @@
 
 load helpers/stack
 
-# fleet_start N [stack_start args...]: N stacks, then the router in front of them
+# fleet_start N [stack_start args...]: N stacks, stack i with the pod ordinal i and the fleet's
+# one secret (codebox_fleet_env: ROUTER_DIR/fleet.key), then the router in front of them
 fleet_start() {
 	local n=$1 i port
+	local -a fenv
 	shift
 	FLEET_DIRS="" FLEET_PIDS="" FLEET_BASES="" FLEET_METRICS=""
+	ROUTER_DIR=$(mktemp -d /tmp/codebox-router.XXXXXX)
+	export ROUTER_DIR
+	codebox_fleet_key "$ROUTER_DIR/fleet.key"
 	local addrs=()
 	for ((i = 0; i < n; i++)); do
+		read -ra fenv <<<"$(codebox_fleet_env "$i" "$ROUTER_DIR/fleet.key")"
+		# shellcheck disable=SC2163 # NAME=VALUE words
+		export "${fenv[@]}"
 		stack_start "$@" || return 1
 		FLEET_DIRS+="$STACK_DIR " FLEET_PIDS+="$STACK_PID " FLEET_BASES+="$BASE " FLEET_METRICS+="$METRICS "
 		addrs+=("${BASE#http://}")
 		export FLEET_DIRS FLEET_PIDS FLEET_BASES FLEET_METRICS
 	done
-	ROUTER_DIR=$(mktemp -d /tmp/codebox-router.XXXXXX)
+	unset CODEBOX_POD_ORDINAL CODEBOX_FLEET_KEY_FILE
 	port=$(free_port)
 	ROUTER="http://127.0.0.1:$port"
-	export ROUTER_DIR ROUTER
+	export ROUTER
 	codebox_router_start "$ROUTER_DIR" "$port" "${addrs[@]}"
 }
 
