@@ -208,18 +208,20 @@ asan-run:
 # the one that ships, runs warm what the sanitizer pass cannot stand in for (PLAIN_SUITES): its
 # limits, isolation and attacks with every layer of this host, make run (00-smoke), the bounds
 # the sanitizers' slowness relaxes (30-isolation's 20 runs in 12 s, 16-renewal's renewals
-# without a fallback) and the fleet's routing (85-fleet, skipped sanitized); then the cold pass
-# (COLD_SUITES). The contract's warm runs on the build that ships are make image-test's (the
+# without a fallback) and the fleet's routing (85-fleet, 89-fleet-sessions: skipped
+# sanitized); then the cold pass (COLD_SUITES). The contract's warm runs on the build that ships are make image-test's (the
 # pod runs 10-contract under three profiles). The other suites' warm runs take the same code in
 # both builds, and the checks that start no pool (check-config, the manifests and deploy
 # tooling) are the same scripts: they run sanitized only (`make bats` runs every suite plain).
 # Each pass is tagged (CODEBOX_TEST_PASS: 99-leftovers.bats answers for its own pass's pools).
 PLAIN_SUITES = $(addprefix tests/,00-smoke.bats 16-renewal.bats 20-limits.bats \
-               30-isolation.bats 40-attacks.bats 85-fleet.bats 99-leftovers.bats)
+               30-isolation.bats 40-attacks.bats 85-fleet.bats 89-fleet-sessions.bats \
+               99-leftovers.bats)
 # the sanitizer pass in three parts, one per lane: ASAN_C follows the plain and cold passes in
-# the first (balanced by the tests' times, --timing, in the CIs of 2026-12-05)
+# the first (balanced by the tests' times, --timing, in the CIs of 2026-12-05; the 89 suites
+# of 2026-12-07 in the first half, the second had the longer time)
 ASAN_C = tests/20-limits.bats tests/30-isolation.bats tests/40-attacks.bats
-ASAN_B = $(wildcard tests/5*.bats tests/6*.bats tests/7[1-9]*.bats tests/8*.bats)
+ASAN_B = $(wildcard tests/5*.bats tests/6*.bats tests/7[1-9]*.bats tests/8[0-8]*.bats)
 ASAN_A = $(filter-out $(ASAN_B) $(ASAN_C) tests/99-leftovers.bats,$(wildcard tests/*.bats))
 ASAN_ENV = CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1
 # every test line says how long it took, to balance the lanes again
