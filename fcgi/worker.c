@@ -48,6 +48,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,9 @@ struct worker_request {
 struct worker_session {
 	int conn; /* connected to its init's socket */
 	const struct run_session_box *sb;
+	int op;            /* 0: code; SESSION_OP_SNAPSHOT or SESSION_OP_RESTORE (snapshots) */
+	int blob_fd;       /* their memfd */
+	unsigned blob_max; /* a snapshot's bound */
 };
 
 /* How long one write of an event stream may block (a client that stops reading). */
@@ -247,6 +251,11 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	spec.files = r->files;
 	spec.files_len = r->files_len;
 	spec.artifacts = want;
+	if (ses != NULL && ses->op != 0) {
+		spec.session_op = ses->op;
+		spec.session_blob_fd = ses->blob_fd;
+		spec.session_blob_max = ses->blob_max;
+	}
 	return serve_run(&p, &q, &spec, o);
 }
 
@@ -452,7 +461,8 @@ write_session_reply(struct jsonw *jw, const void *ctx)
 /* The session's state and bounds, as GET answers and POST /sessions' 201 says. */
 static void
 worker_session_state(FCGX_Request *req, int status, const struct session_rec *rec,
-                     const struct session_answer *a, bool busy, const struct limits *l)
+                     const struct session_answer *a, bool busy, const struct limits *l,
+                     const char *restored)
 {
 	struct jsonw jw;
 	size_t len;
@@ -479,6 +489,11 @@ worker_session_state(FCGX_Request *req, int status, const struct session_rec *re
 	jsonw_int(&jw, (long long)rec->memory_bytes);
 	jsonw_lit(&jw, ",\"diskBytes\":");
 	jsonw_int(&jw, (long long)rec->disk_bytes);
+	if (restored != NULL) {
+		/* what a restore loaded (worker_blob_summary(): checked JSON) */
+		jsonw_lit(&jw, ",\"restored\":");
+		jsonw_raw(&jw, restored, strlen(restored));
+	}
 	jsonw_lit(&jw, "}");
 	doc = jsonw_take(&jw, &len);
 	if (doc == NULL) {
@@ -677,26 +692,370 @@ worker_start_message(enum worker_started st, int *status, const char **error, co
 	return "the session could not be started; retry shortly";
 }
 
-static void
-worker_session_create(const struct worker_request *w, FCGX_Request *req, const char *auth)
-{
-	char *body = NULL, why[512];
-	long n = http_read_body(req, 4096, &body);
-	json_t *root = NULL;
-	json_error_t err;
-	unsigned idle, life;
-	unsigned long long memory;
-	struct session_rec rec;
-	enum worker_started st;
-	const char *message, *error, *extra;
-	int status;
+/* ---- snapshots (snapshot.h): POST /sessions/{id}/snapshot, and POST /sessions' restore ---- */
 
+/* A snapshot's bound for a session of memory_bytes: CODEBOX_SNAPSHOT_MAX_BYTES, and never
+ * more than its memory (which holds its state, and the memfd the program writes). */
+static size_t
+worker_snapshot_max(const struct worker_request *w, unsigned long long memory_bytes)
+{
+	unsigned long long max = (unsigned long long)w->sl.snapshot_max_bytes;
+
+	return (size_t)(memory_bytes > 0 && memory_bytes < max ? memory_bytes : max);
+}
+
+/* A session's snapshot or restore (op), run as worker_run() runs a cell: no code, its memfd
+ * blob_fd as the program's fd 0, the session's execution timeout as its deadline. */
+static enum serve_ran
+worker_session_blob(const struct worker_request *w, FCGX_Request *req,
+                    const struct session_rec *rec, int op, int blob_fd, size_t blob_max,
+                    struct run_outcome *o)
+{
+	struct request r = {.code = "",
+	                    .stdin_data = "",
+	                    .wall_ms = w->l.execution_timeout_seconds * 1000L};
+	struct worker_session ses = {.conn = -1,
+	                             .sb = &rec->sb,
+	                             .op = op,
+	                             .blob_fd = blob_fd,
+	                             .blob_max = (unsigned)blob_max};
+	char path[128];
+	enum serve_ran ran;
+
+	session_sock_path(w->wc->sessions_fd, rec->id, path, sizeof(path));
+	ses.conn = run_session_connect(path);
+	if (ses.conn < 0)
+		return SERVE_GONE;
+	ran = worker_run(w, req, &r, ARTIFACTS_NONE, METRICS_PORT_EXECUTE, &ses, NULL, o);
+	close(ses.conn);
+	return ran;
+}
+
+/*
+ * What a snapshot's or a restore's cell (what: "snapshot", "restore") came to: 0 with its
+ * summary (the program's JSON object, untrusted: parsed, and only as members of the answer's
+ * object; free() it) in *members, or -1 answered. *over: the session ended with it.
+ */
+static int
+worker_blob_outcome(FCGX_Request *req, enum serve_ran ran, const struct run_outcome *o,
+                    const char *what, long timeout_s, char **members, bool *over)
+{
+	json_error_t err;
+	json_t *sum = NULL;
+	const char *said = NULL;
+	char message[512], *text;
+
+	*members = NULL;
+	*over = ran == SERVE_RAN && o->session_over;
+	if (ran != SERVE_RAN) {
+		worker_answer(req, ran, NULL, NULL, NULL, true);
+		return -1;
+	}
+	if (o->has_value)
+		sum = json_loadb(o->value, o->value_len, JSON_REJECT_DUPLICATES, &err);
+	if (json_is_object(sum))
+		said = json_string_value(json_object_get(sum, "error"));
+	if (o->session_over) {
+		snprintf(message, sizeof(message),
+		         "the session ended while its %s ran (%s): its state is gone", what,
+		         o->limit_exceeded != RUN_LIMIT_NONE ? run_limit_string(o->limit_exceeded)
+		                                               : "killed");
+		http_send_message(req, 503, NULL, "sandbox_unavailable", message);
+	} else if (o->status == RUN_TIMED_OUT) {
+		snprintf(message, sizeof(message),
+		         "the %s did not finish within %ld s (the session's timeoutSeconds) and was "
+		         "interrupted; the session lives on",
+		         what, timeout_s);
+		http_send_message(req, 504, NULL, "timed_out", message);
+	} else if (o->exit_code == 2 && strcmp(what, "snapshot") == 0) {
+		http_send_message(req, 413, NULL, "snapshot_too_large",
+		                  said ? said : "the session is larger than the snapshot bound");
+	} else if (o->exit_code != 0 || !json_is_object(sum)) {
+		snprintf(message, sizeof(message), "the %s failed: %s", what,
+		         said ? said : "the session's program gave no account of it");
+		http_send_message(req, 422, NULL,
+		                  strcmp(what, "snapshot") == 0 ? "snapshot_failed" : "restore_failed",
+		                  message);
+	} else {
+		/* the answer's own keys are the worker's */
+		json_object_del(sum, "snapshot");
+		json_object_del(sum, "bytes");
+		json_object_del(sum, "payloadBytes");
+		text = json_dumps(sum, JSON_COMPACT);
+		json_decref(sum);
+		if (text == NULL) {
+			http_send_message(req, 500, NULL, "sandbox_error",
+			                  "the worker is out of memory");
+			return -1;
+		}
+		*members = text;
+		return 0;
+	}
+	json_decref(sum);
+	return -1;
+}
+
+/* POST /sessions/{id}/snapshot's answer: {"snapshot", "bytes", the summary's members}. */
+struct snapshot_reply {
+	const char *b64;
+	size_t b64_len;
+	size_t bytes;
+	const char *members; /* a JSON object's text, "{...}" */
+};
+
+static void
+write_snapshot_reply(struct jsonw *jw, const void *ctx)
+{
+	const struct snapshot_reply *e = ctx;
+	size_t n = strlen(e->members);
+
+	jsonw_lit(jw, "{\"snapshot\":\"");
+	jsonw_raw(jw, e->b64, e->b64_len); /* base64: nothing to escape */
+	jsonw_lit(jw, "\",\"bytes\":");
+	jsonw_int(jw, (long long)e->bytes);
+	if (n > 2) {
+		jsonw_lit(jw, ",");
+		jsonw_raw(jw, e->members + 1, n - 2);
+	}
+	jsonw_lit(jw, "}");
+}
+
+/* The memfd's bytes, at most max + 1 of them whatever its size says (the program wrote it):
+ * NULL when out of memory or unreadable. */
+static unsigned char *
+worker_blob_read(int fd, size_t max, size_t *len)
+{
+	struct stat st;
+	size_t want = max + 1;
+	unsigned char *buf;
+	ssize_t r;
+
+	if (fstat(fd, &st) == 0 && (unsigned long long)st.st_size < want)
+		want = (size_t)st.st_size;
+	buf = malloc(want + 1);
+	if (buf == NULL || lseek(fd, 0, SEEK_SET) < 0) {
+		free(buf);
+		return NULL;
+	}
+	r = util_read_max(fd, (char *)buf, want);
+	if (r < 0) {
+		free(buf);
+		return NULL;
+	}
+	*len = (size_t)r;
+	return buf;
+}
+
+/* A snapshot's payload, sealed and answered; 0, or -1 answered with the error. */
+static int
+worker_snapshot_send(const struct worker_request *w, FCGX_Request *req, int fd, size_t max,
+                     const char *members)
+{
+	size_t len = 0, b64_len = 0;
+	unsigned char *payload = worker_blob_read(fd, max, &len);
+	char *b64 = NULL, message[256];
+
+	if (payload != NULL && len > max) {
+		snprintf(message, sizeof(message),
+		         "the session is larger than the snapshot bound of %zu bytes", max);
+		http_send_message(req, 413, NULL, "snapshot_too_large", message);
+		free(payload);
+		return -1;
+	}
+	if (payload != NULL && len > 0)
+		b64 = snapshot_seal(&w->wc->snapshot_key, w->wc->probe->python_version, payload,
+		                    len, &b64_len);
+	free(payload);
+	if (b64 == NULL) {
+		log_msg(LOG_ERROR, "snapshot: %s", len == 0 && payload != NULL
+		                                       ? "the session's program wrote nothing"
+		                                       : "out of memory, or its memfd unreadable");
+		http_send_message(req, 500, NULL, "sandbox_error",
+		                  "the snapshot could not be made; see the service log");
+		return -1;
+	}
+	{
+		const struct snapshot_reply sr = {b64, b64_len, len, members};
+		if (http_send_written(req, write_snapshot_reply, &sr) < 0)
+			http_send_message(req, 500, NULL, "sandbox_error",
+			                  "the worker is out of memory");
+	}
+	free(b64);
+	return 0;
+}
+
+/* POST /sessions/{id}/snapshot (its lock held): the session's state, serialized by its own
+ * interpreter into a memfd, checked, sealed (snapshot.h) and answered as base64. */
+static void
+worker_session_snapshot(const struct worker_request *w, FCGX_Request *req,
+                        struct session_rec *rec)
+{
+	size_t max = worker_snapshot_max(w, rec->memory_bytes);
+	char *body = NULL, *members = NULL, name[SESSION_LOG_NAME_LEN + 1];
+	long n = http_read_body(req, 4096, &body);
+	struct run_outcome o;
+	enum serve_ran ran;
+	bool over = false;
+	int fd;
+
+	free(body);
 	if (n < 0) {
 		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
-		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large"
-		                                           : "invalid_request",
-		                  "the body of POST /sessions is at most 4096 bytes of JSON");
+		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
+		                  "POST /sessions/{id}/snapshot takes no body (or an empty one)");
 		return;
+	}
+	fd = memfd_create("codebox-snapshot", MFD_CLOEXEC);
+	if (fd < 0) {
+		log_msg(LOG_ERROR, "snapshot: memfd_create() failed: %s", strerror(errno));
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the snapshot could not be made; retry shortly");
+		return;
+	}
+	ran = worker_session_blob(w, req, rec, SESSION_OP_SNAPSHOT, fd, max, &o);
+	session_log_name(rec->id, name);
+	if (worker_blob_outcome(req, ran, &o, "snapshot", w->l.execution_timeout_seconds, &members,
+	                        &over) == 0 &&
+	    worker_snapshot_send(w, req, fd, max, members) == 0)
+		log_msg(LOG_INFO, "session %s: snapshot taken in %lld ms", name, o.duration_ms);
+	if (over)
+		session_remove(w->wc->sessions_fd, rec);
+	if (ran == SERVE_RAN)
+		run_outcome_free(&o);
+	free(members);
+	close(fd);
+}
+
+/* A memfd of p[0..n), sealed: the restore's program can only read it. -1 on failure. */
+static int
+worker_blob_memfd(const unsigned char *p, size_t n)
+{
+	int fd = memfd_create("codebox-restore", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -1;
+	if (util_write_all(fd, p, n) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * A new session (rec, just made: no one knows its id) loads payload, a checked snapshot:
+ * 0 with the restore's summary (free() it) in *members, or -1 answered, the session closed
+ * and removed (nothing of it left).
+ */
+static int
+worker_session_restore(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
+                       const char *auth, const unsigned char *payload, size_t len,
+                       char **members)
+{
+	struct session_answer a;
+	struct run_outcome o;
+	enum serve_ran ran = SERVE_FAILED;
+	char path[128], name[SESSION_LOG_NAME_LEN + 1];
+	int fd = worker_blob_memfd(payload, len), lock_fd = -1, rc;
+	bool over = false;
+
+	*members = NULL;
+	if (fd < 0)
+		log_msg(LOG_ERROR, "restore: the snapshot's memfd: %s", strerror(errno));
+	else if (session_find(w->wc->sessions_fd, rec->id, auth, rec, true, &lock_fd) < 0 ||
+	         lock_fd < 0)
+		ran = SERVE_GONE;
+	else
+		ran = worker_session_blob(w, req, rec, SESSION_OP_RESTORE, fd, 0, &o);
+	if (fd >= 0)
+		close(fd);
+	rc = worker_blob_outcome(req, ran, &o, "restore", w->l.execution_timeout_seconds, members,
+	                         &over);
+	if (ran == SERVE_RAN)
+		run_outcome_free(&o);
+	session_log_name(rec->id, name);
+	if (rc < 0) {
+		/* nothing of a failed restore stays: its session is closed and removed */
+		session_sock_path(w->wc->sessions_fd, rec->id, path, sizeof(path));
+		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+		if (lock_fd >= 0 || over)
+			session_remove(w->wc->sessions_fd, rec);
+		log_msg(LOG_INFO, "session %s closed: its restore failed", name);
+	} else {
+		log_msg(LOG_INFO, "session %s restored from a snapshot of %zu bytes", name, len);
+	}
+	if (lock_fd >= 0)
+		close(lock_fd);
+	return rc;
+}
+
+/* POST /sessions' "snapshot": checked whole (snapshot_open()) before anything is made; 0 with
+ * its payload (free() it), or -1 answered (400, 413, 422). */
+static int
+worker_snapshot_check(const struct worker_request *w, FCGX_Request *req, json_t *snap,
+                      size_t max, unsigned char **payload, size_t *len)
+{
+	char why[512];
+	enum snapshot_check c;
+
+	*payload = NULL;
+	if (!json_is_string(snap)) {
+		http_send_message(req, 400, NULL, "invalid_snapshot",
+		                  "snapshot must be a string: the base64 a POST "
+		                  "/sessions/{id}/snapshot answered");
+		return -1;
+	}
+	c = snapshot_open(&w->wc->snapshot_key, w->wc->probe->python_version,
+	                  json_string_value(snap), json_string_length(snap), max, payload, len, why,
+	                  sizeof(why));
+	switch (c) {
+	case SNAPSHOT_OK:
+		return 0;
+	case SNAPSHOT_MALFORMED:
+		http_send_message(req, 400, NULL, "invalid_snapshot", why);
+		break;
+	case SNAPSHOT_TOO_LARGE:
+		http_send_message(req, 413, NULL, "snapshot_too_large", why);
+		break;
+	case SNAPSHOT_VERSION_MISMATCH:
+	case SNAPSHOT_FORGED:
+		http_send_message(req, 422, NULL, "snapshot_rejected", why);
+		break;
+	case SNAPSHOT_NO_MEMORY:
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the worker is out of memory; retry shortly");
+		break;
+	}
+	log_msg(LOG_INFO, "restore refused: %s", why);
+	return -1;
+}
+
+/* POST /sessions' body: its bounds (the pod's when absent) and, for a restore, its snapshot
+ * checked whole (*payload; NULL: none). Returns 0, or -1 answered. */
+static int
+worker_session_create_body(const struct worker_request *w, FCGX_Request *req, unsigned *idle,
+                           unsigned *life, unsigned long long *memory, unsigned char **payload,
+                           size_t *len)
+{
+	/* a restore's body holds a snapshot of the bound, as base64 */
+	size_t max_body = 4096 + snapshot_b64_max((size_t)w->sl.snapshot_max_bytes);
+	char *body = NULL, why[512];
+	long n = http_read_body(req, max_body, &body);
+	json_t *root = NULL, *snap;
+	json_error_t err;
+	const char *key;
+	json_t *v;
+
+	*payload = NULL;
+	if (n < 0) {
+		snprintf(why, sizeof(why),
+		         "the body of POST /sessions is at most %zu bytes of JSON (a snapshot of "
+		         "CODEBOX_SNAPSHOT_MAX_BYTES, %ld bytes, as base64)",
+		         max_body, w->sl.snapshot_max_bytes);
+		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
+		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
+		                  why);
+		return -1;
 	}
 	root = n > 0 ? json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &err) : json_object();
 	free(body);
@@ -704,42 +1063,70 @@ worker_session_create(const struct worker_request *w, FCGX_Request *req, const c
 		json_decref(root);
 		http_send_message(req, 400, NULL, "invalid_request",
 		                  "the body must be a JSON object (or empty)");
-		return;
+		return -1;
 	}
+	json_object_foreach(root, key, v)
 	{
-		const char *key;
-		json_t *v;
-		json_object_foreach(root, key, v)
-		{
-			(void)v;
-			if (strcmp(key, "idleTimeoutSeconds") != 0 &&
-			    strcmp(key, "maxLifetimeSeconds") != 0 &&
-			    strcmp(key, "memoryBytes") != 0) {
-				json_decref(root);
-				http_send_message(req, 400, NULL, "invalid_request",
-				                  "unknown field; allowed: idleTimeoutSeconds, "
-				                  "maxLifetimeSeconds, memoryBytes");
-				return;
-			}
+		if (strcmp(key, "idleTimeoutSeconds") != 0 && strcmp(key, "maxLifetimeSeconds") != 0 &&
+		    strcmp(key, "memoryBytes") != 0 && strcmp(key, "snapshot") != 0) {
+			json_decref(root);
+			http_send_message(req, 400, NULL, "invalid_request",
+			                  "unknown field; allowed: idleTimeoutSeconds, "
+			                  "maxLifetimeSeconds, memoryBytes, snapshot");
+			return -1;
 		}
 	}
-	if (session_body_bound(root, "idleTimeoutSeconds", w->sl.idle_seconds, &idle, why,
+	if (session_body_bound(root, "idleTimeoutSeconds", w->sl.idle_seconds, idle, why,
 	                       sizeof(why)) < 0 ||
-	    session_body_bound(root, "maxLifetimeSeconds", w->sl.max_life_seconds, &life, why,
+	    session_body_bound(root, "maxLifetimeSeconds", w->sl.max_life_seconds, life, why,
 	                       sizeof(why)) < 0 ||
-	    worker_session_memory(root, w->l.memory_bytes, &memory, why, sizeof(why)) < 0) {
+	    worker_session_memory(root, w->l.memory_bytes, memory, why, sizeof(why)) < 0) {
 		json_decref(root);
 		http_send_message(req, 400, NULL, "invalid_request", why);
-		return;
+		return -1;
+	}
+	snap = json_object_get(root, "snapshot");
+	if (snap != NULL &&
+	    worker_snapshot_check(w, req, snap,
+	                          worker_snapshot_max(w, *memory ? *memory : w->l.memory_bytes),
+	                          payload, len) < 0) {
+		json_decref(root);
+		return -1;
 	}
 	json_decref(root);
+	return 0;
+}
+
+static void
+worker_session_create(const struct worker_request *w, FCGX_Request *req, const char *auth)
+{
+	unsigned idle, life;
+	unsigned long long memory;
+	unsigned char *payload = NULL;
+	size_t len = 0;
+	char *restored = NULL;
+	struct session_rec rec;
+	enum worker_started st;
+	const char *message, *error, *extra;
+	int status;
+
+	if (worker_session_create_body(w, req, &idle, &life, &memory, &payload, &len) < 0)
+		return;
 	st = worker_session_start(w, idle, life, memory, auth, &rec);
 	if (st != WORKER_STARTED) {
+		free(payload);
 		message = worker_start_message(st, &status, &error, &extra);
 		http_send_message(req, status, extra, error, message);
 		return;
 	}
-	worker_session_state(req, 201, &rec, NULL, false, &w->l);
+	if (payload != NULL) {
+		int rc = worker_session_restore(w, req, &rec, auth, payload, len, &restored);
+		free(payload);
+		if (rc < 0)
+			return;
+	}
+	worker_session_state(req, 201, &rec, NULL, false, &w->l, restored);
+	free(restored);
 }
 
 /*
@@ -1387,7 +1774,8 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 	*sub = NULL;
 	if (slash != NULL) {
 		*sub = slash + 1;
-		const char *allow = strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0
+		const char *allow = strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0 ||
+		                            strcmp(*sub, "snapshot") == 0
 		                        ? "POST"
 		                    : strncmp(*sub, "executions/", 11) == 0 ? "GET"
 		                                                            : NULL;
@@ -1399,7 +1787,7 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 			char hdr[32];
 			snprintf(hdr, sizeof(hdr), "Allow: %s", allow);
 			http_send_message(req, 405, hdr, "method_not_allowed",
-			                  "use POST /sessions/{id}/execute or /interrupt, GET "
+			                  "use POST /sessions/{id}/execute, /interrupt or /snapshot, GET "
 			                  "/sessions/{id}/executions/{execution}");
 			return -1;
 		}
@@ -1476,7 +1864,8 @@ worker_sessions(void *port, FCGX_Request *req)
 	if (worker_session_route(req, method, rest + 1, id, &sub) < 0)
 		return;
 	/* executions and DELETE take the session's lock; reading it and interrupting do not */
-	bool take = sub != NULL ? strcmp(sub, "execute") == 0 : strcmp(method, "DELETE") == 0;
+	bool take = sub != NULL ? strcmp(sub, "execute") == 0 || strcmp(sub, "snapshot") == 0
+	                        : strcmp(method, "DELETE") == 0;
 	if (session_find(wc->sessions_fd, id, auth, &rec, take, &lock_fd) < 0) {
 		worker_session_unknown(req);
 		return;
@@ -1490,6 +1879,14 @@ worker_sessions(void *port, FCGX_Request *req)
 			    "interrupt it (POST /sessions/{id}/interrupt)");
 		else
 			worker_session_execute(w, req, &rec, lock_fd);
+	} else if (sub != NULL && strcmp(sub, "snapshot") == 0) {
+		if (lock_fd < 0)
+			http_send_message(req, 409, NULL, "session_busy",
+			                  "an execution is running in this session; a snapshot waits "
+			                  "for it to end (or interrupt it: POST "
+			                  "/sessions/{id}/interrupt)");
+		else
+			worker_session_snapshot(w, req, &rec);
 	} else if (sub != NULL && strcmp(sub, "interrupt") == 0) {
 		/* KeyboardInterrupt into the running cell; the session keeps its state */
 		if (run_session_ask(path, SESSION_OP_INTERRUPT, &a) < 0) {
@@ -1510,7 +1907,7 @@ worker_sessions(void *port, FCGX_Request *req)
 		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
 			worker_session_unknown(req);
 		else
-			worker_session_state(req, 200, &rec, &a, a.busy != 0, &w->l);
+			worker_session_state(req, 200, &rec, &a, a.busy != 0, &w->l, NULL);
 	} else {
 		worker_session_close(w, req, id, auth, &rec, path, &lock_fd);
 	}
@@ -1852,7 +2249,7 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	/* sessions' bounds (session.h): /capabilities' keys are the lab contract's, fixed */
 	json_t *sessions =
 	    worker_sessions_on(w)
-	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
+	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "maxSessions",
 	                    (json_int_t)w->sl.max_sessions, "maxSessionsPerToken",
 	                    (json_int_t)w->sl.max_per_token, "maxStreams",
 	                    (json_int_t)w->sl.max_streams, "idleTimeoutSeconds",
@@ -1860,7 +2257,10 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	                    (json_int_t)w->sl.max_life_seconds, "executionTimeoutSeconds",
 	                    (json_int_t)w->l.execution_timeout_seconds, "maxExecutionSeconds",
 	                    (json_int_t)w->sl.max_execution_seconds, "memoryBytes",
-	                    (json_int_t)w->l.memory_bytes, "diskBytes", (json_int_t)w->l.disk_bytes)
+	                    (json_int_t)w->l.memory_bytes, "diskBytes", (json_int_t)w->l.disk_bytes,
+	                    "snapshotMaxBytes", (json_int_t)w->sl.snapshot_max_bytes,
+	                    /* whose key signs the snapshots: where they restore (snapshot.h) */
+	                    "snapshotKey", wc->snapshot_key.fleet ? "fleet" : "pod")
 	        : NULL;
 
 	return reply_isolation(wc->iso, &w->l, w->run->warm && warm_serving(),

@@ -13,6 +13,7 @@
 #include "probe.h"
 #include "run.h"
 #include "session.h"
+#include "snapshot.h"
 
 struct slots;
 
@@ -36,6 +37,7 @@ struct worker_config {
 	int sessions_fd;   /* the sessions directory (session.h), or -1: no sessions */
 	char sessions_dir[4200];
 	struct session_uids session_uids; /* a root pool's: a host uid per session */
+	struct snapshot_key snapshot_key; /* sessions' snapshots' HMAC key (snapshot.h) */
 };
 
 /*
