@@ -1276,8 +1276,7 @@ session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox
  * restore (no code, no files), a copy of the worker's memfd. Returns the fd, or -1 (errno). */
 static int
 session_cell_begin(struct sandbox_spec *s, const struct session_msg *m, const int *fds,
-                   struct sandbox_input *in, struct session_cell *cell,
-                   struct artifacts_mark *mark)
+                   struct sandbox_input *in, struct session_cell *cell, struct artifacts_mark *mark)
 {
 	if (m->op == SESSION_OP_EXECUTE) {
 		session_cell_mark(s, mark);

@@ -71,20 +71,19 @@ char *snapshot_seal(const struct snapshot_key *k, const char *python, const unsi
 /* Why a snapshot was refused (snapshot_open()). */
 enum snapshot_check {
 	SNAPSHOT_OK,
-	SNAPSHOT_MALFORMED, /* not base64, not an envelope, truncated: 400 */
-	SNAPSHOT_TOO_LARGE, /* over the bound: 413 */
+	SNAPSHOT_MALFORMED,        /* not base64, not an envelope, truncated: 400 */
+	SNAPSHOT_TOO_LARGE,        /* over the bound: 413 */
 	SNAPSHOT_VERSION_MISMATCH, /* another format or another Python: 422 */
-	SNAPSHOT_FORGED,    /* its HMAC does not verify: altered, or another key's: 422 */
-	SNAPSHOT_NO_MEMORY, /* 503 */
+	SNAPSHOT_FORGED,           /* its HMAC does not verify: altered, or another key's: 422 */
+	SNAPSHOT_NO_MEMORY,        /* 503 */
 };
 
 /*
  * Checks b64[0..b64_len) against k, python and payload_max: 0 (SNAPSHOT_OK) with *payload
  * (malloc'd) and *len, or why it is refused, with a sentence for the client in why.
  */
-enum snapshot_check snapshot_open(const struct snapshot_key *k, const char *python,
-                                  const char *b64, size_t b64_len, size_t payload_max,
-                                  unsigned char **payload, size_t *len, char *why,
-                                  size_t why_len);
+enum snapshot_check snapshot_open(const struct snapshot_key *k, const char *python, const char *b64,
+                                  size_t b64_len, size_t payload_max, unsigned char **payload,
+                                  size_t *len, char *why, size_t why_len);
 
 #endif

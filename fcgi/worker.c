@@ -286,7 +286,8 @@ struct mcp_reply {
 	bool details;
 	const char *request_id;
 	bool files;
-	const char *session_id; /* a session's execution, or NULL */
+	const char *session_id;         /* a session's execution, or NULL */
+	const struct mcp_resource *res; /* its snapshot ("snapshot": true), or NULL */
 };
 
 static void
@@ -295,7 +296,7 @@ write_mcp_reply(struct jsonw *jw, const void *ctx)
 	const struct mcp_reply *m = ctx;
 
 	mcp_call_answer_write(jw, m->id, m->o, m->text, m->text_len, m->max_result_bytes,
-	                      m->details, m->request_id, m->files, m->session_id);
+	                      m->details, m->request_id, m->files, m->session_id, m->res);
 }
 
 /* A session that is not there (or not the caller's): one answer for all the cases. */
@@ -711,9 +712,8 @@ worker_session_blob(const struct worker_request *w, FCGX_Request *req,
                     const struct session_rec *rec, int op, int blob_fd, size_t blob_max,
                     struct run_outcome *o)
 {
-	struct request r = {.code = "",
-	                    .stdin_data = "",
-	                    .wall_ms = w->l.execution_timeout_seconds * 1000L};
+	struct request r = {
+	    .code = "", .stdin_data = "", .wall_ms = w->l.execution_timeout_seconds * 1000L};
 	struct worker_session ses = {.conn = -1,
 	                             .sb = &rec->sb,
 	                             .op = op,
@@ -731,24 +731,84 @@ worker_session_blob(const struct worker_request *w, FCGX_Request *req,
 	return ran;
 }
 
+/* Why a snapshot or a restore was not made: an HTTP status (0: the client left, no answer),
+ * its error and sentence; a tool error's text over MCP. */
+struct worker_refusal {
+	int status;
+	const char *error;
+	const char *extra_header;
+	char message[512];
+};
+
+static void
+worker_refuse(struct worker_refusal *f, int status, const char *error, const char *message)
+{
+	f->status = status;
+	f->error = error;
+	f->extra_header = status == 429 ? HTTP_BUSY_POOL : NULL;
+	snprintf(f->message, sizeof(f->message), "%s", message);
+}
+
+static void
+worker_refusal_send(FCGX_Request *req, const struct worker_refusal *f)
+{
+	if (f->status != 0)
+		http_send_message(req, f->status, f->extra_header, f->error, f->message);
+}
+
+/* A cell that came to no outcome (ran), as a refusal. */
+static void
+worker_refuse_not_run(struct worker_refusal *f, enum serve_ran ran)
+{
+	switch (ran) {
+	case SERVE_BUSY:
+		worker_refuse(f, 429, "sandbox_busy",
+		              "all execution slots are in use; retry shortly");
+		return;
+	case SERVE_STUCK:
+		worker_refuse(f, 503, "sandbox_unavailable",
+		              "the sandbox cannot admit runs right now; retry shortly");
+		return;
+	case SERVE_GONE:
+		worker_refuse(f, 404, "not_found", WORKER_SESSION_UNKNOWN);
+		return;
+	case SERVE_LOST:
+		worker_refuse(f, 503, "sandbox_unavailable", WORKER_SESSION_LOST);
+		return;
+	case SERVE_SESSION_BUSY:
+		worker_refuse(
+		    f, 409, "session_busy",
+		    "the session is still stopping its last execution; retry in a moment");
+		return;
+	case SERVE_ABANDONED:
+		f->status = 0;
+		return;
+	case SERVE_RAN:
+	case SERVE_FAILED:
+		break;
+	}
+	worker_refuse(f, 500, "sandbox_error", "the sandbox could not run it; see the service log");
+}
+
 /*
  * What a snapshot's or a restore's cell (what: "snapshot", "restore") came to: 0 with its
  * summary (the program's JSON object, untrusted: parsed, and only as members of the answer's
- * object; free() it) in *members, or -1 answered. *over: the session ended with it.
+ * object; free() it) in *members, or -1 with the refusal in f. *over: the session ended.
  */
 static int
-worker_blob_outcome(FCGX_Request *req, enum serve_ran ran, const struct run_outcome *o,
-                    const char *what, long timeout_s, char **members, bool *over)
+worker_blob_outcome(enum serve_ran ran, const struct run_outcome *o, const char *what,
+                    long timeout_s, char **members, bool *over, struct worker_refusal *f)
 {
 	json_error_t err;
 	json_t *sum = NULL;
 	const char *said = NULL;
-	char message[512], *text;
+	char message[512];
+	bool snap = strcmp(what, "snapshot") == 0;
 
 	*members = NULL;
 	*over = ran == SERVE_RAN && o->session_over;
 	if (ran != SERVE_RAN) {
-		worker_answer(req, ran, NULL, NULL, NULL, true);
+		worker_refuse_not_run(f, ran);
 		return -1;
 	}
 	if (o->has_value)
@@ -759,48 +819,46 @@ worker_blob_outcome(FCGX_Request *req, enum serve_ran ran, const struct run_outc
 		snprintf(message, sizeof(message),
 		         "the session ended while its %s ran (%s): its state is gone", what,
 		         o->limit_exceeded != RUN_LIMIT_NONE ? run_limit_string(o->limit_exceeded)
-		                                               : "killed");
-		http_send_message(req, 503, NULL, "sandbox_unavailable", message);
+		                                             : "killed");
+		worker_refuse(f, 503, "sandbox_unavailable", message);
 	} else if (o->status == RUN_TIMED_OUT) {
-		snprintf(message, sizeof(message),
-		         "the %s did not finish within %ld s (the session's timeoutSeconds) and was "
-		         "interrupted; the session lives on",
-		         what, timeout_s);
-		http_send_message(req, 504, NULL, "timed_out", message);
-	} else if (o->exit_code == 2 && strcmp(what, "snapshot") == 0) {
-		http_send_message(req, 413, NULL, "snapshot_too_large",
-		                  said ? said : "the session is larger than the snapshot bound");
+		snprintf(
+		    message, sizeof(message),
+		    "the %s did not finish within %ld s (the session's timeoutSeconds) and was "
+		    "interrupted; the session lives on",
+		    what, timeout_s);
+		worker_refuse(f, 504, "timed_out", message);
+	} else if (o->exit_code == 2 && snap) {
+		worker_refuse(f, 413, "snapshot_too_large",
+		              said ? said : "the session is larger than the snapshot bound");
 	} else if (o->exit_code != 0 || !json_is_object(sum)) {
 		snprintf(message, sizeof(message), "the %s failed: %s", what,
 		         said ? said : "the session's program gave no account of it");
-		http_send_message(req, 422, NULL,
-		                  strcmp(what, "snapshot") == 0 ? "snapshot_failed" : "restore_failed",
-		                  message);
+		worker_refuse(f, 422, snap ? "snapshot_failed" : "restore_failed", message);
 	} else {
 		/* the answer's own keys are the worker's */
 		json_object_del(sum, "snapshot");
 		json_object_del(sum, "bytes");
 		json_object_del(sum, "payloadBytes");
-		text = json_dumps(sum, JSON_COMPACT);
+		*members = json_dumps(sum, JSON_COMPACT);
 		json_decref(sum);
-		if (text == NULL) {
-			http_send_message(req, 500, NULL, "sandbox_error",
-			                  "the worker is out of memory");
+		if (*members == NULL) {
+			worker_refuse(f, 500, "sandbox_error", "the worker is out of memory");
 			return -1;
 		}
-		*members = text;
 		return 0;
 	}
 	json_decref(sum);
 	return -1;
 }
 
-/* POST /sessions/{id}/snapshot's answer: {"snapshot", "bytes", the summary's members}. */
+/* A snapshot taken (worker_snapshot_take()): {"snapshot", "bytes", the summary's members}. */
 struct snapshot_reply {
-	const char *b64;
+	char *b64;
 	size_t b64_len;
 	size_t bytes;
-	const char *members; /* a JSON object's text, "{...}" */
+	char *members; /* a JSON object's text, "{...}" */
+	char uri[96];  /* MCP's resource's */
 };
 
 static void
@@ -846,84 +904,108 @@ worker_blob_read(int fd, size_t max, size_t *len)
 	return buf;
 }
 
-/* A snapshot's payload, sealed and answered; 0, or -1 answered with the error. */
+/* The memfd's payload sealed into sr (snapshot.h); 0, or -1 with the refusal in f. */
 static int
-worker_snapshot_send(const struct worker_request *w, FCGX_Request *req, int fd, size_t max,
-                     const char *members)
+worker_snapshot_seal(const struct worker_request *w, int fd, size_t max, struct snapshot_reply *sr,
+                     struct worker_refusal *f)
 {
-	size_t len = 0, b64_len = 0;
+	size_t len = 0;
 	unsigned char *payload = worker_blob_read(fd, max, &len);
-	char *b64 = NULL, message[256];
+	char message[256];
 
 	if (payload != NULL && len > max) {
+		free(payload);
 		snprintf(message, sizeof(message),
 		         "the session is larger than the snapshot bound of %zu bytes", max);
-		http_send_message(req, 413, NULL, "snapshot_too_large", message);
-		free(payload);
+		worker_refuse(f, 413, "snapshot_too_large", message);
 		return -1;
 	}
 	if (payload != NULL && len > 0)
-		b64 = snapshot_seal(&w->wc->snapshot_key, w->wc->probe->python_version, payload,
-		                    len, &b64_len);
+		sr->b64 = snapshot_seal(&w->wc->snapshot_key, w->wc->probe->python_version, payload,
+		                        len, &sr->b64_len);
 	free(payload);
-	if (b64 == NULL) {
-		log_msg(LOG_ERROR, "snapshot: %s", len == 0 && payload != NULL
-		                                       ? "the session's program wrote nothing"
-		                                       : "out of memory, or its memfd unreadable");
-		http_send_message(req, 500, NULL, "sandbox_error",
-		                  "the snapshot could not be made; see the service log");
+	if (sr->b64 == NULL) {
+		log_msg(LOG_ERROR, "snapshot: %s",
+		        payload != NULL && len == 0 ? "the session's program wrote nothing"
+		                                    : "out of memory, or its memfd unreadable");
+		worker_refuse(f, 500, "sandbox_error",
+		              "the snapshot could not be made; see the service log");
 		return -1;
 	}
-	{
-		const struct snapshot_reply sr = {b64, b64_len, len, members};
-		if (http_send_written(req, write_snapshot_reply, &sr) < 0)
-			http_send_message(req, 500, NULL, "sandbox_error",
-			                  "the worker is out of memory");
-	}
-	free(b64);
+	sr->bytes = len;
 	return 0;
 }
 
-/* POST /sessions/{id}/snapshot (its lock held): the session's state, serialized by its own
- * interpreter into a memfd, checked, sealed (snapshot.h) and answered as base64. */
-static void
-worker_session_snapshot(const struct worker_request *w, FCGX_Request *req,
-                        struct session_rec *rec)
+/*
+ * A snapshot of session rec (its lock held): its state, serialized by its own interpreter into
+ * a memfd, read within the bound, sealed (snapshot.h): 0 with sr filled (free its b64 and
+ * members), or -1 with the refusal in f (the session removed if it ended meanwhile).
+ */
+static int
+worker_snapshot_take(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
+                     struct snapshot_reply *sr, struct worker_refusal *f)
 {
 	size_t max = worker_snapshot_max(w, rec->memory_bytes);
-	char *body = NULL, *members = NULL, name[SESSION_LOG_NAME_LEN + 1];
-	long n = http_read_body(req, 4096, &body);
+	char name[SESSION_LOG_NAME_LEN + 1];
 	struct run_outcome o;
 	enum serve_ran ran;
 	bool over = false;
-	int fd;
+	int fd, rc = -1;
 
-	free(body);
-	if (n < 0) {
-		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
-		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
-		                  "POST /sessions/{id}/snapshot takes no body (or an empty one)");
-		return;
-	}
+	memset(sr, 0, sizeof(*sr));
 	fd = memfd_create("codebox-snapshot", MFD_CLOEXEC);
 	if (fd < 0) {
 		log_msg(LOG_ERROR, "snapshot: memfd_create() failed: %s", strerror(errno));
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the snapshot could not be made; retry shortly");
-		return;
+		worker_refuse(f, 503, "sandbox_unavailable",
+		              "the snapshot could not be made; retry shortly");
+		return -1;
 	}
 	ran = worker_session_blob(w, req, rec, SESSION_OP_SNAPSHOT, fd, max, &o);
 	session_log_name(rec->id, name);
-	if (worker_blob_outcome(req, ran, &o, "snapshot", w->l.execution_timeout_seconds, &members,
-	                        &over) == 0 &&
-	    worker_snapshot_send(w, req, fd, max, members) == 0)
-		log_msg(LOG_INFO, "session %s: snapshot taken in %lld ms", name, o.duration_ms);
+	if (worker_blob_outcome(ran, &o, "snapshot", w->l.execution_timeout_seconds, &sr->members,
+	                        &over, f) == 0 &&
+	    worker_snapshot_seal(w, fd, max, sr, f) == 0) {
+		log_msg(LOG_INFO, "session %s: a snapshot of %zu bytes taken in %lld ms", name,
+		        sr->bytes, o.duration_ms);
+		rc = 0;
+	}
 	if (over)
 		session_remove(w->wc->sessions_fd, rec);
 	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
-	free(members);
 	close(fd);
+	if (rc < 0) {
+		free(sr->members);
+		sr->members = NULL;
+	}
+	return rc;
+}
+
+/* POST /sessions/{id}/snapshot (its lock held): worker_snapshot_take(), answered. */
+static void
+worker_session_snapshot(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec)
+{
+	char *body = NULL;
+	long n = http_read_body(req, 4096, &body);
+	struct snapshot_reply sr;
+	struct worker_refusal f;
+
+	free(body);
+	if (n < 0) {
+		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
+		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large"
+		                                           : "invalid_request",
+		                  "POST /sessions/{id}/snapshot takes no body (or an empty one)");
+		return;
+	}
+	if (worker_snapshot_take(w, req, rec, &sr, &f) < 0) {
+		worker_refusal_send(req, &f);
+		return;
+	}
+	if (http_send_written(req, write_snapshot_reply, &sr) < 0)
+		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
+	free(sr.b64);
+	free(sr.members);
 }
 
 /* A memfd of p[0..n), sealed: the restore's program can only read it. -1 on failure. */
@@ -949,8 +1031,7 @@ worker_blob_memfd(const unsigned char *p, size_t n)
  */
 static int
 worker_session_restore(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
-                       const char *auth, const unsigned char *payload, size_t len,
-                       char **members)
+                       const char *auth, const unsigned char *payload, size_t len, char **members)
 {
 	struct session_answer a;
 	struct run_outcome o;
@@ -958,6 +1039,7 @@ worker_session_restore(const struct worker_request *w, FCGX_Request *req, struct
 	char path[128], name[SESSION_LOG_NAME_LEN + 1];
 	int fd = worker_blob_memfd(payload, len), lock_fd = -1, rc;
 	bool over = false;
+	struct worker_refusal f;
 
 	*members = NULL;
 	if (fd < 0)
@@ -969,8 +1051,10 @@ worker_session_restore(const struct worker_request *w, FCGX_Request *req, struct
 		ran = worker_session_blob(w, req, rec, SESSION_OP_RESTORE, fd, 0, &o);
 	if (fd >= 0)
 		close(fd);
-	rc = worker_blob_outcome(req, ran, &o, "restore", w->l.execution_timeout_seconds, members,
-	                         &over);
+	rc = worker_blob_outcome(ran, &o, "restore", w->l.execution_timeout_seconds, members, &over,
+	                         &f);
+	if (rc < 0)
+		worker_refusal_send(req, &f);
 	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
 	session_log_name(rec->id, name);
@@ -992,8 +1076,8 @@ worker_session_restore(const struct worker_request *w, FCGX_Request *req, struct
 /* POST /sessions' "snapshot": checked whole (snapshot_open()) before anything is made; 0 with
  * its payload (free() it), or -1 answered (400, 413, 422). */
 static int
-worker_snapshot_check(const struct worker_request *w, FCGX_Request *req, json_t *snap,
-                      size_t max, unsigned char **payload, size_t *len)
+worker_snapshot_check(const struct worker_request *w, FCGX_Request *req, json_t *snap, size_t max,
+                      unsigned char **payload, size_t *len)
 {
 	char why[512];
 	enum snapshot_check c;
@@ -1052,9 +1136,9 @@ worker_session_create_body(const struct worker_request *w, FCGX_Request *req, un
 		         "the body of POST /sessions is at most %zu bytes of JSON (a snapshot of "
 		         "CODEBOX_SNAPSHOT_MAX_BYTES, %ld bytes, as base64)",
 		         max_body, w->sl.snapshot_max_bytes);
-		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
-		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request",
-		                  why);
+		http_send_message(
+		    req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
+		    n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request", why);
 		return -1;
 	}
 	root = n > 0 ? json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &err) : json_object();
@@ -1067,8 +1151,9 @@ worker_session_create_body(const struct worker_request *w, FCGX_Request *req, un
 	}
 	json_object_foreach(root, key, v)
 	{
-		if (strcmp(key, "idleTimeoutSeconds") != 0 && strcmp(key, "maxLifetimeSeconds") != 0 &&
-		    strcmp(key, "memoryBytes") != 0 && strcmp(key, "snapshot") != 0) {
+		if (strcmp(key, "idleTimeoutSeconds") != 0 &&
+		    strcmp(key, "maxLifetimeSeconds") != 0 && strcmp(key, "memoryBytes") != 0 &&
+		    strcmp(key, "snapshot") != 0) {
 			json_decref(root);
 			http_send_message(req, 400, NULL, "invalid_request",
 			                  "unknown field; allowed: idleTimeoutSeconds, "
@@ -1774,7 +1859,8 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 	*sub = NULL;
 	if (slash != NULL) {
 		*sub = slash + 1;
-		const char *allow = strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0 ||
+		const char *allow = strcmp(*sub, "execute") == 0 ||
+		                            strcmp(*sub, "interrupt") == 0 ||
 		                            strcmp(*sub, "snapshot") == 0
 		                        ? "POST"
 		                    : strncmp(*sub, "executions/", 11) == 0 ? "GET"
@@ -1786,9 +1872,10 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 		if (strcmp(method, allow) != 0) {
 			char hdr[32];
 			snprintf(hdr, sizeof(hdr), "Allow: %s", allow);
-			http_send_message(req, 405, hdr, "method_not_allowed",
-			                  "use POST /sessions/{id}/execute, /interrupt or /snapshot, GET "
-			                  "/sessions/{id}/executions/{execution}");
+			http_send_message(
+			    req, 405, hdr, "method_not_allowed",
+			    "use POST /sessions/{id}/execute, /interrupt or /snapshot, GET "
+			    "/sessions/{id}/executions/{execution}");
 			return -1;
 		}
 	} else if (strcmp(method, "GET") != 0 && strcmp(method, "DELETE") != 0) {
@@ -1881,10 +1968,11 @@ worker_sessions(void *port, FCGX_Request *req)
 			worker_session_execute(w, req, &rec, lock_fd);
 	} else if (sub != NULL && strcmp(sub, "snapshot") == 0) {
 		if (lock_fd < 0)
-			http_send_message(req, 409, NULL, "session_busy",
-			                  "an execution is running in this session; a snapshot waits "
-			                  "for it to end (or interrupt it: POST "
-			                  "/sessions/{id}/interrupt)");
+			http_send_message(
+			    req, 409, NULL, "session_busy",
+			    "an execution is running in this session; a snapshot waits "
+			    "for it to end (or interrupt it: POST "
+			    "/sessions/{id}/interrupt)");
 		else
 			worker_session_snapshot(w, req, &rec);
 	} else if (sub != NULL && strcmp(sub, "interrupt") == 0) {
@@ -1951,6 +2039,17 @@ worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_l
 	    json_object_set_new(props, "session",
 	                        json_pack("{s:s, s:s}", "type", "string", "description", what)) <
 	        0 ||
+	    json_object_set_new(
+	        props, "snapshot",
+	        json_pack("{s:s, s:s}", "type", "boolean", "description",
+	                  "Optional, with \"session\": true returns, after this call's code "
+	                  "(\"pass\" for none), a snapshot of the session's state: its "
+	                  "variables, functions and classes, imports and files, as an embedded "
+	                  "resource. A session ends when idle or old and its state with it: take "
+	                  "one before a long pause or a long task elsewhere, and keep it; a new "
+	                  "session restored from it (POST /sessions {\"snapshot\": ...}) holds "
+	                  "that state. What cannot be saved (open files, sockets, generators, "
+	                  "locks) is listed as skipped.")) < 0 ||
 	    json_object_set_new(t, "description", json_string(more)) < 0) {
 		json_decref(res);
 		res = NULL;
@@ -2021,7 +2120,7 @@ worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json
  */
 static int
 worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m,
-                struct request *r, char **want, const json_t **progress)
+                struct request *r, char **want, const json_t **progress, bool *snap)
 {
 	const char *name = json_string_value(json_object_get(m->params, "name"));
 	json_t *args = json_object_get(m->params, "arguments"), *sarg;
@@ -2048,6 +2147,17 @@ worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct 
 		worker_mcp_send(req, 200, NULL, answer, len);
 		return -1;
 	}
+	{
+		json_t *v = args ? json_object_get(args, "snapshot") : NULL;
+		json_t *ses = args ? json_object_get(args, "session") : NULL;
+		*snap = json_is_true(v);
+		if (v != NULL && (!json_is_boolean(v) || (*snap && !json_is_string(ses)))) {
+			worker_mcp_tool_error(req, m->id,
+			                      "snapshot must be true or false, and true only with "
+			                      "\"session\" (a session's state is what it saves)");
+			return -1;
+		}
+	}
 	sarg = args ? json_object_get(args, "session") : NULL;
 	if (sarg != NULL && !json_is_null(sarg)) {
 		const char *v = json_string_value(sarg);
@@ -2063,9 +2173,10 @@ worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct 
 			return -1;
 		}
 	}
-	if (sarg != NULL) {
+	if (sarg != NULL || json_object_get(args, "snapshot") != NULL) {
 		json_t *copy = json_copy(args);
 		json_object_del(copy, "session");
+		json_object_del(copy, "snapshot");
 		text = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
 		json_decref(copy);
 	} else {
@@ -2147,6 +2258,36 @@ worker_mcp_discard(const struct worker_request *w, struct session_rec *rec)
 	log_msg(LOG_INFO, "session %s closed: the call it was made for did not run", name);
 }
 
+/* tools/call's "snapshot": the session's snapshot after the call (worker_snapshot_take()) into
+ * sr and res, and a sentence on it appended to text (which it takes; NULL: out of memory). */
+static char *
+worker_mcp_snapshot(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
+                    char *text, size_t *text_len, struct snapshot_reply *sr,
+                    struct mcp_resource *res)
+{
+	struct worker_refusal f;
+	char *more = NULL;
+	int n;
+
+	if (worker_snapshot_take(w, req, rec, sr, &f) < 0) {
+		n = asprintf(&more, "%s\nsnapshot: not taken: %s", text,
+		             f.status != 0 ? f.message : "the client left");
+	} else {
+		snprintf(sr->uri, sizeof(sr->uri), "codebox://sessions/%s/snapshot", rec->id);
+		*res = (struct mcp_resource){sr->uri, "application/vnd.codebox.snapshot+base64",
+		                             sr->b64, sr->b64_len};
+		n = asprintf(&more,
+		             "%s\nsnapshot: %zu bytes, attached as a resource (keep it to restore "
+		             "this state in a new session); what it holds: %s",
+		             text, sr->bytes, sr->members);
+	}
+	free(text);
+	if (n < 0)
+		return NULL;
+	*text_len = (size_t)n;
+	return more;
+}
+
 /* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way
  * (serve_run()); "session" (sessions on) runs it in a session instead of a fresh interpreter */
 static void
@@ -2162,10 +2303,10 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	struct stream_sse sse;
 	const json_t *progress;
 	enum serve_ran ran;
-	bool streamed, asked;
+	bool streamed, asked, snap;
 	const char *extra;
 
-	if (worker_mcp_args(w, req, m, &r, &want, &progress) < 0)
+	if (worker_mcp_args(w, req, m, &r, &want, &progress, &snap) < 0)
 		return;
 	if (want != NULL) {
 		if (worker_mcp_session(w, req, m->id, want, &rec, &lock_fd) < 0) {
@@ -2204,8 +2345,19 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		                       r.details,
 		                       w->request_id,
 		                       asked,
-		                       want != NULL ? rec.id : NULL};
+		                       want != NULL ? rec.id : NULL,
+		                       NULL};
+		struct snapshot_reply sr = {0};
+		struct mcp_resource res = {0};
 		mr.text = mcp_call_text(&o, w->l.max_result_bytes, mr.session_id, &mr.text_len);
+		if (snap && !o.session_over && mr.text != NULL) {
+			if (ses.conn >= 0)
+				close(ses.conn); /* its init serves one connection at a time */
+			ses.conn = -1;
+			mr.text =
+			    worker_mcp_snapshot(w, req, &rec, mr.text, &mr.text_len, &sr, &res);
+			mr.res = sr.b64 != NULL ? &res : NULL;
+		}
 		if (mr.text != NULL && streamed && sse.started)
 			stream_sse_end(&sse, write_mcp_reply, &mr);
 		else if (mr.text == NULL && streamed && sse.started)
@@ -2214,6 +2366,8 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		else if (mr.text == NULL || http_send_written(req, write_mcp_reply, &mr) < 0)
 			status = 500;
 		free(mr.text);
+		free(sr.b64);
+		free(sr.members);
 		run_outcome_free(&o);
 		if (status != 200)
 			worker_mcp_send(req, status, NULL, NULL, 0); /* out of memory */
@@ -2249,8 +2403,8 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	/* sessions' bounds (session.h): /capabilities' keys are the lab contract's, fixed */
 	json_t *sessions =
 	    worker_sessions_on(w)
-	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}", "maxSessions",
-	                    (json_int_t)w->sl.max_sessions, "maxSessionsPerToken",
+	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+	                    "maxSessions", (json_int_t)w->sl.max_sessions, "maxSessionsPerToken",
 	                    (json_int_t)w->sl.max_per_token, "maxStreams",
 	                    (json_int_t)w->sl.max_streams, "idleTimeoutSeconds",
 	                    (json_int_t)w->sl.idle_seconds, "maxLifetimeSeconds",

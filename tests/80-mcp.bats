@@ -69,7 +69,7 @@ teardown() {
 	# /tool's, and where sessions are on (warm) the "session" argument and a sentence on it
 	run -0 jq -e --argjson t "$tool" '.result.tools | length == 1 and .[0].name == $t.name and
 		(.[0].description | startswith($t.description)) and
-		(.[0].inputSchema | del(.properties.session)) == $t.input_schema and
+		(.[0].inputSchema | del(.properties.session, .properties.snapshot)) == $t.input_schema and
 		.[0].outputSchema.required == ["status", "exitCode", "stdout", "stderr", "result",
 		"resultError", "durationMs", "truncated"]' <<<"$reply"
 }
@@ -372,7 +372,7 @@ mcp_runs() {
 	# GET /tool's schema, and (warm: sessions are on) the "session" argument MCP adds
 	run -0 jq -e --argjson t "$(curl -s "$BASE/tool")" --argjson warm "${CODEBOX_WARM:-1}" \
 		'.tools | length == 1 and .[0].name == $t.name and
-		(.[0].inputSchema | del(.properties.session)) == $t.input_schema and
+		(.[0].inputSchema | del(.properties.session, .properties.snapshot)) == $t.input_schema and
 		(.[0].inputSchema.properties.session != null) == ($warm == 1)' <<<"$output"
 	run -0 mcp_client "$BASE/mcp" ping
 }
