@@ -343,7 +343,11 @@ def session(fd, workdir):
             if not msg:
                 os._exit(0)
             continue
-        _, limit, kind, _ = struct.unpack('<IIII', msg)
+        _, limit, kind, blob_max = struct.unpack('<IIII', msg)
+        if kind != 1:
+            # a snapshot, a restore (interp.c's _cell_kinds)
+            _cell_other(sock, kind, fds, limit, blob_max, main, workdir)
+            continue
         for n, f in enumerate(fds):
             os.dup2(f, n)
             os.close(f)

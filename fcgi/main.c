@@ -27,6 +27,7 @@
 #include "workspace.h"
 #include "warm.h"
 #include "warmproto.h"
+#include "snapshot.h"
 #include "zygote.h"
 
 #include <errno.h>
@@ -915,6 +916,16 @@ main(int argc, char **argv)
 	agent_setup(&pc, &iso, o.agent_bytes);
 	records_setup(&pc, o.busy_log);
 	warm_decide(&pc, o.python, &iso);
+	/* after the probe (whose runs are copies of this process): the workers' copy only */
+	if (snapshot_key_load(&pc.worker.snapshot_key, getenv("CODEBOX_FLEET_KEY_FILE"), why,
+	                      sizeof(why)) < 0)
+		die("refusing to start: %s", why);
+	log_msg(LOG_INFO, "snapshots: %s",
+	        pc.worker.snapshot_key.fleet
+	            ? "signed with the fleet's key (CODEBOX_FLEET_KEY_FILE): any pod of the fleet "
+	              "restores them"
+	            : "signed with a random key of this pool's: they restore only here, until it "
+	              "restarts (set CODEBOX_FLEET_KEY_FILE for a fleet)");
 	pc.worker.listen_fd = listen_unix(o.socket_path, o.user, o.group);
 	pc.socket_path = o.socket_path;
 	rc = pool_run(&pc);

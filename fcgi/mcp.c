@@ -475,7 +475,8 @@ mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, const char *
 void
 mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcome *o,
                       const char *text, size_t text_len, size_t max_result_bytes, bool details,
-                      const char *request_id, bool files, const char *session_id)
+                      const char *request_id, bool files, const char *session_id,
+                      const struct mcp_resource *res)
 {
 	struct artifact_view a;
 	size_t off = 0, count = 0;
@@ -495,6 +496,15 @@ mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcom
 		jsonw_lit(w, ",\"mimeType\":");
 		jsonw_cstr(w, a.type);
 		jsonw_lit(w, "}");
+	}
+	if (res != NULL) {
+		jsonw_lit(w, ",{\"type\":\"resource\",\"resource\":{\"uri\":");
+		jsonw_cstr(w, res->uri);
+		jsonw_lit(w, ",\"mimeType\":");
+		jsonw_cstr(w, res->mime_type);
+		jsonw_lit(w, ",\"blob\":\"");
+		jsonw_raw(w, res->blob, res->blob_len); /* base64: nothing to escape */
+		jsonw_lit(w, "\"}}");
 	}
 	jsonw_lit(w, "],\"structuredContent\":");
 	if (session_id != NULL)
@@ -519,7 +529,7 @@ mcp_call_answer(const json_t *id, const struct run_outcome *o, size_t max_result
 		return NULL;
 	jsonw_init(&w);
 	mcp_call_answer_write(&w, id, o, text, tlen, max_result_bytes, details, request_id, files,
-	                      NULL);
+	                      NULL, NULL);
 	free(text);
 	return jsonw_take(&w, len);
 }

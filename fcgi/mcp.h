@@ -132,9 +132,18 @@ char *mcp_call_text(const struct run_outcome *o, size_t max_result_bytes, const 
  * session_id not NULL: reply_session_outcome_write()), and isError when the program did not
  * succeed.
  */
+/* An embedded resource after a call's text and images: a session's snapshot (base64 blob). */
+struct mcp_resource {
+	const char *uri;
+	const char *mime_type;
+	const char *blob; /* base64 */
+	size_t blob_len;
+};
+
 void mcp_call_answer_write(struct jsonw *w, const json_t *id, const struct run_outcome *o,
                            const char *text, size_t text_len, size_t max_result_bytes, bool details,
-                           const char *request_id, bool files, const char *session_id);
+                           const char *request_id, bool files, const char *session_id,
+                           const struct mcp_resource *res);
 
 /* The same as a string (caller frees), or NULL. */
 char *mcp_call_answer(const json_t *id, const struct run_outcome *o, size_t max_result_bytes,

@@ -93,6 +93,10 @@ pool_worker_child(void *ctx, int index)
 	 * the pool itself is pid 1) */
 	if (getppid() != pool_supervisor_pid)
 		_exit(1);
+	/* its own copy of the snapshot key, which its children (a cold run's init) see zeroed */
+	if (snapshot_key_adopt(&wc.snapshot_key) < 0)
+		log_msg(LOG_WARN, "worker %d: the snapshot key's own page failed: %s", index,
+		        strerror(errno));
 	wc.index = index;
 	wc.run.drop_privileges = pc->drop_privileges;
 	wc.run.run_uid = pc->run_uid_base + (uid_t)index;

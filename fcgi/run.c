@@ -1262,10 +1262,10 @@ run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code
 /* Sends a session's init one message (and fds), and reads its answer (and init's pidfd, for
  * an execution) within SESSION_ANSWER_MS. Returns 0, or -1 when it does not serve. */
 static int
-session_ask(int conn, enum session_op op, const int *fds, int n, struct session_answer *a,
-            int *pidfd)
+session_ask_blob(int conn, enum session_op op, unsigned blob_max, const int *fds, int n,
+                 struct session_answer *a, int *pidfd)
 {
-	struct session_msg m = {SESSION_MSG_MAGIC, (uint32_t)op};
+	struct session_msg m = {SESSION_MSG_MAGIC, (uint32_t)op, blob_max, 0};
 	int got;
 
 	if (util_send_fds(conn, &m, sizeof(m), fds, n, 0) < 0 ||
@@ -1283,6 +1283,13 @@ session_ask(int conn, enum session_op op, const int *fds, int n, struct session_
 		return -1;
 	}
 	return 0;
+}
+
+static int
+session_ask(int conn, enum session_op op, const int *fds, int n, struct session_answer *a,
+            int *pidfd)
+{
+	return session_ask_blob(conn, op, 0, fds, n, a, pidfd);
 }
 
 int
@@ -1398,7 +1405,7 @@ run_session_create(const struct run_config *cfg, const struct run_spec *spec, in
 	{
 		long long deadline = util_now_ms() + RUN_SESSION_READY_MS;
 		int conn = run_session_connect(sock_path);
-		struct session_msg m = {SESSION_MSG_MAGIC, SESSION_OP_PING};
+		struct session_msg m = {SESSION_MSG_MAGIC, SESSION_OP_PING, 0, 0};
 
 		if (conn >= 0 && util_send_fds(conn, &m, sizeof(m), NULL, 0, 0) == 0) {
 			for (;;) {
@@ -1573,11 +1580,15 @@ run_session_execute(const struct run_config *cfg, const struct run_spec *spec, i
 			goto close_pipes;
 		}
 	{
-		int child[SESSION_FDS] = {[SESSION_FD_STDOUT] = p[0][1],
-		                          [SESSION_FD_STDERR] = p[1][1],
-		                          [SESSION_FD_CONTROL] = p[2][0],
-		                          [SESSION_FD_REPORT] = p[3][1]};
-		if (session_ask(conn, SESSION_OP_EXECUTE, child, SESSION_FDS, &a, &pidfd) < 0) {
+		int child[SESSION_FDS + 1] = {[SESSION_FD_STDOUT] = p[0][1],
+		                              [SESSION_FD_STDERR] = p[1][1],
+		                              [SESSION_FD_CONTROL] = p[2][0],
+		                              [SESSION_FD_REPORT] = p[3][1],
+		                              [SESSION_FD_BLOB] = spec->session_blob_fd};
+		bool blob = spec->session_op != 0;
+		if (session_ask_blob(conn, blob ? spec->session_op : SESSION_OP_EXECUTE,
+		                     blob ? spec->session_blob_max : 0, child,
+		                     SESSION_FDS + (blob ? 1 : 0), &a, &pidfd) < 0) {
 			rc = errno == EBUSY ? RUN_SESSION_BUSY : RUN_SESSION_GONE;
 			goto close_pipes;
 		}

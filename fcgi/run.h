@@ -57,6 +57,12 @@ struct run_spec {
 	bool session;
 	unsigned session_idle_seconds;
 	unsigned session_life_seconds;
+	/* a session's snapshot or restore (run_session_execute()): SESSION_OP_SNAPSHOT or
+	 * SESSION_OP_RESTORE, with its memfd (borrowed) and, for a snapshot, its bound; 0: an
+	 * execution of code */
+	int session_op;
+	int session_blob_fd;
+	unsigned session_blob_max;
 };
 
 /*

@@ -1181,7 +1181,7 @@ static bool
 sandbox_session_aside(int session_fd, const char *workdir, pid_t prog,
                       const struct session_answer *base)
 {
-	int fds[SESSION_FDS] = {-1, -1, -1, -1}, n, conn;
+	int fds[SESSION_FDS + 1] = {-1, -1, -1, -1, -1}, n, conn;
 	struct session_answer a = *base;
 	struct session_msg m;
 	struct timeval tv = {2, 0};
@@ -1192,7 +1192,7 @@ sandbox_session_aside(int session_fd, const char *workdir, pid_t prog,
 		return false;
 	(void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	(void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	n = util_recv_fds(conn, &m, sizeof(m), fds, SESSION_FDS, 0);
+	n = util_recv_fds(conn, &m, sizeof(m), fds, SESSION_FDS + 1, 0);
 	a.busy = 1;
 	if (n != 0 || m.magic != SESSION_MSG_MAGIC) {
 		a.ok = 0;
@@ -1208,7 +1208,7 @@ sandbox_session_aside(int session_fd, const char *workdir, pid_t prog,
 		a.ok = 0; /* one execution at a time */
 	}
 	(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
-	for (int i = 0; i < n && i < SESSION_FDS; i++)
+	for (int i = 0; i < n && i < SESSION_FDS + 1; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	close(conn);
@@ -1353,6 +1353,22 @@ session_cell_json(int memfd, struct sandbox_report *rep)
 	return p;
 }
 
+/* The cell's fd 0 and kind: a code cell's inputs written (its stdin), or, for a snapshot or a
+ * restore (no code, no files), a copy of the worker's memfd. Returns the fd, or -1 (errno). */
+static int
+session_cell_begin(struct sandbox_spec *s, const struct session_msg *m, const int *fds,
+                   struct sandbox_input *in, struct session_cell *cell, struct artifacts_mark *mark)
+{
+	if (m->op == SESSION_OP_EXECUTE) {
+		session_cell_mark(s, mark);
+		return session_cell_inputs(s, in);
+	}
+	(void)clock_gettime(CLOCK_REALTIME_COARSE, &mark->since);
+	cell->kind = m->op == SESSION_OP_SNAPSHOT ? SESSION_CELL_SNAPSHOT : SESSION_CELL_RESTORE;
+	cell->blob_max = m->op == SESSION_OP_SNAPSHOT ? m->blob_max : 0;
+	return fcntl(fds[SESSION_FD_BLOB], F_DUPFD_CLOEXEC, 0);
+}
+
 /*
  * One cell: the request from the control pipe into the working directory, the cell to the
  * program, then its end, the worker's stop (SIGINT into the program: a KeyboardInterrupt; the
@@ -1364,7 +1380,7 @@ session_cell_json(int memfd, struct sandbox_report *rep)
 static bool
 sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int *fds,
                      const sigset_t *waitmask, const struct session_answer *base,
-                     long long life_until)
+                     long long life_until, const struct session_msg *m)
 {
 	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
 	struct sandbox_input in = {0};
@@ -1387,8 +1403,7 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 		session_input_free(&in);
 		return true; /* the worker gave it up before it began: nothing ran */
 	}
-	session_cell_mark(s, &mark);
-	stdin_fd = session_cell_inputs(s, &in);
+	stdin_fd = session_cell_begin(s, m, fds, &in, &cell, &mark);
 	session_input_free(&in);
 	msg = malloc(cap);
 	if (stdin_fd < 0 || msg == NULL) {
@@ -1490,7 +1505,7 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
                       uint64_t *executions)
 {
 	struct session_msg m;
-	int fds[SESSION_FDS] = {-1, -1, -1, -1}, n, self;
+	int fds[SESSION_FDS + 1] = {-1, -1, -1, -1, -1}, n, self;
 	struct timeval tv = {2, 0};
 	long long now = util_now_ms();
 	struct session_answer a = {.magic = SESSION_MSG_MAGIC,
@@ -1505,12 +1520,14 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
 	/* a worker sends at once and reads at once: none may hold the session */
 	(void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	(void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	n = util_recv_fds(conn, &m, sizeof(m), fds, SESSION_FDS, 0);
+	n = util_recv_fds(conn, &m, sizeof(m), fds, SESSION_FDS + 1, 0);
 	if (n < 0 || m.magic != SESSION_MSG_MAGIC) {
 		n = n < 0 ? 0 : n;
 		a.ok = 0;
 		(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
-	} else if (m.op == SESSION_OP_EXECUTE && n == SESSION_FDS) {
+	} else if ((m.op == SESSION_OP_EXECUTE && n == SESSION_FDS) ||
+	           ((m.op == SESSION_OP_SNAPSHOT || m.op == SESSION_OP_RESTORE) &&
+	            n == SESSION_FDS + 1)) {
 		/* the worker watches the session through it, and kills it through it */
 		self = (int)syscall(SYS_pidfd_open, getpid(), 0);
 		if (self < 0) {
@@ -1518,7 +1535,7 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
 			(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
 		} else if (util_send_fds(conn, &a, sizeof(a), &self, 1, 0) == 0) {
 			live = sandbox_session_cell(s, prog, cell_fd, fds, waitmask, &a,
-			                            start + s->session_life_ms);
+			                            start + s->session_life_ms, &m);
 			(*executions)++;
 		}
 		if (self >= 0)
@@ -1539,7 +1556,7 @@ sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
 		}
 		(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
 	}
-	for (int i = 0; i < n && i < SESSION_FDS; i++)
+	for (int i = 0; i < n && i < SESSION_FDS + 1; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	return live;

@@ -67,6 +67,7 @@ struct session_limits {
 	long idle_seconds;          /* an idle session ends after this */
 	long max_life_seconds;      /* and any after this */
 	long max_execution_seconds; /* a background execution's longest run */
+	long snapshot_max_bytes;    /* a snapshot's state (snapshot.h), before its envelope */
 };
 
 #define SESSION_DEFAULT_MAX 8
@@ -76,13 +77,15 @@ struct session_limits {
 #define SESSION_DEFAULT_IDLE_SECONDS 600
 #define SESSION_DEFAULT_LIFE_SECONDS 3600
 #define SESSION_DEFAULT_EXECUTION_SECONDS 3600
+#define SESSION_DEFAULT_SNAPSHOT_BYTES (64L << 20)
+#define SESSION_MAX_SNAPSHOT_BYTES (1L << 30)
 
 /*
  * Reads the bounds from get (nginx's parameters): CODEBOX_MAX_SESSIONS,
  * CODEBOX_MAX_SESSIONS_PER_TOKEN (absent: half of CODEBOX_MAX_SESSIONS, at least 1),
  * CODEBOX_MAX_STREAMS,
- * CODEBOX_SESSION_IDLE_SECONDS, CODEBOX_SESSION_MAX_SECONDS, CODEBOX_SESSION_MAX_EXECUTION_SECONDS;
- * an absent one has its default.
+ * CODEBOX_SESSION_IDLE_SECONDS, CODEBOX_SESSION_MAX_SECONDS, CODEBOX_SESSION_MAX_EXECUTION_SECONDS,
+ * CODEBOX_SNAPSHOT_MAX_BYTES; an absent one has its default.
  * Returns 0, or -1 with why for a malformed one.
  */
 int session_limits_parse(struct session_limits *sl, const char *(*get)(const char *, void *),

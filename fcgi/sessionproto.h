@@ -17,6 +17,12 @@
  * the cell's code has run, sends back its exit code and its final expression's repr. What the
  * program sends is untrusted: init reads one bounded message, and the worker checks the report
  * like any other.
+ *
+ * A snapshot (SESSION_OP_SNAPSHOT) is a cell of another kind: init asks the program to write
+ * its state (dill, inside the sandbox) into a memfd the worker made, under the cell's deadline;
+ * the value is a JSON summary of what it kept and skipped. The worker reads at most its bound
+ * plus one byte of the memfd, whatever the program claims. A restore (SESSION_OP_RESTORE)
+ * hands the program a memfd the worker filled with a checked snapshot and sealed.
  */
 #ifndef CODEBOX_SESSIONPROTO_H
 #define CODEBOX_SESSIONPROTO_H
@@ -32,14 +38,21 @@ enum session_op {
 	SESSION_OP_INTERRUPT, /* SIGINT into the program (KeyboardInterrupt) if a cell runs */
 	SESSION_OP_WORKDIR,   /* an O_PATH fd of its working directory (the answer's one fd), for
 	                       * the worker's file operations (during a cell too); untrusted */
+	SESSION_OP_SNAPSHOT,  /* the program serializes its state into a memfd: fds as EXECUTE's,
+	                       * then the memfd (SESSION_FD_BLOB) */
+	SESSION_OP_RESTORE,   /* the program loads a snapshot from a sealed memfd: the same fds */
 };
 
 /* the execution's fds, in this order */
 enum { SESSION_FD_STDOUT, SESSION_FD_STDERR, SESSION_FD_CONTROL, SESSION_FD_REPORT, SESSION_FDS };
+/* a snapshot's or a restore's memfd, after the execution's fds */
+#define SESSION_FD_BLOB SESSION_FDS
 
 struct session_msg {
 	uint32_t magic;
 	uint32_t op;
+	uint32_t blob_max; /* SESSION_OP_SNAPSHOT: the snapshot's bound, in bytes; else 0 */
+	uint32_t reserved;
 };
 
 /* init's answer; with SESSION_OP_EXECUTE, its pidfd as the one fd */
@@ -57,7 +70,10 @@ struct session_answer {
 
 /* what init asks of the program */
 enum session_cell_kind {
-	SESSION_CELL_CODE = 1, /* run main.py; fds: stdin, stdout, stderr */
+	SESSION_CELL_CODE = 1,     /* run main.py; fds: stdin, stdout, stderr */
+	SESSION_CELL_SNAPSHOT = 2, /* write the state into fd 0 (a memfd), at most blob_max
+	                            * bytes; fds: memfd, stdout, stderr */
+	SESSION_CELL_RESTORE = 3,  /* load the state from fd 0 (a sealed memfd); the same fds */
 };
 
 /* init to program: one request of a kind */
@@ -65,7 +81,7 @@ struct session_cell {
 	uint32_t magic;
 	uint32_t value_max; /* the repr's bound, in bytes */
 	uint32_t kind;      /* enum session_cell_kind */
-	uint32_t reserved;
+	uint32_t blob_max;  /* a snapshot's bound, in bytes (SESSION_CELL_SNAPSHOT; else 0) */
 };
 
 /* program to init, followed by value_len bytes of the value's repr (UTF-8); with it, as its

@@ -50,6 +50,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,9 @@ struct worker_request {
 struct worker_session {
 	int conn; /* connected to its init's socket */
 	const struct run_session_box *sb;
+	int op;            /* 0: code; SESSION_OP_SNAPSHOT or SESSION_OP_RESTORE (snapshots) */
+	int blob_fd;       /* their memfd */
+	unsigned blob_max; /* a snapshot's bound */
 };
 
 /* How long one write of an event stream may block (a client that stops reading). */
@@ -249,6 +253,11 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	spec.files = r->files;
 	spec.files_len = r->files_len;
 	spec.artifacts = want;
+	if (ses != NULL && ses->op != 0) {
+		spec.session_op = ses->op;
+		spec.session_blob_fd = ses->blob_fd;
+		spec.session_blob_max = ses->blob_max;
+	}
 	return serve_run(&p, &q, &spec, o);
 }
 
@@ -279,7 +288,8 @@ struct mcp_reply {
 	bool details;
 	const char *request_id;
 	bool files;
-	const char *session_id; /* a session's execution, or NULL */
+	const char *session_id;         /* a session's execution, or NULL */
+	const struct mcp_resource *res; /* its snapshot ("snapshot": true), or NULL */
 };
 
 static void
@@ -288,7 +298,7 @@ write_mcp_reply(struct jsonw *jw, const void *ctx)
 	const struct mcp_reply *m = ctx;
 
 	mcp_call_answer_write(jw, m->id, m->o, m->text, m->text_len, m->max_result_bytes,
-	                      m->details, m->request_id, m->files, m->session_id);
+	                      m->details, m->request_id, m->files, m->session_id, m->res);
 }
 
 /* A session that is not there (or not the caller's): one answer for all the cases. */
@@ -451,10 +461,12 @@ write_session_reply(struct jsonw *jw, const void *ctx)
 	                            e->artifacts, e->id);
 }
 
-/* The session's state and bounds, as GET answers them, into jw. */
+/* The session's state and bounds, as GET answers them, into jw; with restored (a restore's
+ * 201), what it loaded. */
 static void
 worker_session_state_write(struct jsonw *jw, const struct session_rec *rec,
-                           const struct session_answer *a, bool busy, const struct limits *l)
+                           const struct session_answer *a, bool busy, const struct limits *l,
+                           const char *restored)
 {
 	jsonw_lit(jw, "{\"id\":");
 	jsonw_cstr(jw, rec->id);
@@ -477,20 +489,26 @@ worker_session_state_write(struct jsonw *jw, const struct session_rec *rec,
 	jsonw_int(jw, (long long)rec->memory_bytes);
 	jsonw_lit(jw, ",\"diskBytes\":");
 	jsonw_int(jw, (long long)rec->disk_bytes);
+	if (restored != NULL) {
+		/* what a restore loaded (worker_blob_summary(): checked JSON) */
+		jsonw_lit(jw, ",\"restored\":");
+		jsonw_raw(jw, restored, strlen(restored));
+	}
 	jsonw_lit(jw, "}");
 }
 
 /* The session's state and bounds, as GET answers and POST /sessions' 201 says. */
 static void
 worker_session_state(FCGX_Request *req, int status, const struct session_rec *rec,
-                     const struct session_answer *a, bool busy, const struct limits *l)
+                     const struct session_answer *a, bool busy, const struct limits *l,
+                     const char *restored)
 {
 	struct jsonw jw;
 	size_t len;
 	char *doc;
 
 	jsonw_init(&jw);
-	worker_session_state_write(&jw, rec, a, busy, l);
+	worker_session_state_write(&jw, rec, a, busy, l, restored);
 	doc = jsonw_take(&jw, &len);
 	if (doc == NULL) {
 		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
@@ -699,26 +717,453 @@ worker_start_message(enum worker_started st, int *status, const char **error, co
 	return "the session could not be started; retry shortly";
 }
 
-static void
-worker_session_create(const struct worker_request *w, FCGX_Request *req, const char *auth)
-{
-	char *body = NULL, why[512];
-	long n = http_read_body(req, 4096, &body);
-	json_t *root = NULL;
-	json_error_t err;
-	unsigned idle, life;
-	unsigned long long memory;
-	struct session_rec rec;
-	enum worker_started st;
-	const char *message, *error, *extra;
-	int status;
+/* ---- snapshots (snapshot.h): POST /sessions/{id}/snapshot, and POST /sessions' restore ---- */
 
+/* A snapshot's bound for a session of memory_bytes: CODEBOX_SNAPSHOT_MAX_BYTES, and never
+ * more than its memory (which holds its state, and the memfd the program writes). */
+static size_t
+worker_snapshot_max(const struct worker_request *w, unsigned long long memory_bytes)
+{
+	unsigned long long max = (unsigned long long)w->sl.snapshot_max_bytes;
+
+	return (size_t)(memory_bytes > 0 && memory_bytes < max ? memory_bytes : max);
+}
+
+/* A session's snapshot or restore (op), run as worker_run() runs a cell: no code, its memfd
+ * blob_fd as the program's fd 0, the session's execution timeout as its deadline. */
+static enum serve_ran
+worker_session_blob(const struct worker_request *w, FCGX_Request *req,
+                    const struct session_rec *rec, int op, int blob_fd, size_t blob_max,
+                    struct run_outcome *o)
+{
+	struct request r = {
+	    .code = "", .stdin_data = "", .wall_ms = w->l.execution_timeout_seconds * 1000L};
+	struct worker_session ses = {.conn = -1,
+	                             .sb = &rec->sb,
+	                             .op = op,
+	                             .blob_fd = blob_fd,
+	                             .blob_max = (unsigned)blob_max};
+	char path[128];
+	enum serve_ran ran;
+
+	session_sock_path(w->wc->sessions_fd, rec->id, path, sizeof(path));
+	ses.conn = run_session_connect(path);
+	if (ses.conn < 0)
+		return SERVE_GONE;
+	ran = worker_run(w, req, &r, ARTIFACTS_NONE, METRICS_PORT_EXECUTE, &ses, NULL, o);
+	close(ses.conn);
+	return ran;
+}
+
+/* Why a snapshot or a restore was not made: an HTTP status (0: the client left, no answer),
+ * its error and sentence; a tool error's text over MCP. */
+struct worker_refusal {
+	int status;
+	const char *error;
+	const char *extra_header;
+	char message[512];
+};
+
+static void
+worker_refuse(struct worker_refusal *f, int status, const char *error, const char *message)
+{
+	f->status = status;
+	f->error = error;
+	f->extra_header = status == 429 ? HTTP_BUSY_POOL : NULL;
+	snprintf(f->message, sizeof(f->message), "%s", message);
+}
+
+static void
+worker_refusal_send(FCGX_Request *req, const struct worker_refusal *f)
+{
+	if (f->status != 0)
+		http_send_message(req, f->status, f->extra_header, f->error, f->message);
+}
+
+/* A cell that came to no outcome (ran), as a refusal. */
+static void
+worker_refuse_not_run(struct worker_refusal *f, enum serve_ran ran)
+{
+	switch (ran) {
+	case SERVE_BUSY:
+		worker_refuse(f, 429, "sandbox_busy",
+		              "all execution slots are in use; retry shortly");
+		return;
+	case SERVE_STUCK:
+		worker_refuse(f, 503, "sandbox_unavailable",
+		              "the sandbox cannot admit runs right now; retry shortly");
+		return;
+	case SERVE_GONE:
+		worker_refuse(f, 404, "not_found", WORKER_SESSION_UNKNOWN);
+		return;
+	case SERVE_LOST:
+		worker_refuse(f, 503, "sandbox_unavailable", WORKER_SESSION_LOST);
+		return;
+	case SERVE_SESSION_BUSY:
+		worker_refuse(
+		    f, 409, "session_busy",
+		    "the session is still stopping its last execution; retry in a moment");
+		return;
+	case SERVE_ABANDONED:
+		f->status = 0;
+		return;
+	case SERVE_RAN:
+	case SERVE_FAILED:
+		break;
+	}
+	worker_refuse(f, 500, "sandbox_error", "the sandbox could not run it; see the service log");
+}
+
+/*
+ * What a snapshot's or a restore's cell (what: "snapshot", "restore") came to: 0 with its
+ * summary (the program's JSON object, untrusted: parsed, and only as members of the answer's
+ * object; free() it) in *members, or -1 with the refusal in f. *over: the session ended.
+ */
+static int
+worker_blob_outcome(enum serve_ran ran, const struct run_outcome *o, const char *what,
+                    long timeout_s, char **members, bool *over, struct worker_refusal *f)
+{
+	json_error_t err;
+	json_t *sum = NULL;
+	const char *said = NULL;
+	char message[512];
+	bool snap = strcmp(what, "snapshot") == 0;
+
+	*members = NULL;
+	*over = ran == SERVE_RAN && o->session_over;
+	if (ran != SERVE_RAN) {
+		worker_refuse_not_run(f, ran);
+		return -1;
+	}
+	if (o->has_value)
+		sum = json_loadb(o->value, o->value_len, JSON_REJECT_DUPLICATES, &err);
+	if (json_is_object(sum))
+		said = json_string_value(json_object_get(sum, "error"));
+	if (o->session_over) {
+		snprintf(message, sizeof(message),
+		         "the session ended while its %s ran (%s): its state is gone", what,
+		         o->limit_exceeded != RUN_LIMIT_NONE ? run_limit_string(o->limit_exceeded)
+		                                             : "killed");
+		worker_refuse(f, 503, "sandbox_unavailable", message);
+	} else if (o->status == RUN_TIMED_OUT) {
+		snprintf(
+		    message, sizeof(message),
+		    "the %s did not finish within %ld s (the session's timeoutSeconds) and was "
+		    "interrupted; the session lives on",
+		    what, timeout_s);
+		worker_refuse(f, 504, "timed_out", message);
+	} else if (o->exit_code == 2 && snap) {
+		worker_refuse(f, 413, "snapshot_too_large",
+		              said ? said : "the session is larger than the snapshot bound");
+	} else if (o->exit_code != 0 || !json_is_object(sum)) {
+		snprintf(message, sizeof(message), "the %s failed: %s", what,
+		         said ? said : "the session's program gave no account of it");
+		worker_refuse(f, 422, snap ? "snapshot_failed" : "restore_failed", message);
+	} else {
+		/* the answer's own keys are the worker's */
+		json_object_del(sum, "snapshot");
+		json_object_del(sum, "bytes");
+		json_object_del(sum, "payloadBytes");
+		*members = json_dumps(sum, JSON_COMPACT);
+		json_decref(sum);
+		if (*members == NULL) {
+			worker_refuse(f, 500, "sandbox_error", "the worker is out of memory");
+			return -1;
+		}
+		return 0;
+	}
+	json_decref(sum);
+	return -1;
+}
+
+/* A snapshot taken (worker_snapshot_take()): {"snapshot", "bytes", the summary's members}. */
+struct snapshot_reply {
+	char *b64;
+	size_t b64_len;
+	size_t bytes;
+	char *members; /* a JSON object's text, "{...}" */
+	char uri[96];  /* MCP's resource's */
+};
+
+static void
+write_snapshot_reply(struct jsonw *jw, const void *ctx)
+{
+	const struct snapshot_reply *e = ctx;
+	size_t n = strlen(e->members);
+
+	jsonw_lit(jw, "{\"snapshot\":\"");
+	jsonw_raw(jw, e->b64, e->b64_len); /* base64: nothing to escape */
+	jsonw_lit(jw, "\",\"bytes\":");
+	jsonw_int(jw, (long long)e->bytes);
+	if (n > 2) {
+		jsonw_lit(jw, ",");
+		jsonw_raw(jw, e->members + 1, n - 2);
+	}
+	jsonw_lit(jw, "}");
+}
+
+/* The memfd's bytes, at most max + 1 of them whatever its size says (the program wrote it):
+ * NULL when out of memory or unreadable. */
+static unsigned char *
+worker_blob_read(int fd, size_t max, size_t *len)
+{
+	struct stat st;
+	size_t want = max + 1;
+	unsigned char *buf;
+	ssize_t r;
+
+	if (fstat(fd, &st) == 0 && (unsigned long long)st.st_size < want)
+		want = (size_t)st.st_size;
+	buf = malloc(want + 1);
+	if (buf == NULL || lseek(fd, 0, SEEK_SET) < 0) {
+		free(buf);
+		return NULL;
+	}
+	r = util_read_max(fd, (char *)buf, want);
+	if (r < 0) {
+		free(buf);
+		return NULL;
+	}
+	*len = (size_t)r;
+	return buf;
+}
+
+/* The memfd's payload sealed into sr (snapshot.h); 0, or -1 with the refusal in f. */
+static int
+worker_snapshot_seal(const struct worker_request *w, int fd, size_t max, struct snapshot_reply *sr,
+                     struct worker_refusal *f)
+{
+	size_t len = 0;
+	unsigned char *payload = worker_blob_read(fd, max, &len);
+	char message[256];
+
+	if (payload != NULL && len > max) {
+		free(payload);
+		snprintf(message, sizeof(message),
+		         "the session is larger than the snapshot bound of %zu bytes", max);
+		worker_refuse(f, 413, "snapshot_too_large", message);
+		return -1;
+	}
+	if (payload != NULL && len > 0)
+		sr->b64 = snapshot_seal(&w->wc->snapshot_key, w->wc->probe->python_version, payload,
+		                        len, &sr->b64_len);
+	free(payload);
+	if (sr->b64 == NULL) {
+		log_msg(LOG_ERROR, "snapshot: %s",
+		        payload != NULL && len == 0 ? "the session's program wrote nothing"
+		                                    : "out of memory, or its memfd unreadable");
+		worker_refuse(f, 500, "sandbox_error",
+		              "the snapshot could not be made; see the service log");
+		return -1;
+	}
+	sr->bytes = len;
+	return 0;
+}
+
+/*
+ * A snapshot of session rec (its lock held): its state, serialized by its own interpreter into
+ * a memfd, read within the bound, sealed (snapshot.h): 0 with sr filled (free its b64 and
+ * members), or -1 with the refusal in f (the session removed if it ended meanwhile).
+ */
+static int
+worker_snapshot_take(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
+                     struct snapshot_reply *sr, struct worker_refusal *f)
+{
+	size_t max = worker_snapshot_max(w, rec->memory_bytes);
+	char name[SESSION_LOG_NAME_LEN + 1];
+	struct run_outcome o;
+	enum serve_ran ran;
+	bool over = false;
+	int fd, rc = -1;
+
+	memset(sr, 0, sizeof(*sr));
+	fd = memfd_create("codebox-snapshot", MFD_CLOEXEC);
+	if (fd < 0) {
+		log_msg(LOG_ERROR, "snapshot: memfd_create() failed: %s", strerror(errno));
+		worker_refuse(f, 503, "sandbox_unavailable",
+		              "the snapshot could not be made; retry shortly");
+		return -1;
+	}
+	ran = worker_session_blob(w, req, rec, SESSION_OP_SNAPSHOT, fd, max, &o);
+	session_log_name(rec->id, name);
+	if (worker_blob_outcome(ran, &o, "snapshot", w->l.execution_timeout_seconds, &sr->members,
+	                        &over, f) == 0 &&
+	    worker_snapshot_seal(w, fd, max, sr, f) == 0) {
+		log_msg(LOG_INFO, "session %s: a snapshot of %zu bytes taken in %lld ms", name,
+		        sr->bytes, o.duration_ms);
+		rc = 0;
+	}
+	if (over)
+		session_remove(w->wc->sessions_fd, rec);
+	if (ran == SERVE_RAN)
+		run_outcome_free(&o);
+	close(fd);
+	if (rc < 0) {
+		free(sr->members);
+		sr->members = NULL;
+	}
+	return rc;
+}
+
+/* POST /sessions/{id}/snapshot (its lock held): worker_snapshot_take(), answered. */
+static void
+worker_session_snapshot(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec)
+{
+	char *body = NULL;
+	long n = http_read_body(req, 4096, &body);
+	struct snapshot_reply sr;
+	struct worker_refusal f;
+
+	free(body);
 	if (n < 0) {
 		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
 		                  n == HTTP_BODY_TOO_LARGE ? "request_too_large"
 		                                           : "invalid_request",
-		                  "the body of POST /sessions is at most 4096 bytes of JSON");
+		                  "POST /sessions/{id}/snapshot takes no body (or an empty one)");
 		return;
+	}
+	if (worker_snapshot_take(w, req, rec, &sr, &f) < 0) {
+		worker_refusal_send(req, &f);
+		return;
+	}
+	if (http_send_written(req, write_snapshot_reply, &sr) < 0)
+		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
+	free(sr.b64);
+	free(sr.members);
+}
+
+/* A memfd of p[0..n), sealed: the restore's program can only read it. -1 on failure. */
+static int
+worker_blob_memfd(const unsigned char *p, size_t n)
+{
+	int fd = memfd_create("codebox-restore", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return -1;
+	if (util_write_all(fd, p, n) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * A new session (rec, just made: no one knows its id) loads payload, a checked snapshot:
+ * 0 with the restore's summary (free() it) in *members, or -1 answered, the session closed
+ * and removed (nothing of it left).
+ */
+static int
+worker_session_restore(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
+                       const char *auth, const unsigned char *payload, size_t len, char **members)
+{
+	struct session_answer a;
+	struct run_outcome o;
+	enum serve_ran ran = SERVE_FAILED;
+	char path[128], name[SESSION_LOG_NAME_LEN + 1];
+	int fd = worker_blob_memfd(payload, len), lock_fd = -1, rc;
+	bool over = false;
+	struct worker_refusal f;
+
+	*members = NULL;
+	if (fd < 0)
+		log_msg(LOG_ERROR, "restore: the snapshot's memfd: %s", strerror(errno));
+	else if (session_find(w->wc->sessions_fd, rec->id, auth, rec, true, &lock_fd) < 0 ||
+	         lock_fd < 0)
+		ran = SERVE_GONE;
+	else
+		ran = worker_session_blob(w, req, rec, SESSION_OP_RESTORE, fd, 0, &o);
+	if (fd >= 0)
+		close(fd);
+	rc = worker_blob_outcome(ran, &o, "restore", w->l.execution_timeout_seconds, members, &over,
+	                         &f);
+	if (rc < 0)
+		worker_refusal_send(req, &f);
+	if (ran == SERVE_RAN)
+		run_outcome_free(&o);
+	session_log_name(rec->id, name);
+	if (rc < 0) {
+		/* nothing of a failed restore stays: its session is closed and removed */
+		session_sock_path(w->wc->sessions_fd, rec->id, path, sizeof(path));
+		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
+		if (lock_fd >= 0 || over)
+			session_remove(w->wc->sessions_fd, rec);
+		log_msg(LOG_INFO, "session %s closed: its restore failed", name);
+	} else {
+		log_msg(LOG_INFO, "session %s restored from a snapshot of %zu bytes", name, len);
+	}
+	if (lock_fd >= 0)
+		close(lock_fd);
+	return rc;
+}
+
+/* POST /sessions' "snapshot": checked whole (snapshot_open()) before anything is made; 0 with
+ * its payload (free() it), or -1 answered (400, 413, 422). */
+static int
+worker_snapshot_check(const struct worker_request *w, FCGX_Request *req, json_t *snap, size_t max,
+                      unsigned char **payload, size_t *len)
+{
+	char why[512];
+	enum snapshot_check c;
+
+	*payload = NULL;
+	if (!json_is_string(snap)) {
+		http_send_message(req, 400, NULL, "invalid_snapshot",
+		                  "snapshot must be a string: the base64 a POST "
+		                  "/sessions/{id}/snapshot answered");
+		return -1;
+	}
+	c = snapshot_open(&w->wc->snapshot_key, w->wc->probe->python_version,
+	                  json_string_value(snap), json_string_length(snap), max, payload, len, why,
+	                  sizeof(why));
+	switch (c) {
+	case SNAPSHOT_OK:
+		return 0;
+	case SNAPSHOT_MALFORMED:
+		http_send_message(req, 400, NULL, "invalid_snapshot", why);
+		break;
+	case SNAPSHOT_TOO_LARGE:
+		http_send_message(req, 413, NULL, "snapshot_too_large", why);
+		break;
+	case SNAPSHOT_VERSION_MISMATCH:
+	case SNAPSHOT_FORGED:
+		http_send_message(req, 422, NULL, "snapshot_rejected", why);
+		break;
+	case SNAPSHOT_NO_MEMORY:
+		http_send_message(req, 503, NULL, "sandbox_unavailable",
+		                  "the worker is out of memory; retry shortly");
+		break;
+	}
+	log_msg(LOG_INFO, "restore refused: %s", why);
+	return -1;
+}
+
+/* POST /sessions' body: its bounds (the pod's when absent) and, for a restore, its snapshot
+ * checked whole (*payload; NULL: none). Returns 0, or -1 answered. */
+static int
+worker_session_create_body(const struct worker_request *w, FCGX_Request *req, unsigned *idle,
+                           unsigned *life, unsigned long long *memory, unsigned char **payload,
+                           size_t *len)
+{
+	/* a restore's body holds a snapshot of the bound, as base64 */
+	size_t max_body = 4096 + snapshot_b64_max((size_t)w->sl.snapshot_max_bytes);
+	char *body = NULL, why[512];
+	long n = http_read_body(req, max_body, &body);
+	json_t *root = NULL, *snap;
+	json_error_t err;
+	const char *key;
+	json_t *v;
+
+	*payload = NULL;
+	if (n < 0) {
+		snprintf(why, sizeof(why),
+		         "the body of POST /sessions is at most %zu bytes of JSON (a snapshot of "
+		         "CODEBOX_SNAPSHOT_MAX_BYTES, %ld bytes, as base64)",
+		         max_body, w->sl.snapshot_max_bytes);
+		http_send_message(
+		    req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,
+		    n == HTTP_BODY_TOO_LARGE ? "request_too_large" : "invalid_request", why);
+		return -1;
 	}
 	root = n > 0 ? json_loadb(body, (size_t)n, JSON_REJECT_DUPLICATES, &err) : json_object();
 	free(body);
@@ -726,42 +1171,71 @@ worker_session_create(const struct worker_request *w, FCGX_Request *req, const c
 		json_decref(root);
 		http_send_message(req, 400, NULL, "invalid_request",
 		                  "the body must be a JSON object (or empty)");
-		return;
+		return -1;
 	}
+	json_object_foreach(root, key, v)
 	{
-		const char *key;
-		json_t *v;
-		json_object_foreach(root, key, v)
-		{
-			(void)v;
-			if (strcmp(key, "idleTimeoutSeconds") != 0 &&
-			    strcmp(key, "maxLifetimeSeconds") != 0 &&
-			    strcmp(key, "memoryBytes") != 0) {
-				json_decref(root);
-				http_send_message(req, 400, NULL, "invalid_request",
-				                  "unknown field; allowed: idleTimeoutSeconds, "
-				                  "maxLifetimeSeconds, memoryBytes");
-				return;
-			}
+		if (strcmp(key, "idleTimeoutSeconds") != 0 &&
+		    strcmp(key, "maxLifetimeSeconds") != 0 && strcmp(key, "memoryBytes") != 0 &&
+		    strcmp(key, "snapshot") != 0) {
+			json_decref(root);
+			http_send_message(req, 400, NULL, "invalid_request",
+			                  "unknown field; allowed: idleTimeoutSeconds, "
+			                  "maxLifetimeSeconds, memoryBytes, snapshot");
+			return -1;
 		}
 	}
-	if (session_body_bound(root, "idleTimeoutSeconds", w->sl.idle_seconds, &idle, why,
+	if (session_body_bound(root, "idleTimeoutSeconds", w->sl.idle_seconds, idle, why,
 	                       sizeof(why)) < 0 ||
-	    session_body_bound(root, "maxLifetimeSeconds", w->sl.max_life_seconds, &life, why,
+	    session_body_bound(root, "maxLifetimeSeconds", w->sl.max_life_seconds, life, why,
 	                       sizeof(why)) < 0 ||
-	    worker_session_memory(root, w->l.memory_bytes, &memory, why, sizeof(why)) < 0) {
+	    worker_session_memory(root, w->l.memory_bytes, memory, why, sizeof(why)) < 0) {
 		json_decref(root);
 		http_send_message(req, 400, NULL, "invalid_request", why);
-		return;
+		return -1;
+	}
+	snap = json_object_get(root, "snapshot");
+	if (snap != NULL &&
+	    worker_snapshot_check(w, req, snap,
+	                          worker_snapshot_max(w, *memory ? *memory : w->l.memory_bytes),
+	                          payload, len) < 0) {
+		json_decref(root);
+		return -1;
 	}
 	json_decref(root);
+	return 0;
+}
+
+static void
+worker_session_create(const struct worker_request *w, FCGX_Request *req, const char *auth)
+{
+	unsigned idle, life;
+	unsigned long long memory;
+	unsigned char *payload = NULL;
+	size_t len = 0;
+	char *restored = NULL;
+	struct session_rec rec;
+	enum worker_started st;
+	const char *message, *error, *extra;
+	int status;
+
+	if (worker_session_create_body(w, req, &idle, &life, &memory, &payload, &len) < 0)
+		return;
 	st = worker_session_start(w, idle, life, memory, auth, &rec);
 	if (st != WORKER_STARTED) {
+		free(payload);
 		message = worker_start_message(st, &status, &error, &extra);
 		http_send_message(req, status, extra, error, message);
 		return;
 	}
-	worker_session_state(req, 201, &rec, NULL, false, &w->l);
+	if (payload != NULL) {
+		int rc = worker_session_restore(w, req, &rec, auth, payload, len, &restored);
+		free(payload);
+		if (rc < 0)
+			return;
+	}
+	worker_session_state(req, 201, &rec, NULL, false, &w->l, restored);
+	free(restored);
 }
 
 /*
@@ -1456,7 +1930,7 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 			return 0;
 		const char *allow =
 		    strcmp(*sub, "execute") == 0 || strcmp(*sub, "interrupt") == 0 ||
-		            strcmp(*sub, "restart") == 0
+		            strcmp(*sub, "restart") == 0 || strcmp(*sub, "snapshot") == 0
 		        ? "POST"
 		    : strncmp(*sub, "executions/", 11) == 0 || strcmp(*sub, "notebook") == 0 ? "GET"
 		                                                                             : NULL;
@@ -1467,10 +1941,10 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 		if (strcmp(method, allow) != 0) {
 			char hdr[32];
 			snprintf(hdr, sizeof(hdr), "Allow: %s", allow);
-			http_send_message(
-			    req, 405, hdr, "method_not_allowed",
-			    "use POST /sessions/{id}/execute, /interrupt or /restart, GET "
-			    "/sessions/{id}/executions/{execution} or /notebook");
+			http_send_message(req, 405, hdr, "method_not_allowed",
+			                  "use POST /sessions/{id}/execute, /interrupt, /restart "
+			                  "or /snapshot, GET "
+			                  "/sessions/{id}/executions/{execution} or /notebook");
 			return -1;
 		}
 	} else if (strcmp(method, "GET") != 0 && strcmp(method, "DELETE") != 0) {
@@ -1545,7 +2019,7 @@ worker_session_list(const struct worker_request *w, FCGX_Request *req, const cha
 		if (shown++ > 0)
 			jsonw_lit(&jw, ",");
 		worker_session_state_write(&jw, &recs[i], rc == 0 ? &a : NULL,
-		                           rc < 0 || a.busy != 0, &w->l);
+		                           rc < 0 || a.busy != 0, &w->l, NULL);
 	}
 	jsonw_lit(&jw, "]}");
 	free(recs);
@@ -1728,7 +2202,7 @@ worker_session_restart(const struct worker_request *w, FCGX_Request *req, const 
 		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
 			worker_session_unknown(req);
 		else
-			worker_session_state(req, 200, rec, &a, false, &w->l);
+			worker_session_state(req, 200, rec, &a, false, &w->l, NULL);
 		return;
 	case WORKER_RENEW_GONE:
 		worker_session_unknown(req);
@@ -1785,9 +2259,10 @@ worker_sessions(void *port, FCGX_Request *req)
 	}
 	if (worker_session_route(req, method, rest + 1, id, &sub) < 0)
 		return;
-	/* executions, restarts and DELETE take the session's lock; reading it, its files and
-	 * interrupting do not */
-	bool take = sub != NULL ? strcmp(sub, "execute") == 0 || strcmp(sub, "restart") == 0
+	/* executions, restarts, snapshots and DELETE take the session's lock; reading it, its
+	 * files and interrupting do not */
+	bool take = sub != NULL ? strcmp(sub, "execute") == 0 || strcmp(sub, "restart") == 0 ||
+	                              strcmp(sub, "snapshot") == 0
 	                        : strcmp(method, "DELETE") == 0;
 	if (session_find(wc->sessions_fd, id, auth, &rec, take, &lock_fd) < 0) {
 		worker_session_unknown(req);
@@ -1806,6 +2281,15 @@ worker_sessions(void *port, FCGX_Request *req)
 			    "interrupt it (POST /sessions/{id}/interrupt)");
 		else
 			worker_session_execute(w, req, &rec, lock_fd);
+	} else if (sub != NULL && strcmp(sub, "snapshot") == 0) {
+		if (lock_fd < 0)
+			http_send_message(
+			    req, 409, NULL, "session_busy",
+			    "an execution is running in this session; a snapshot waits "
+			    "for it to end (or interrupt it: POST "
+			    "/sessions/{id}/interrupt)");
+		else
+			worker_session_snapshot(w, req, &rec);
 	} else if (sub != NULL && strcmp(sub, "interrupt") == 0) {
 		/* KeyboardInterrupt into the running cell; the session keeps its state */
 		if (run_session_ask(path, SESSION_OP_INTERRUPT, &a) < 0) {
@@ -1828,7 +2312,7 @@ worker_sessions(void *port, FCGX_Request *req)
 		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
 			worker_session_unknown(req);
 		else
-			worker_session_state(req, 200, &rec, &a, a.busy != 0, &w->l);
+			worker_session_state(req, 200, &rec, &a, a.busy != 0, &w->l, NULL);
 	} else {
 		worker_session_close(w, req, id, auth, &rec, path, &lock_fd);
 	}
@@ -1844,7 +2328,7 @@ worker_sessions(void *port, FCGX_Request *req)
 static json_t *
 worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_len)
 {
-	json_t *res = mcp_tools(tool, tool_len), *t;
+	json_t *res = mcp_tools(tool, tool_len), *t, *props;
 
 	if (res == NULL || !worker_sessions_on(w))
 		return res;
@@ -1863,7 +2347,23 @@ worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_l
 	    "string", "description", "the session to close (its id)", "required", "action",
 	    "additionalProperties", 0, "annotations", "readOnlyHint", 0, "destructiveHint", 1,
 	    "idempotentHint", 1, "openWorldHint", 0);
-	if (t == NULL || json_array_append_new(json_object_get(res, "tools"), t) < 0) {
+	/* MCP's own argument (a snapshot comes back as an embedded resource; /execute has none) */
+	props = json_object_get(
+	    json_object_get(json_array_get(json_object_get(res, "tools"), 0), "inputSchema"),
+	    "properties");
+	if (t == NULL || json_array_append_new(json_object_get(res, "tools"), t) < 0 ||
+	    !json_is_object(props) ||
+	    json_object_set_new(
+	        props, "snapshot",
+	        json_pack("{s:s, s:s}", "type", "boolean", "description",
+	                  "Optional, with \"session\": true returns, after this call's code "
+	                  "(\"pass\" for none), a snapshot of the session's state: its "
+	                  "variables, functions and classes, imports and files, as an embedded "
+	                  "resource. A session ends when idle or old and its state with it: take "
+	                  "one before a long pause or a long task elsewhere, and keep it; a new "
+	                  "session restored from it (POST /sessions {\"snapshot\": ...}) holds "
+	                  "that state. What cannot be saved (open files, sockets, generators, "
+	                  "locks) is listed as skipped.")) < 0) {
 		json_decref(res);
 		return NULL;
 	}
@@ -2025,7 +2525,7 @@ worker_mcp_session(const struct worker_request *w, FCGX_Request *req, const json
  */
 static int
 worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct mcp_message *m,
-                struct request *r, char **want, const json_t **progress)
+                struct request *r, char **want, const json_t **progress, bool *snap)
 {
 	const char *name = json_string_value(json_object_get(m->params, "name"));
 	json_t *args = json_object_get(m->params, "arguments"), *sarg;
@@ -2052,6 +2552,17 @@ worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct 
 		worker_mcp_send(req, 200, NULL, answer, len);
 		return -1;
 	}
+	{
+		json_t *v = args ? json_object_get(args, "snapshot") : NULL;
+		json_t *ses = args ? json_object_get(args, "session") : NULL;
+		*snap = json_is_true(v);
+		if (v != NULL && (!json_is_boolean(v) || (*snap && !json_is_string(ses)))) {
+			worker_mcp_tool_error(req, m->id,
+			                      "snapshot must be true or false, and true only with "
+			                      "\"session\" (a session's state is what it saves)");
+			return -1;
+		}
+	}
 	sarg = args ? json_object_get(args, "session") : NULL;
 	if (sarg != NULL && !json_is_null(sarg)) {
 		const char *v = json_string_value(sarg);
@@ -2067,9 +2578,10 @@ worker_mcp_args(const struct worker_request *w, FCGX_Request *req, const struct 
 			return -1;
 		}
 	}
-	if (sarg != NULL) {
+	if (sarg != NULL || json_object_get(args, "snapshot") != NULL) {
 		json_t *copy = json_copy(args);
 		json_object_del(copy, "session");
+		json_object_del(copy, "snapshot");
 		text = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
 		json_decref(copy);
 	} else {
@@ -2151,6 +2663,36 @@ worker_mcp_discard(const struct worker_request *w, struct session_rec *rec)
 	log_msg(LOG_INFO, "session %s closed: the call it was made for did not run", name);
 }
 
+/* tools/call's "snapshot": the session's snapshot after the call (worker_snapshot_take()) into
+ * sr and res, and a sentence on it appended to text (which it takes; NULL: out of memory). */
+static char *
+worker_mcp_snapshot(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
+                    char *text, size_t *text_len, struct snapshot_reply *sr,
+                    struct mcp_resource *res)
+{
+	struct worker_refusal f;
+	char *more = NULL;
+	int n;
+
+	if (worker_snapshot_take(w, req, rec, sr, &f) < 0) {
+		n = asprintf(&more, "%s\nsnapshot: not taken: %s", text,
+		             f.status != 0 ? f.message : "the client left");
+	} else {
+		snprintf(sr->uri, sizeof(sr->uri), "codebox://sessions/%s/snapshot", rec->id);
+		*res = (struct mcp_resource){sr->uri, "application/vnd.codebox.snapshot+base64",
+		                             sr->b64, sr->b64_len};
+		n = asprintf(&more,
+		             "%s\nsnapshot: %zu bytes, attached as a resource (keep it to restore "
+		             "this state in a new session); what it holds: %s",
+		             text, sr->bytes, sr->members);
+	}
+	free(text);
+	if (n < 0)
+		return NULL;
+	*text_len = (size_t)n;
+	return more;
+}
+
 /* tools/call: the tool's arguments are POST /execute's body, admitted and run the same way
  * (serve_run()); "session" (sessions on) runs it in a session instead of a fresh interpreter */
 static void
@@ -2166,10 +2708,10 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	struct stream_sse sse;
 	const json_t *progress;
 	enum serve_ran ran;
-	bool streamed, asked;
+	bool streamed, asked, snap;
 	const char *extra;
 
-	if (worker_mcp_args(w, req, m, &r, &want, &progress) < 0)
+	if (worker_mcp_args(w, req, m, &r, &want, &progress, &snap) < 0)
 		return;
 	if (want != NULL) {
 		if (worker_mcp_session(w, req, m->id, want, &rec, &lock_fd) < 0) {
@@ -2208,10 +2750,21 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		                       r.details,
 		                       w->request_id,
 		                       asked,
-		                       want != NULL ? rec.id : NULL};
+		                       want != NULL ? rec.id : NULL,
+		                       NULL};
+		struct snapshot_reply sr = {0};
+		struct mcp_resource res = {0};
 		if (want != NULL)
 			worker_notebook_keep(w->wc->sessions_fd, rec.id, &r, &o);
 		mr.text = mcp_call_text(&o, w->l.max_result_bytes, mr.session_id, &mr.text_len);
+		if (snap && !o.session_over && mr.text != NULL) {
+			if (ses.conn >= 0)
+				close(ses.conn); /* its init serves one connection at a time */
+			ses.conn = -1;
+			mr.text =
+			    worker_mcp_snapshot(w, req, &rec, mr.text, &mr.text_len, &sr, &res);
+			mr.res = sr.b64 != NULL ? &res : NULL;
+		}
 		if (mr.text != NULL && streamed && sse.started)
 			stream_sse_end(&sse, write_mcp_reply, &mr);
 		else if (mr.text == NULL && streamed && sse.started)
@@ -2220,6 +2773,8 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 		else if (mr.text == NULL || http_send_written(req, write_mcp_reply, &mr) < 0)
 			status = 500;
 		free(mr.text);
+		free(sr.b64);
+		free(sr.members);
 		run_outcome_free(&o);
 		if (status != 200)
 			worker_mcp_send(req, status, NULL, NULL, 0); /* out of memory */
@@ -2255,15 +2810,18 @@ worker_isolation_doc(const struct worker_request *w, size_t *len)
 	/* sessions' bounds (session.h): /capabilities' keys are the lab contract's, fixed */
 	json_t *sessions =
 	    worker_sessions_on(w)
-	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "maxSessions",
-	                    (json_int_t)w->sl.max_sessions, "maxSessionsPerToken",
+	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
+	                    "maxSessions", (json_int_t)w->sl.max_sessions, "maxSessionsPerToken",
 	                    (json_int_t)w->sl.max_per_token, "maxStreams",
 	                    (json_int_t)w->sl.max_streams, "idleTimeoutSeconds",
 	                    (json_int_t)w->sl.idle_seconds, "maxLifetimeSeconds",
 	                    (json_int_t)w->sl.max_life_seconds, "executionTimeoutSeconds",
 	                    (json_int_t)w->l.execution_timeout_seconds, "maxExecutionSeconds",
 	                    (json_int_t)w->sl.max_execution_seconds, "memoryBytes",
-	                    (json_int_t)w->l.memory_bytes, "diskBytes", (json_int_t)w->l.disk_bytes)
+	                    (json_int_t)w->l.memory_bytes, "diskBytes", (json_int_t)w->l.disk_bytes,
+	                    "snapshotMaxBytes", (json_int_t)w->sl.snapshot_max_bytes,
+	                    /* whose key signs the snapshots: where they restore (snapshot.h) */
+	                    "snapshotKey", wc->snapshot_key.fleet ? "fleet" : "pod")
 	        : NULL;
 
 	return reply_isolation(wc->iso, &w->l, w->run->warm && warm_serving(),

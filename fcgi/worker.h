@@ -13,6 +13,7 @@
 #include "probe.h"
 #include "run.h"
 #include "session.h"
+#include "snapshot.h"
 
 struct slots;
 
@@ -37,6 +38,7 @@ struct worker_config {
 	char sessions_dir[4200];
 	struct session_uids session_uids; /* a root pool's: a host uid per session */
 	int pod_ordinal; /* CODEBOX_POD_ORDINAL: new sessions' ids name it; -1: none */
+	struct snapshot_key snapshot_key; /* sessions' snapshots' HMAC key (snapshot.h) */
 };
 
 /*

@@ -8,6 +8,11 @@ usage: bench-sessions.py BASE create N        N sessions made one after another 
        bench-sessions.py BASE load C S PATH    C clients for S seconds, each on its own
                                               connection (and its own session): a JSON line
                                               {"ok", "other", "client_cpu_s", "busy_s"}
+       bench-sessions.py BASE snapshot N       a session holding a 10 MB DataFrame, a fitted
+                                              scikit-learn model and a file: N snapshots, each
+                                              restored into a new session (then deleted): a
+                                              line each, "snapshot_ms restore_ms bytes
+                                              base64_bytes"
 
 Every request is bounded (60 s); every loop is bounded in count or time.
 """
@@ -125,7 +130,50 @@ def main():
             )
         )
         return
+    if what == "snapshot":
+        snapshot(base, int(sys.argv[3]))
+        return
     raise SystemExit(__doc__)
+
+
+DATAFRAME = """
+import numpy as np, pandas as pd
+from sklearn.linear_model import LogisticRegression
+rng = np.random.default_rng(7)
+df = pd.DataFrame(rng.random((125000, 10)), columns=[f"c{i}" for i in range(10)])
+df["label"] = (df.c0 + df.c1 > 1).astype(int)
+model = LogisticRegression(max_iter=200).fit(df[["c0", "c1", "c2"]], df.label)
+df.head(20000).to_csv("data.csv", index=False)
+"""
+
+
+def snapshot(base, n):
+    conn = connect(base)
+    sid = new_session(conn)
+    status, data = request(
+        conn, "POST", "/sessions/%s/execute" % sid, json.dumps({"code": DATAFRAME})
+    )
+    if status != 200 or json.loads(data)["status"] != "succeeded":
+        raise SystemExit("bench-sessions: the DataFrame session failed: %s" % data[:300])
+    for _ in range(n):
+        t0 = time.perf_counter()
+        status, data = request(conn, "POST", "/sessions/%s/snapshot" % sid, "")
+        t1 = time.perf_counter()
+        if status != 200:
+            raise SystemExit("bench-sessions: snapshot answered %d: %s" % (status, data[:200]))
+        snap = json.loads(data)
+        body = json.dumps({"snapshot": snap["snapshot"], "memoryBytes": 256 << 20})
+        t2 = time.perf_counter()
+        status, data = request(conn, "POST", "/sessions", body)
+        t3 = time.perf_counter()
+        if status != 201:
+            raise SystemExit("bench-sessions: restore answered %d: %s" % (status, data[:200]))
+        request(conn, "DELETE", "/sessions/" + json.loads(data)["id"])
+        print(
+            "%.2f %.2f %d %d"
+            % ((t1 - t0) * 1000, (t3 - t2) * 1000, snap["bytes"], len(snap["snapshot"]))
+        )
+    request(conn, "DELETE", "/sessions/" + sid)
 
 
 if __name__ == "__main__":

@@ -86,6 +86,14 @@ read -r p50 p95 < <("$PY" "$driver" "$base" latency "$count" session | stats)
 printf "%-46s %8s %8s\n" "print(1) in a warm session ($count)" "$p50" "$p95"
 read -r p50 p95 < <("$PY" "$driver" "$base" latency "$count" execute | stats)
 printf "%-46s %8s %8s\n" "print(1) on /execute ($count)" "$p50" "$p95"
+# snapshots of a session holding a 10 MB DataFrame, a fitted model and a file (issue 43)
+"$PY" "$driver" "$base" snapshot 10 >"$work/snapshots"
+read -r p50 p95 < <(cut -d' ' -f1 "$work/snapshots" | stats)
+printf "%-46s %8s %8s\n" "snapshot of a 10 MB DataFrame session (10)" "$p50" "$p95"
+read -r p50 p95 < <(cut -d' ' -f2 "$work/snapshots" | stats)
+printf "%-46s %8s %8s\n" "restore of it into a new session (10)" "$p50" "$p95"
+read -r bytes b64 < <(head -1 "$work/snapshots" | cut -d' ' -f3,4)
+printf "%-46s %8s %8s\n" "its size: state, base64 (bytes)" "$bytes" "$b64"
 
 printf "%-46s %8s %8s %12s\n" "20 clients, ${seconds} s" "req/s" "non-200" "host CPU/req"
 for path in session execute; do

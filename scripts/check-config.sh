@@ -221,7 +221,8 @@ CODEBOX_MAX_STDOUT_BYTES CODEBOX_MAX_STDERR_BYTES CODEBOX_MAX_RESULT_BYTES CODEB
 CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES CODEBOX_CPU_MILLICORES
 CODEBOX_POOL_MEMORY_BYTES CODEBOX_ENDPOINT CODEBOX_REQUEST_ID CODEBOX_AGENT_SLOTS CODEBOX_MCP_ORIGINS
 CODEBOX_MAX_SESSIONS CODEBOX_SESSION_IDLE_SECONDS CODEBOX_SESSION_MAX_SECONDS CODEBOX_TOKEN_ID
-CODEBOX_SESSION_MAX_EXECUTION_SECONDS CODEBOX_MAX_SESSIONS_PER_TOKEN CODEBOX_MAX_STREAMS"
+CODEBOX_SESSION_MAX_EXECUTION_SECONDS CODEBOX_MAX_SESSIONS_PER_TOKEN CODEBOX_MAX_STREAMS
+CODEBOX_SNAPSHOT_MAX_BYTES"
 
 # nearest NAME: the known parameter closest to NAME (edit distance)
 nearest() {
@@ -343,6 +344,16 @@ per_token=$(one_value CODEBOX_MAX_SESSIONS_PER_TOKEN)
 ((per_token <= max_sessions || max_sessions == 0)) || fail "$(where CODEBOX_MAX_SESSIONS_PER_TOKEN)CODEBOX_MAX_SESSIONS_PER_TOKEN ($per_token) must be at most CODEBOX_MAX_SESSIONS ($max_sessions)"
 ((session_idle >= 1 && session_idle <= 86400)) || fail "$(where CODEBOX_SESSION_IDLE_SECONDS)CODEBOX_SESSION_IDLE_SECONDS ($session_idle) must be from 1 to 86400"
 ((session_life >= 1 && session_life <= 604800)) || fail "$(where CODEBOX_SESSION_MAX_SECONDS)CODEBOX_SESSION_MAX_SECONDS ($session_life) must be from 1 to 604800"
+# a session's snapshot (its state's bound), and POST /sessions' body, which holds one as base64
+snapshot_max=$(one_value CODEBOX_SNAPSHOT_MAX_BYTES)
+((snapshot_max >= 4096 && snapshot_max <= 1073741824)) || fail "$(where CODEBOX_SNAPSHOT_MAX_BYTES)CODEBOX_SNAPSHOT_MAX_BYTES ($snapshot_max) must be from 4096 to 1073741824"
+snapshot_body=$(sed -n 's/^\s*client_max_body_size\s\+\([0-9]\+[kKmMgG]\?\);\s*# codebox-snapshot-body$/\1/p' "$conf" | head -1)
+need_body=$((4 * ((snapshot_max + 96 + 2) / 3) + 4096))
+if [[ -z $snapshot_body ]]; then
+	fail "nginx.conf has no \"location = /sessions\" with client_max_body_size ... # codebox-snapshot-body: a restore's snapshot (CODEBOX_SNAPSHOT_MAX_BYTES as base64, $need_body bytes) would be refused"
+elif (($(bytes "$snapshot_body") < need_body)); then
+	fail "$(where_directive client_max_body_size "$snapshot_body")POST /sessions' client_max_body_size ($snapshot_body) must be at least 4 * ceil((CODEBOX_SNAPSHOT_MAX_BYTES ($snapshot_max$(at CODEBOX_SNAPSHOT_MAX_BYTES)) + 96) / 3) + 4096 = $need_body bytes: a restore's body holds a snapshot as base64"
+fi
 
 # 2. the timeout of the location that carries runs: the longest one declared (/readyz has
 # its own short one) before the agent server (port 8888 has its own command timeout,

@@ -121,6 +121,18 @@ check() {
 	assert_output --regexp "$conf/nginx.conf:[0-9]+: client_max_body_size \(262144 bytes\) must be at least 4 \* CODEBOX_MAX_CODE_BYTES \(65536, $conf/codebox-limits.conf:[0-9]+\) \+ 1024 \(263168 bytes\)"
 }
 
+@test "config: POST /sessions' body below a snapshot of CODEBOX_SNAPSHOT_MAX_BYTES as base64 is refused" {
+	local conf
+	conf=$(conf_variant 's/CODEBOX_SNAPSHOT_MAX_BYTES  *67108864;/CODEBOX_SNAPSHOT_MAX_BYTES  134217728;/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --regexp "$conf/nginx.conf:[0-9]+: POST /sessions' client_max_body_size \(86m\) must be at least 4 \* ceil\(\(CODEBOX_SNAPSHOT_MAX_BYTES \(134217728, $conf/codebox-limits.conf:[0-9]+\) \+ 96\) / 3\) \+ 4096 = 178961196 bytes"
+	conf=$(conf_variant 's/CODEBOX_SNAPSHOT_MAX_BYTES  *67108864;/CODEBOX_SNAPSHOT_MAX_BYTES  1024;/')
+	check "$conf/nginx.conf"
+	assert_failure 1
+	assert_output --partial "CODEBOX_SNAPSHOT_MAX_BYTES (1024) must be from 4096 to 1073741824"
+}
+
 @test "config: limits that differ between locations are refused" {
 	local conf
 	conf=$(conf_variant)

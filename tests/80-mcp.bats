@@ -71,7 +71,8 @@ teardown() {
 	run -0 jq -e --argjson t "$tool" --arg warm "${CODEBOX_WARM:-1}" '.result.tools |
 		length == (if $warm == "1" then 2 else 1 end) and .[0].name == $t.name and
 		.[0].description == $t.description and
-		.[0].inputSchema == $t.input_schema and
+		(.[0].inputSchema | del(.properties.snapshot)) == $t.input_schema and
+		(($warm == "1") == (.[0].inputSchema.properties.snapshot != null)) and
 		(($t.input_schema.properties.session != null) == ($warm == "1")) and
 		.[0].outputSchema.required == ["status", "exitCode", "stdout", "stderr", "result",
 		"resultError", "durationMs", "truncated"]' <<<"$reply"
@@ -376,7 +377,7 @@ mcp_runs() {
 	# sessions tool
 	run -0 jq -e --argjson t "$(curl -s "$BASE/tool")" --argjson warm "${CODEBOX_WARM:-1}" \
 		'.tools | length == (if $warm == 1 then 2 else 1 end) and .[0].name == $t.name and
-		.[0].inputSchema == $t.input_schema and
+		(.[0].inputSchema | del(.properties.snapshot)) == $t.input_schema and
 		(.[0].inputSchema.properties.session != null) == ($warm == 1) and
 		($warm == 0 or .[1].name == "sessions")' <<<"$output"
 	run -0 mcp_client "$BASE/mcp" ping

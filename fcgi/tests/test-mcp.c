@@ -242,10 +242,10 @@ main(void)
 		struct sink k = {NULL, 0, 0, 0};
 		long long counted;
 		jsonw_init_count(&w);
-		mcp_call_answer_write(&w, id, &o, text, tlen, 100, false, NULL, false, NULL);
+		mcp_call_answer_write(&w, id, &o, text, tlen, 100, false, NULL, false, NULL, NULL);
 		counted = jsonw_end(&w);
 		jsonw_init_sink(&w, sink_put, &k);
-		mcp_call_answer_write(&w, id, &o, text, tlen, 100, false, NULL, false, NULL);
+		mcp_call_answer_write(&w, id, &o, text, tlen, 100, false, NULL, false, NULL, NULL);
 		ok(jsonw_end(&w) == counted && counted == (long long)len && k.len == len &&
 		       memcmp(k.buf, s, len) == 0,
 		   "counted (%lld) and streamed, it is the same answer (%zu)", counted, len);
