@@ -245,6 +245,14 @@ while True:
 		if [[ $s == 1-* ]]; then lost+=("$s"); else kept+=("$s"); fi
 	done
 	((${#lost[@]} > 0 && ${#kept[@]} > 0))
+	# a snapshot taken before its pod is lost keeps the state (the fleet's stacks share a key)
+	local snap
+	run_in "${lost[0]}" 'import pandas as pd
+df = pd.DataFrame({"x": range(1000)})
+open("notes.txt", "w").write("kept")'
+	sreq POST "/sessions/${lost[0]}/snapshot"
+	assert_equal "$code" 200
+	snap=$(field .snapshot)
 	fleet_kill 1
 	BASE=$ROUTER
 	t0=$EPOCHREALTIME
@@ -267,6 +275,14 @@ while True:
 	# and new sessions are made on the others
 	session_new "$NEW"
 	[[ $sid != 1-* ]]
+	# the lost session's snapshot restores on another stack, through the router
+	sreq POST /sessions "$(jq -cn --arg s "$snap" '{snapshot: $s}')"
+	assert_equal "$code" 201
+	sid=$(field .id)
+	echo "$sid" >>"$BATS_TEST_TMPDIR/sessions"
+	[[ $sid != 1-* ]]
+	run_in "$sid" '(int(df.x.sum()), open("notes.txt").read())'
+	assert_equal "$(field .value)" "(499500, 'kept')"
 }
 
 @test "fleet sessions: make fleet serves through the router and Ctrl-C stops every stack and the router, leaving nothing" {
