@@ -8,6 +8,7 @@
 # tokens, A and B, as two tenants.
 
 load helpers/stack
+load helpers/sessions
 
 TOKEN_A=codebox-token-A-0123456789abcdef
 TOKEN_B=codebox-token-B-0123456789abcdef
@@ -30,29 +31,7 @@ teardown_file() {
 
 # each test's sessions are closed after it, passed or failed
 teardown() {
-	local line
-	if [[ -n ${STACK_PID:-} && -f $BATS_TEST_TMPDIR/sessions ]]; then
-		while read -r line; do
-			curl -s -o /dev/null --max-time 10 -X DELETE \
-				-H "Authorization: Bearer ${line%% *}" "$BASE/sessions/${line#* }" || true
-		done <"$BATS_TEST_TMPDIR/sessions"
-	fi
-	stack_teardown
-}
-
-# as TOKEN METHOD PATH [BODY]: a request with TOKEN's bearer; sets $code and $reply
-as() {
-	local args=(-H "Authorization: Bearer $1" -X "$2")
-	[[ -n ${4:-} ]] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
-	request "${args[@]}" "$BASE$3"
-}
-
-# session_of TOKEN: a new session of TOKEN's; its id in $sid
-session_of() {
-	as "$1" POST /sessions
-	assert_equal "$code" 201
-	sid=$(field .id)
-	echo "$1 $sid" >>"$BATS_TEST_TMPDIR/sessions"
+	token_session_teardown
 }
 
 # body_of FILE: an execution's body running tests/programs/FILE

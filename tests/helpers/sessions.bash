@@ -45,3 +45,34 @@ session_teardown() {
 	fi
 	stack_teardown
 }
+
+# Sessions of bearer tokens (87-tenancy, 89-session-files): each line of the test's sessions
+# file is "TOKEN ID".
+
+# as TOKEN METHOD PATH [BODY]: a JSON request with TOKEN's bearer; sets $code and $reply
+as() {
+	local args=(-H "Authorization: Bearer $1" -X "$2")
+	[[ -n ${4:-} ]] && args+=(-H 'Content-Type: application/json' --data-binary "$4")
+	request "${args[@]}" "$BASE$3"
+}
+
+# session_of TOKEN: a new session of TOKEN's; its id in $sid
+# shellcheck disable=SC2154,SC2034 # code is request's (stack.bash); sid is the caller's
+session_of() {
+	as "$1" POST /sessions
+	assert_equal "$code" 201
+	sid=$(field .id)
+	echo "$1 $sid" >>"$BATS_TEST_TMPDIR/sessions"
+}
+
+# token_session_teardown: session_teardown for sessions made with session_of
+token_session_teardown() {
+	local line
+	if [[ -n ${STACK_PID:-} && -f $BATS_TEST_TMPDIR/sessions ]]; then
+		while read -r line; do
+			curl -s -o /dev/null --max-time 10 -X DELETE \
+				-H "Authorization: Bearer ${line%% *}" "$BASE/sessions/${line#* }" || true
+		done <"$BATS_TEST_TMPDIR/sessions"
+	fi
+	stack_teardown
+}
