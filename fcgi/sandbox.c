@@ -1267,6 +1267,12 @@ session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox
 	char *json = NULL, *artifacts = NULL;
 	int dirfd;
 
+	if (rep->session_over) {
+		/* its program is gone: whatever it sent of the cell is not its outputs' */
+		rep->cell_len = 0;
+		rep->cell_dropped = 0;
+	}
+
 	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd >= 0) {
 		struct statvfs sv;
@@ -1351,6 +1357,37 @@ session_cell_json(int memfd, struct sandbox_report *rep)
 	}
 	close(memfd);
 	return p;
+}
+
+/* The program's answer, if one is there: done and its value (msg, of cap bytes, holds it;
+ * value points into it) into rep, and the cell's JSON (cell_json, replaced). Returns whether
+ * the cell ended; *over is set when the program closed its end (it cannot serve on). */
+static bool
+session_cell_answer(int cell_fd, char *msg, size_t cap, struct session_cell_done *done,
+                    struct sandbox_report *rep, const char **value, char **cell_json, bool *over)
+{
+	int memfd;
+	ssize_t n = session_recv_done(cell_fd, msg, cap, &memfd);
+	bool ended = false;
+
+	if (n >= (ssize_t)sizeof(*done)) {
+		free(*cell_json);
+		*cell_json = session_cell_json(memfd, rep);
+		memfd = -1;
+		memcpy(done, msg, sizeof(*done));
+		if (done->has_value && done->value_len <= (size_t)n - sizeof(*done) &&
+		    done->value_len <= SESSION_VALUE_MAX) {
+			*value = msg + sizeof(*done);
+			rep->value_len = done->value_len;
+			rep->has_value = 1;
+		}
+		ended = true;
+	} else if (n == 0) {
+		*over = ended = true; /* it closed its end: it cannot serve on */
+	}
+	if (memfd >= 0)
+		close(memfd);
+	return ended;
 }
 
 /* The cell's fd 0 and kind: a code cell's inputs written (its stdin), or, for a snapshot or a
@@ -1450,25 +1487,8 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 				over = ended = true;
 			}
 		if (!ended && (pfd[0].revents & POLLIN)) {
-			int memfd;
-			ssize_t n = session_recv_done(cell_fd, msg, cap, &memfd);
-			if (n >= (ssize_t)sizeof(done)) {
-				free(cell_json);
-				cell_json = session_cell_json(memfd, &rep);
-				memfd = -1;
-				memcpy(&done, msg, sizeof(done));
-				if (done.has_value && done.value_len <= (size_t)n - sizeof(done) &&
-				    done.value_len <= SESSION_VALUE_MAX) {
-					value = msg + sizeof(done);
-					rep.value_len = done.value_len;
-					rep.has_value = 1;
-				}
-				ended = true;
-			} else if (n == 0) {
-				over = ended = true; /* it closed its end: it cannot serve on */
-			}
-			if (memfd >= 0)
-				close(memfd);
+			ended = session_cell_answer(cell_fd, msg, cap, &done, &rep, &value,
+			                            &cell_json, &over);
 		} else if (!ended && (pfd[0].revents & (POLLHUP | POLLERR))) {
 			over = ended = true;
 		}
@@ -1487,10 +1507,6 @@ sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int 
 	/* past its lifetime the session ends with the cell, whatever the cell did */
 	over = over || too_old;
 	session_cell_end(prog, over, done.exit_code, cpu0, flt0, &rep);
-	if (over) {
-		rep.cell_len = 0;
-		rep.cell_dropped = 0;
-	}
 	session_cell_report(s, fds, &rep, &mark, value, cell_json);
 	artifacts_mark_free(&mark);
 	free(cell_json);
