@@ -52,6 +52,10 @@ struct metrics_shared {
 	uint64_t busy_pool;
 	uint64_t worker_exits;
 	uint64_t worker_restarts;
+	uint64_t sessions_made;
+	uint64_t sessions_ended[METRICS_SESSION_END_COUNT];
+	uint64_t snapshots;
+	uint64_t restores;
 	uint8_t in_flight[METRICS_MAX_WORKERS];
 };
 
@@ -135,6 +139,35 @@ metrics_record_busy(void)
 {
 	if (metrics_mem != NULL)
 		add(&metrics_mem->busy_pool, 1);
+}
+
+void
+metrics_session_made(void)
+{
+	if (metrics_mem != NULL)
+		add(&metrics_mem->sessions_made, 1);
+}
+
+void
+metrics_session_ended(enum metrics_session_end why)
+{
+	if (metrics_mem != NULL && why != METRICS_SESSION_NOT_MADE &&
+	    why < METRICS_SESSION_END_COUNT)
+		add(&metrics_mem->sessions_ended[why], 1);
+}
+
+void
+metrics_session_snapshot(void)
+{
+	if (metrics_mem != NULL)
+		add(&metrics_mem->snapshots, 1);
+}
+
+void
+metrics_session_restored(void)
+{
+	if (metrics_mem != NULL)
+		add(&metrics_mem->restores, 1);
 }
 
 void
@@ -302,11 +335,50 @@ render_process(FILE *f)
 		        (unsigned long long)lim.rlim_cur);
 }
 
+static const char *const metrics_session_end_names[METRICS_SESSION_END_COUNT] = {
+    "", "deleted", "idle", "lifetime", "killed", "pool_stop", "failed"};
+
+/* The sessions' counters: made, ended by reason, snapshots and restores, and the background
+ * executions running */
+static void
+render_session_counts(FILE *f, const struct metrics_capacity *cap)
+{
+	const struct metrics_shared *m = metrics_mem;
+
+	fprintf(f,
+	        "# HELP codebox_sessions_made_total Sessions made (POST /sessions, MCP's "
+	        "\"new\", restores).\n"
+	        "# TYPE codebox_sessions_made_total counter\n"
+	        "codebox_sessions_made_total %llu\n"
+	        "# HELP codebox_sessions_ended_total Sessions ended, by reason (idle: found ended "
+	        "between executions within its lifetime).\n"
+	        "# TYPE codebox_sessions_ended_total counter\n",
+	        (unsigned long long)m->sessions_made);
+	for (int i = 1; i < METRICS_SESSION_END_COUNT; i++)
+		fprintf(f, "codebox_sessions_ended_total{reason=\"%s\"} %llu\n",
+		        metrics_session_end_names[i], (unsigned long long)m->sessions_ended[i]);
+	fprintf(f,
+	        "# HELP codebox_session_snapshots_total Snapshots taken "
+	        "(POST /sessions/{id}/snapshot, MCP's \"snapshot\").\n"
+	        "# TYPE codebox_session_snapshots_total counter\n"
+	        "codebox_session_snapshots_total %llu\n"
+	        "# HELP codebox_session_restores_total Sessions restored from a snapshot.\n"
+	        "# TYPE codebox_session_restores_total counter\n"
+	        "codebox_session_restores_total %llu\n"
+	        "# HELP codebox_background_executions Background executions running now.\n"
+	        "# TYPE codebox_background_executions gauge\n"
+	        "codebox_background_executions %ld\n",
+	        (unsigned long long)m->snapshots, (unsigned long long)m->restores,
+	        cap->background_running);
+}
+
 /* The sessions' gauges: what they hold of the pod's bounds (KEDA's sessions trigger,
  * deploy/overlays/scale/scaledobject.yaml), and whether the pod is draining */
 static void
 render_sessions(FILE *f, const struct metrics_capacity *cap)
 {
+	if (metrics_mem != NULL)
+		render_session_counts(f, cap);
 	fprintf(f,
 	        "# HELP codebox_sessions_open Sessions open now (POST /sessions, MCP's "
 	        "session \"new\").\n"

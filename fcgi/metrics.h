@@ -50,6 +50,26 @@ void metrics_zygote_started(bool renewal);
  * workspace busy). */
 void metrics_record_busy(void);
 
+/* How a session ended: codebox_sessions_ended_total's reason (session_remove()'s why). */
+enum metrics_session_end {
+	METRICS_SESSION_NOT_MADE,  /* its creation failed: never counted as made, nor here */
+	METRICS_SESSION_DELETED,   /* DELETE /sessions/{id}, MCP's sessions close */
+	METRICS_SESSION_IDLE,      /* found ended between executions, within its lifetime */
+	METRICS_SESSION_LIFETIME,  /* found ended at or past its lifetime */
+	METRICS_SESSION_KILLED,    /* ended with an execution: its program died or was killed */
+	METRICS_SESSION_POOL_STOP, /* the pool's stop */
+	METRICS_SESSION_FAILED,    /* made, then closed unused: a failed restore, an MCP call that
+	                            * did not run */
+	METRICS_SESSION_END_COUNT,
+};
+
+/* A session was made (POST /sessions, MCP's "new", a restore), ended, snapshotted or
+ * restored. */
+void metrics_session_made(void);
+void metrics_session_ended(enum metrics_session_end why);
+void metrics_session_snapshot(void);
+void metrics_session_restored(void);
+
 /* The supervisor saw worker index exit; restart is whether it will be respawned. */
 void metrics_worker_exited(int worker_index, bool restart);
 
@@ -67,6 +87,7 @@ struct metrics_capacity {
 	long sessions_max;
 	unsigned long long sessions_memory_bytes;
 	unsigned long long memory_budget_bytes;
+	long background_running; /* background executions running (their slot loans) */
 	bool draining;
 };
 

@@ -3,6 +3,8 @@
  */
 #include "session.h"
 
+#include "metrics.h"
+
 #include "log.h"
 #include "sessionproto.h"
 #include "util.h"
@@ -290,7 +292,7 @@ session_locked(int sdir, const char *id)
 }
 
 void
-session_remove(int sdir, struct session_rec *rec)
+session_remove(int sdir, struct session_rec *rec, enum metrics_session_end why)
 {
 	static const char *const files[] = {"run",    "stdout",     "stderr",
 	                                    "result", "result.tmp", "cells"};
@@ -306,7 +308,13 @@ session_remove(int sdir, struct session_rec *rec)
 	rec_name(rec->id, "next", name, sizeof(name));
 	(void)unlinkat(sdir, name, 0);
 	rec_name(rec->id, "rec", name, sizeof(name));
-	(void)unlinkat(sdir, name, 0);
+	/* counted by whoever removes its record: once */
+	if (unlinkat(sdir, name, 0) == 0) {
+		if (why == METRICS_SESSION_IDLE &&
+		    realtime_ms() >= rec->created_ms + (int64_t)rec->life_seconds * 1000)
+			why = METRICS_SESSION_LIFETIME;
+		metrics_session_ended(why);
+	}
 }
 
 /* Whether the session's init still listens (or, not ready, is young enough to be built). */
@@ -441,7 +449,7 @@ count_live(int sdir, struct session_rec *rec, void *ctx)
 			session_log_name(rec->id, name);
 			log_msg(LOG_INFO, "session %s ended; removing what it left", name);
 			/* its uid is free again: its cgroup went, every process in it killed */
-			session_remove(sdir, rec);
+			session_remove(sdir, rec, METRICS_SESSION_IDLE);
 			close(fd);
 			return true;
 		}
@@ -591,7 +599,7 @@ session_reserve(int sdir, const struct session_ask *ask, struct session_rec *rec
 		snprintf(why, why_len, "the session's socket or record: %s", strerror(errno));
 		if (fd >= 0)
 			close(fd);
-		session_remove(sdir, rec);
+		session_remove(sdir, rec, METRICS_SESSION_NOT_MADE);
 		close(lock);
 		return -1;
 	}
@@ -629,7 +637,7 @@ session_find(int sdir, const char *id, const char *auth, struct session_rec *rec
 	if (!rec_alive(sdir, rec)) {
 		/* ended: whoever finds it so removes it (under its lock: not twice) */
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			session_remove(sdir, rec);
+			session_remove(sdir, rec, METRICS_SESSION_IDLE);
 		close(fd);
 		return -1;
 	}
@@ -664,7 +672,7 @@ list_one(int sdir, struct session_rec *rec, void *ctx)
 		/* ended: removed as session_find() removes it */
 		fd = rec_open(sdir, rec->id);
 		if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
-			session_remove(sdir, rec);
+			session_remove(sdir, rec, METRICS_SESSION_IDLE);
 		if (fd >= 0)
 			close(fd);
 		return true;
@@ -717,7 +725,8 @@ close_one(int sdir, struct session_rec *rec, void *ctx)
 		session_sock_path(sdir, rec->id, path, sizeof(path));
 		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
 	}
-	session_remove(sdir, rec);
+	session_remove(sdir, rec,
+	               rec->ready ? METRICS_SESSION_POOL_STOP : METRICS_SESSION_NOT_MADE);
 	return true;
 }
 

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "metrics.h"
 #include "run.h"
 
 /*
@@ -207,8 +208,10 @@ int session_rebind(int sdir, const char *id, char *path, size_t len);
  * from now on) and rec (with the new box) is written, ready. Returns 0, or -1 (errno). */
 int session_switch(int sdir, const struct session_rec *rec);
 
-/* Removes an ended (or never started) session's record, socket, directory and cgroup. */
-void session_remove(int sdir, struct session_rec *rec);
+/* Removes an ended (or never started) session's record, socket, directory and cgroup; why is
+ * how it ended, counted once (by whoever removes the record; METRICS_SESSION_IDLE past its
+ * lifetime counts as METRICS_SESSION_LIFETIME). */
+void session_remove(int sdir, struct session_rec *rec, enum metrics_session_end why);
 
 /* Ends every session (the pool is stopping, or it died): each one's init is told to close,
  * and what is left removed, under the sessions' lock; nothing when another process holds that

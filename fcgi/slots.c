@@ -282,6 +282,20 @@ slots_in_flight(struct slots *s)
 }
 
 int
+slots_loans(struct slots *s)
+{
+	int n = 0;
+
+	if (slots_lock(s) != 0)
+		return -1;
+	(void)slots_count_locked(s); /* takes back a gone holder's */
+	for (int i = s->workers; i < s->workers + s->capacity; i++)
+		n += atomic_load(&s->held[i]) != 0;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+int
 slots_capacity(const struct slots *s)
 {
 	return s->capacity;

@@ -89,6 +89,9 @@ bool slots_reconcile(struct slots *s, int worker);
 /* How many slots are held right now; -1 when the lock was not free within SLOTS_LOCK_WAIT_MS. */
 int slots_in_flight(struct slots *s);
 
+/* How many loans are held now (a gone holder's taken back first), or -1. */
+int slots_loans(struct slots *s);
+
 /* The capacity fixed at creation. */
 int slots_capacity(const struct slots *s);
 

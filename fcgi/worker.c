@@ -657,12 +657,13 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 		rc = -1;
 	}
 	if (rc < 0) {
-		session_remove(wc->sessions_fd, rec);
+		session_remove(wc->sessions_fd, rec, METRICS_SESSION_NOT_MADE);
 		log_msg(LOG_ERROR, "session: %s", why);
 		return WORKER_START_FAILED;
 	}
 	session_log_name(rec->id, why);
 	log_msg(LOG_INFO, "session %s made (idle %u s, life %u s)", why, idle, life);
+	metrics_session_made();
 	return WORKER_STARTED;
 }
 
@@ -991,10 +992,11 @@ worker_snapshot_take(const struct worker_request *w, FCGX_Request *req, struct s
 	    worker_snapshot_seal(w, fd, max, sr, f) == 0) {
 		log_msg(LOG_INFO, "session %s: a snapshot of %zu bytes taken in %lld ms", name,
 		        sr->bytes, o.duration_ms);
+		metrics_session_snapshot();
 		rc = 0;
 	}
 	if (over)
-		session_remove(w->wc->sessions_fd, rec);
+		session_remove(w->wc->sessions_fd, rec, METRICS_SESSION_KILLED);
 	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
 	close(fd);
@@ -1087,7 +1089,7 @@ worker_session_restore(const struct worker_request *w, FCGX_Request *req, struct
 		session_sock_path(w->wc->sessions_fd, rec->id, path, sizeof(path));
 		(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
 		if (lock_fd >= 0 || over)
-			session_remove(w->wc->sessions_fd, rec);
+			session_remove(w->wc->sessions_fd, rec, METRICS_SESSION_FAILED);
 		log_msg(LOG_INFO, "session %s closed: its restore failed", name);
 	} else {
 		log_msg(LOG_INFO, "session %s restored from a snapshot of %zu bytes", name, len);
@@ -1234,6 +1236,8 @@ worker_session_create(const struct worker_request *w, FCGX_Request *req, const c
 		if (rc < 0)
 			return;
 	}
+	if (restored != NULL)
+		metrics_session_restored();
 	worker_session_state(req, 201, &rec, NULL, false, &w->l, restored);
 	free(restored);
 }
@@ -1448,7 +1452,7 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 	if (ran == SERVE_RAN)
 		worker_notebook_keep(wc->sessions_fd, rec->id, r, &o);
 	if (ran == SERVE_RAN && o.session_over) /* it holds the lock: nobody else removes it */
-		session_remove(wc->sessions_fd, (struct session_rec *)rec);
+		session_remove(wc->sessions_fd, (struct session_rec *)rec, METRICS_SESSION_KILLED);
 	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
 	slots_return(wc->slots, loan, getpid());
@@ -1651,7 +1655,7 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 		worker_notebook_keep(wc->sessions_fd, rec->id, &r, &o);
 	/* it ended with this execution, whose worker holds its lock: removed now */
 	if (ran == SERVE_RAN && o.session_over)
-		session_remove(wc->sessions_fd, (struct session_rec *)rec);
+		session_remove(wc->sessions_fd, (struct session_rec *)rec, METRICS_SESSION_KILLED);
 	if (ran == SERVE_RAN)
 		run_outcome_free(&o);
 	close(ses.conn);
@@ -1979,7 +1983,7 @@ worker_session_close(const struct worker_request *w, FCGX_Request *req, const ch
 			break; /* ended: removed by session_find(), or being reported */
 	}
 	if (*lock_fd >= 0)
-		session_remove(w->wc->sessions_fd, rec);
+		session_remove(w->wc->sessions_fd, rec, METRICS_SESSION_DELETED);
 	{
 		char name[SESSION_LOG_NAME_LEN + 1];
 		session_log_name(id, name);
@@ -2450,7 +2454,7 @@ worker_mcp_sessions(const struct worker_request *w, FCGX_Request *req, const str
 	(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
 	/* a running call's worker holds the lock: it removes what is left once it answers */
 	if (lock_fd >= 0) {
-		session_remove(w->wc->sessions_fd, &rec);
+		session_remove(w->wc->sessions_fd, &rec, METRICS_SESSION_DELETED);
 		close(lock_fd);
 	}
 	{
@@ -2658,7 +2662,7 @@ worker_mcp_discard(const struct worker_request *w, struct session_rec *rec)
 
 	session_sock_path(w->wc->sessions_fd, rec->id, path, sizeof(path));
 	(void)run_session_ask(path, SESSION_OP_CLOSE, &a);
-	session_remove(w->wc->sessions_fd, rec);
+	session_remove(w->wc->sessions_fd, rec, METRICS_SESSION_FAILED);
 	session_log_name(rec->id, name);
 	log_msg(LOG_INFO, "session %s closed: the call it was made for did not run", name);
 }
@@ -3090,6 +3094,7 @@ worker_metrics(void *port, FCGX_Request *req)
 	cap.sessions_memory_bytes = sc.memory_bytes;
 	cap.memory_budget_bytes = wc->iso->on[ISO_POOLMEMORY] ? wc->iso->pool_memory_bytes : 0;
 	cap.draining = session_draining(wc->sessions_fd);
+	cap.background_running = worker_sessions_on(w) ? slots_loans(wc->slots) : 0;
 	doc = metrics_render(wc->nginx_busy_log, wc->probe->python_version, &cap, &len);
 
 	http_send_doc(req, "text/plain; version=0.0.4; charset=utf-8", doc, len);

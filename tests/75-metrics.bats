@@ -167,3 +167,49 @@ restarts_are() {
 	assert_equal "$(value codebox_sessions_open)" "$open"
 	assert_equal "$(raw codebox_sessions_memory_bytes)" "$mem"
 }
+
+@test "metrics: sessions made and ended by reason, snapshots, restores and background executions running are counted" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local made deleted idle killed snaps restores id snap eid
+	made=$(value codebox_sessions_made_total)
+	deleted=$(value 'codebox_sessions_ended_total{reason="deleted"}')
+	idle=$(value 'codebox_sessions_ended_total{reason="idle"}')
+	killed=$(value 'codebox_sessions_ended_total{reason="killed"}')
+	snaps=$(value codebox_session_snapshots_total)
+	restores=$(value codebox_session_restores_total)
+	# made, snapshotted, then deleted
+	request -X POST "$BASE/sessions"
+	id=$(field .id)
+	request -X POST "$BASE/sessions/$id/snapshot"
+	assert_equal "$code" 200
+	snap=$(field .snapshot)
+	request -X DELETE "$BASE/sessions/$id"
+	assert_equal "$code" 204
+	# restored: made too; its program killed by its own cell
+	request -X POST -H 'Content-Type: application/json' --data-binary "$(jq -cn --arg s "$snap" '{snapshot: $s}')" "$BASE/sessions"
+	assert_equal "$code" 201
+	id=$(field .id)
+	request -X POST -H 'Content-Type: application/json' --data-binary '{"code": "import os\nos._exit(3)"}' "$BASE/sessions/$id/execute"
+	assert_equal "$(field .session.open)" false
+	# an idle one, ended by its bound and found so by the next look
+	request -X POST -H 'Content-Type: application/json' --data-binary '{"idleTimeoutSeconds": 1}' "$BASE/sessions"
+	id=$(field .id)
+	wait_for "the idle session to end" 100 bash -c "[[ \$(curl -s -o /dev/null -w '%{http_code}' $BASE/sessions/$id) == 404 ]]"
+	assert_equal "$(value codebox_sessions_made_total)" $((made + 3))
+	assert_equal "$(value 'codebox_sessions_ended_total{reason="deleted"}')" $((deleted + 1))
+	assert_equal "$(value 'codebox_sessions_ended_total{reason="killed"}')" $((killed + 1))
+	assert_equal "$(value 'codebox_sessions_ended_total{reason="idle"}')" $((idle + 1))
+	assert_equal "$(value codebox_session_snapshots_total)" $((snaps + 1))
+	assert_equal "$(value codebox_session_restores_total)" $((restores + 1))
+	# a background execution running shows in the gauge while it runs
+	request -X POST "$BASE/sessions"
+	id=$(field .id)
+	request -X POST -H 'Content-Type: application/json' --data-binary '{"code": "import time\ntime.sleep(30)", "background": true}' "$BASE/sessions/$id/execute"
+	assert_equal "$code" 202
+	eid=$(field .execution)
+	assert_equal "$(value codebox_background_executions)" 1
+	request -X DELETE "$BASE/sessions/$id"
+	wait_for "the background execution to end" 100 bash -c "[[ \$(curl -s $METRICS/metrics | awk '\$1 == \"codebox_background_executions\" { print \$2 }') == 0 ]]"
+	run -0 promtool check metrics <<<"$(metrics)"
+	: "$eid"
+}
