@@ -27,6 +27,10 @@ checks="$here/deploy/checks"
 out="$checks/.out"
 kubectl="$here/deploy/tools/bin/kubectl"
 version=$(cat "$here/VERSION")
+command -v promtool >/dev/null || {
+	echo "check-deploy: promtool is missing: run scripts/install-deps.sh (Debian's prometheus package)" >&2
+	exit 1
+}
 for need in "$kubectl" "$checks/node_modules"; do
 	[[ -e $need ]] || {
 		echo "check-deploy: $need is missing: run scripts/install-deps.sh (make deploy-check does)" >&2
@@ -167,6 +171,27 @@ for dir in "${overlays[@]}"; do
 done
 tsc "${typed[@]}"
 echo "check-deploy: ${#overlays[@]} overlays render, validate, pass the hardening rules, and their limits fit"
+
+# the monitoring overlay's alerts and dashboard, as its rendered manifests carry them: each
+# alert with a severity, a summary, a description and a runbook that is a section of
+# OPERATIONS.md, seen firing and seen silent by rules-test.yaml (rules.mjs); then promtool
+# (Debian's prometheus package) checks the rules and the dashboard's queries, and runs the
+# rules' unit tests
+mkdir -p "$out/rules"
+node "$checks/rules.mjs" "$out/monitoring.yaml" "$here/deploy/overlays/monitoring/rules-test.yaml" \
+	"$here/docs/OPERATIONS.md" "$out/rules"
+cp "$here/deploy/overlays/monitoring/rules-test.yaml" "$out/rules/"
+promtool check rules "$out/rules/codebox-rules.yaml" "$out/rules/dashboard-queries.yaml" \
+	>"$out/rules/check.out" 2>&1 || {
+	cat "$out/rules/check.out" >&2
+	exit 1
+}
+promtool test rules "$out/rules/rules-test.yaml" >"$out/rules/test.out" 2>&1 || {
+	cat "$out/rules/test.out" >&2
+	echo "check-deploy: the monitoring overlay's alerts fail their unit tests (deploy/overlays/monitoring/rules-test.yaml)" >&2
+	exit 1
+}
+echo "check-deploy: promtool accepts the alerts and the dashboard's queries; the alerts pass their unit tests"
 
 "$here/scripts/gen-seccomp-profile.sh" --check
 

@@ -425,6 +425,32 @@ docs_js() {
 	assert_output '["9090"]'
 }
 
+@test "deploy: the monitoring overlay's alerts: an alert without its runbook section or its tests, or a threshold its tests do not expect, fails" {
+	local out="$BATS_TEST_TMPDIR" mon="$ROOT/deploy/overlays/monitoring"
+	kubectl kustomize "$mon" >"$out/mon.yaml"
+	mkdir "$out/ok" "$out/bad"
+	run -0 node "$ROOT/deploy/checks/rules.mjs" "$out/mon.yaml" "$mon/rules-test.yaml" "$ROOT/docs/OPERATIONS.md" "$out/ok"
+	assert_output --regexp '^rules: [0-9]+ alerts, each with its runbook and tests; a dashboard of [0-9]+ panels$'
+	cp "$mon/rules-test.yaml" "$out/ok/"
+	run -0 promtool test rules "$out/ok/rules-test.yaml"
+	# a runbook that is no section of OPERATIONS.md
+	sed 's|OPERATIONS.md#codeboxzygotedying|OPERATIONS.md#codeboxzygotedies|' "$out/mon.yaml" >"$out/bad.yaml"
+	run -1 node "$ROOT/deploy/checks/rules.mjs" "$out/bad.yaml" "$mon/rules-test.yaml" "$ROOT/docs/OPERATIONS.md" "$out/bad"
+	assert_output --partial "CodeboxZygoteDying: runbook_url: docs/OPERATIONS.md has no section #codeboxzygotedies"
+	# an alert the tests never see (renamed: the old name's tests then test no alert)
+	sed 's|alert: CodeboxZygoteDying$|alert: CodeboxZygotesDying|' "$out/mon.yaml" >"$out/bad.yaml"
+	run -1 node "$ROOT/deploy/checks/rules.mjs" "$out/bad.yaml" "$mon/rules-test.yaml" "$ROOT/docs/OPERATIONS.md" "$out/bad"
+	assert_output --partial "CodeboxZygotesDying: $mon/rules-test.yaml never sees it fire"
+	assert_output --partial "tests CodeboxZygoteDying, which is no alert"
+	# a threshold lowered: the calm pod's 5 sessions of 10 now fire, which the tests say must not
+	sed 's|codebox_sessions_open / (codebox_sessions_max > 0) >= 0.9|codebox_sessions_open / (codebox_sessions_max > 0) >= 0.5|' \
+		"$out/mon.yaml" >"$out/bad.yaml"
+	run -0 node "$ROOT/deploy/checks/rules.mjs" "$out/bad.yaml" "$mon/rules-test.yaml" "$ROOT/docs/OPERATIONS.md" "$out/bad"
+	cp "$mon/rules-test.yaml" "$out/bad/"
+	run -1 promtool test rules "$out/bad/rules-test.yaml"
+	assert_output --partial "alertname: CodeboxSessionsNearBound"
+}
+
 @test "deploy: bearer tokens: the auth component mounts the Secret in nginx's container alone, and the image turns them on from it" {
 	local out="$BATS_TEST_TMPDIR" d="$BATS_TEST_TMPDIR/deploy/overlays/with-auth"
 	# an overlay of the user's: the base with the component
