@@ -47,7 +47,7 @@ warm_remote() {
 @test "warm: /isolation says warm" {
 	run -0 curl -s "$BASE/isolation"
 	assert_equal "$(jq -r .details.interpreter <<<"$output")" warm
-	run -0 grep -c "zygote ready: 6 modules imported" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "zygote ready: 7 modules imported" "$STACK_DIR/logs/pool.log"
 }
 
 # box_exes: each box's init and program as "INIT-EXE|PROGRAM-EXE|INIT-RSS-KB" lines (the boxes
@@ -196,9 +196,10 @@ print(bad)'
 	assert_equal "$(field .details.limitExceeded)" memory
 }
 
-# The heavy tier: with the default five preloaded, numpy is the light tier's (the zygote, the
-# workers and their templates have it) and pandas, scipy, sympy and sklearn the heavy
-# template's, a child of the zygote whose runs' inits are not their worker's children.
+# The heavy tier: with the defaults preloaded, numpy is the light tier's (the zygote, the
+# workers and their templates have it) and the rest (pandas, scipy, sympy, sklearn, pyplot and
+# IPython's formatters) the heavy template's, a child of the zygote whose runs' inits are not
+# their worker's children.
 
 # heavy_worker INIT: the worker holding INIT's pidfd
 heavy_worker() {
@@ -215,7 +216,7 @@ run_init() {
 	assert_equal "$(field .stdout)" "False True"
 	execute $'import sys\nimport scipy\nprint("sk" + "learn" in sys.modules, __name__)'
 	assert_equal "$(field .stdout)" "True __main__"
-	run -0 grep -c "heavy template ready: 5 modules imported" "$STACK_DIR/logs/pool.log"
+	run -0 grep -c "heavy template ready: 6 modules imported" "$STACK_DIR/logs/pool.log"
 	[[ -n $(heavy_pids) ]]
 	# a wrong guess costs speed only: a module the template lacks is imported as cold
 	execute 'import importlib; m = importlib.import_module("sci" + "py.special"); print(m.gamma(5))'
