@@ -131,7 +131,7 @@ answered_traced() {
 	traced_everywhere tr-v1 "$tid"
 }
 
-@test "traces: port 8888 and the metrics port take a traceparent too" {
+@test "traces: port 8888, MCP and the metrics port take a traceparent too" {
 	local tid=11111111111111111111111111111111
 	request -H 'Content-Type: application/json' -H 'X-Request-Id: tr-8888' \
 		-H "traceparent: 00-$tid-$PARENT-01" --data-binary '{"command":"echo hi"}' "$AGENT/execute"
@@ -141,6 +141,16 @@ answered_traced() {
 	traced_everywhere tr-8888 "$tid"
 	run -0 jq -e '.port == "agent"' "$(meta_of tr-8888)"
 
+	# MCP's tools/call (port 8080), a run like /execute's
+	tid=66666666666666666666666666666666
+	request -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
+		-H 'X-Request-Id: tr-mcp' -H "traceparent: 00-$tid-$PARENT-01" --data-binary \
+		'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"code_executor","arguments":{"code":"print(5)"}}}' \
+		"$BASE/mcp"
+	assert_equal "$code" 200
+	answered_traced "$tid" 01
+	traced_everywhere tr-mcp "$tid"
+
 	tid=22222222222222222222222222222222
 	request -H 'X-Request-Id: tr-9090' -H "traceparent: 00-$tid-$PARENT-01" "$METRICS/metrics"
 	assert_equal "$code" 200
@@ -148,6 +158,33 @@ answered_traced() {
 	wait_for "the access log's line" 100 logged access.log tr-9090
 	run -0 jq -se --arg t "$tid" '[.[] | select(.requestId == "tr-9090")] | length == 1 and .[0].traceId == $t' \
 		"$STACK_DIR/logs/access.log"
+}
+
+bg_done() { # bg_done SESSION EXECUTION: the background execution has its answer
+	curl -s --max-time 10 "$BASE/sessions/$1/executions/$2" | jq -e '.state == "done"' >/dev/null
+}
+
+@test "traces: a session's executions, in the foreground and in the background, carry the trace" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local sid eid tid=44444444444444444444444444444444
+	run -0 curl -s --max-time 60 -X POST "$BASE/sessions"
+	sid=$(jq -r .id <<<"$output")
+	[[ -n $sid && $sid != null ]]
+	request -H 'Content-Type: application/json' -H 'X-Request-Id: tr-ses' -H "traceparent: 00-$tid-$PARENT-01" \
+		--data-binary '{"code": "x = 6 * 7\nprint(x)"}' "$BASE/sessions/$sid/execute"
+	assert_equal "$code" 200
+	answered_traced "$tid" 01
+	traced_everywhere tr-ses "$tid"
+	# a background execution's run is the watcher's, after the request: still the request's trace
+	tid=55555555555555555555555555555555
+	request -H 'Content-Type: application/json' -H 'X-Request-Id: tr-ses-bg' -H "traceparent: 00-$tid-$PARENT-01" \
+		--data-binary '{"code": "print(x)", "background": true}' "$BASE/sessions/$sid/execute"
+	answered_traced "$tid" 01
+	eid=$(field .execution)
+	wait_for "the background execution to end" 300 bg_done "$sid" "$eid"
+	traced_everywhere tr-ses-bg "$tid"
+	wait_for "its span" 100 span_of "$tid"
+	curl -s -o /dev/null --max-time 10 -X DELETE "$BASE/sessions/$sid"
 }
 
 span_of() { # span_of TRACE-ID: the collector got a span of the trace
@@ -183,7 +220,9 @@ span_of() { # span_of TRACE-ID: the collector got a span of the trace
 	# only traced runs: every span the collector got is of a trace some request sent
 	run -0 jq -se 'all(.body.resourceSpans[0].scopeSpans[0].spans[0].traceId | IN(
 		"4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c",
-		"11111111111111111111111111111111", "33333333333333333333333333333333"))' "$TRACES/spans.jsonl"
+		"11111111111111111111111111111111", "33333333333333333333333333333333",
+		"44444444444444444444444444444444", "55555555555555555555555555555555",
+		"66666666666666666666666666666666"))' "$TRACES/spans.jsonl"
 }
 
 @test "traces: a collector that does not answer within the bound costs the request nothing" {
