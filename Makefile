@@ -48,7 +48,7 @@ BATS     = $(CURDIR)/tests/tools/node_modules/bats/bin/bats
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp files tool util http stream buf cellout
+           outcome tier pycmd mcp files tool util http stream buf cellout trace
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
 UNIT_DEPS_cellout = cellout notebook jsonw buf utf8 util log proc
@@ -73,6 +73,7 @@ UNIT_DEPS_util    = util
 UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
 UNIT_DEPS_stream  = stream jsonw buf utf8
 UNIT_DEPS_buf     = buf
+UNIT_DEPS_trace   = trace outcome capture utf8 log jsonw buf util proc
 
 .PHONY: all help deps build run fleet test unit unit-bins parallel-build bats asan asan-build asan-unit bats-run asan-run check lint \
         lane-plain lane-asan-a lane-asan-b \
@@ -122,7 +123,7 @@ $(NGX_MOD): nginx/module/ngx_http_codebox_module.c nginx/module/config scripts/b
 # the objects that carry the version are rebuilt when it changes (a commit, a dirty tree)
 $(BUILD)/.version: FORCE | $(BUILD)/.dir
 	@echo '$(BUILD_VERSION)' | cmp -s - $@ || echo '$(BUILD_VERSION)' >$@
-$(BUILD)/metrics.o $(BUILD)/worker.o: $(BUILD)/.version
+$(BUILD)/metrics.o $(BUILD)/trace.o $(BUILD)/worker.o: $(BUILD)/.version
 .PHONY: FORCE
 
 $(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir

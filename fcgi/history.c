@@ -50,6 +50,7 @@ static struct {
 	char started[48];
 	char port[16];
 	char request_id[129];
+	char trace_id[33]; /* "" for none */
 	size_t code_len;
 	char *result; /* the .result.json text, owned */
 	size_t result_len;
@@ -199,6 +200,10 @@ history_meta(const char *status, long long duration_ms, const int *exit_code, si
 	jsonw_cstr(&w, history_run.started);
 	jsonw_lit(&w, ",\"requestId\":");
 	jsonw_cstr(&w, history_run.request_id);
+	if (history_run.trace_id[0]) {
+		jsonw_lit(&w, ",\"traceId\":");
+		jsonw_cstr(&w, history_run.trace_id);
+	}
 	jsonw_lit(&w, ",\"codeBytes\":");
 	jsonw_int(&w, (long long)history_run.code_len);
 	if (duration_ms >= 0) {
@@ -237,7 +242,7 @@ history_entry_kept(const struct history_config *hc)
 
 void
 history_begin(const struct history_config *hc, const char *port, const char *code, size_t code_len,
-              const char *request_id)
+              const char *request_id, const char *trace_id)
 {
 	struct timespec ts;
 	struct tm tm;
@@ -264,6 +269,8 @@ history_begin(const struct history_config *hc, const char *port, const char *cod
 	snprintf(history_run.port, sizeof(history_run.port), "%s", port);
 	snprintf(history_run.request_id, sizeof(history_run.request_id), "%s",
 	         request_id ? request_id : "");
+	snprintf(history_run.trace_id, sizeof(history_run.trace_id), "%s",
+	         trace_id ? trace_id : "");
 	history_run.code_len = code_len;
 	history_run.active = true;
 

@@ -26,11 +26,12 @@ int history_setup(struct history_config *hc, char *why, size_t why_len);
 /*
  * Before a run: writes <stem>.py (exactly what runs: the program, or the agent's shell
  * command) and <stem>.meta.json with "status": "pending". Cheap: two small files. Does
- * nothing when off. port is "execute" or "agent". A failure is logged, never fatal: the run
+ * nothing when off. port is "execute" or "agent"; trace_id is the request's W3C trace id (NULL:
+ * none; trace.h). A failure is logged, never fatal: the run
  * goes on without an entry.
  */
 void history_begin(const struct history_config *hc, const char *port, const char *code,
-                   size_t code_len, const char *request_id);
+                   size_t code_len, const char *request_id, const char *trace_id);
 
 /*
  * After the run: prepares <stem>.result.json and the final .meta.json from the outcome (o

@@ -2,11 +2,11 @@
  * log.c - structured logging for the pool and its workers.
  *
  * Every line is a JSON object so that nginx's access log and the worker's log can be joined
- * on requestId. Lines are written with one write(2) each (stderr is shared by every worker,
- * and O_APPEND pipes and files keep a single write of this size whole). On a file, a write
- * that the disk cannot hold whole would leave a torn line, so the file keeps room reserved
- * past its end (fallocate, LOG_RESERVE_BYTES at a time); a line that finds no room is
- * dropped whole (log_write()).
+ * on requestId (and, for a request that came with a W3C traceparent, on traceId). Lines are written
+ * with one write(2) each (stderr is shared by every worker, and O_APPEND pipes and files keep a
+ * single write of this size whole). On a file, a write that the disk cannot hold whole would leave
+ * a torn line, so the file keeps room reserved past its end (fallocate, LOG_RESERVE_BYTES at a
+ * time); a line that finds no room is dropped whole (log_write()).
  */
 #include "log.h"
 
@@ -25,6 +25,7 @@
 
 static const char *log_component = "codebox";
 static char log_request_id[129];
+static char log_trace_id[33];
 
 void
 log_set_component(const char *component)
@@ -40,6 +41,12 @@ log_set_request_id(const char *id)
 		return;
 	}
 	snprintf(log_request_id, sizeof(log_request_id), "%s", id);
+}
+
+void
+log_set_trace_id(const char *id)
+{
+	snprintf(log_trace_id, sizeof(log_trace_id), "%s", id != NULL ? id : "");
 }
 
 static const char *
@@ -160,6 +167,10 @@ log_line(enum log_level level, const char *fields, const char *msg)
 	if (log_request_id[0]) {
 		jsonw_lit(&w, ",\"requestId\":");
 		jsonw_cstr(&w, log_request_id);
+	}
+	if (log_trace_id[0]) {
+		jsonw_lit(&w, ",\"traceId\":");
+		jsonw_cstr(&w, log_trace_id);
 	}
 	if (fields != NULL)
 		jsonw_lit(&w, fields);

@@ -28,6 +28,7 @@
 #include "warm.h"
 #include "warmproto.h"
 #include "snapshot.h"
+#include "trace.h"
 #include "zygote.h"
 
 #include <errno.h>
@@ -793,6 +794,8 @@ records_setup(struct pool_config *pc, const char *busy_log)
 
 	if (history_setup(&pc->worker.history, why, sizeof(why)) < 0)
 		die("CODEBOX_HISTORY_DIR: %s", why);
+	if (trace_export_setup(why, sizeof(why)) < 0)
+		die("%s", why);
 	pc->worker.agent.history = &pc->worker.history;
 	if (pc->worker.history.dir_fd >= 0)
 		log_msg(LOG_INFO, "audit trail in %s: at most %lu runs and %llu bytes",

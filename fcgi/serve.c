@@ -5,6 +5,7 @@
 
 #include "files.h"
 #include "log.h"
+#include "trace.h"
 
 #include <string.h>
 
@@ -37,6 +38,7 @@ serve_not_run(const struct serve_port *p, int rc, const struct run_outcome *o, c
 	}
 	metrics_record_error(p->port);
 	history_end(p->history, NULL, code, code >= 0);
+	trace_span_end(NULL, code, code >= 0);
 	log_msg(LOG_ERROR, "%s: the run %s: %s", name,
 	        lost ? "was killed from outside" : "could not start", why);
 	return lost ? SERVE_LOST : SERVE_FAILED;
@@ -52,6 +54,7 @@ serve_run(const struct serve_port *p, const struct serve_req *q, const struct ru
 	int rc, code;
 
 	memset(o, 0, sizeof(*o));
+	trace_span_begin(name);
 	if (q->admit != NULL) {
 		enum serve_ran taken = q->admit->take(q->admit->ctx);
 		if (taken != SERVE_RAN) {
@@ -60,9 +63,11 @@ serve_run(const struct serve_port *p, const struct serve_req *q, const struct ru
 			return taken;
 		}
 	}
+	trace_span_admitted();
 	if (q->admitted != NULL)
 		q->admitted(q->admitted_ctx);
-	history_begin(p->history, name, spec->code, spec->code_len, q->request_id);
+	history_begin(p->history, name, spec->code, spec->code_len, q->request_id,
+	              trace_current() != NULL ? trace_current()->trace_id : NULL);
 	if (q->in_flight)
 		metrics_run_begin(q->run->worker_index);
 	rc = q->session_conn >= 0
@@ -82,6 +87,7 @@ serve_run(const struct serve_port *p, const struct serve_req *q, const struct ru
 	has = serve_exit_code(p, o, &code);
 	if (o->abandoned) {
 		history_end(p->history, o, code, has);
+		trace_span_end(o, code, has);
 		log_msg(LOG_INFO, "%s: the client left during the run; killed it after %lld ms",
 		        name, o->duration_ms);
 		run_outcome_free(o);
@@ -89,6 +95,7 @@ serve_run(const struct serve_port *p, const struct serve_req *q, const struct ru
 	}
 	metrics_record_run(p->port, o);
 	history_end(p->history, o, code, has);
+	trace_span_end(o, code, has);
 	run_log_outcome(name, o, has, code);
 	/* the files' types, found once: an answer is written twice (http_send_written()) */
 	o->artifact_types = artifacts_types(o->artifacts, o->artifacts_len);

@@ -36,6 +36,7 @@
 #include "sessionfiles.h"
 #include "sessionproto.h"
 #include "tool.h"
+#include "trace.h"
 #include "slots.h"
 #include "stream.h"
 #include "utf8.h"
@@ -1458,6 +1459,7 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 	slots_return(wc->slots, loan, getpid());
 	/* the audit trail's entry, as a worker writes it after its reply */
 	history_flush(&wc->history);
+	trace_flush();
 	_exit(0);
 }
 
@@ -3169,6 +3171,9 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 	const struct http_endpoint *e = http_endpoint_find(worker_endpoints, w.endpoint);
 
 	log_set_request_id(w.request_id);
+	trace_set_request(FCGX_GetParam("CODEBOX_TRACEPARENT", req->envp),
+	                  FCGX_GetParam("CODEBOX_SPAN_ID", req->envp),
+	                  FCGX_GetParam("CODEBOX_TRACESTATE", req->envp));
 	/* everything named but the probe's readyz, an unknown name included, is served only
 	 * under well-formed limits */
 	if (w.endpoint != NULL && (e == NULL || !e->unlimited) && worker_limits(&w, req) < 0)
@@ -3177,6 +3182,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 		e->handle(&w, req);
 out:
 	log_set_request_id(NULL);
+	trace_clear_request();
 }
 
 /* cgroup_name_sessions()'s namer: ctx is the sessions directory's fd; the session's name in
@@ -3353,6 +3359,7 @@ worker_main(const struct worker_config *wc)
 		run_stream_finish(&run, &streams.execute);
 		run_stream_finish(&run, &streams.agent);
 		history_flush(&wc->history);
+		trace_flush();
 		run_stream_build_ahead(&run, &streams.execute);
 	}
 	/* requests already in the socket's backlog get a clear answer, not a reset; the

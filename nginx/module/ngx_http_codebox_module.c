@@ -41,6 +41,12 @@
  * name the pool's own log lines give a session (fcgi/session.h, session_log_name()); the
  * access log's "uri" is that. The error log's `request: "..."` (the request line nginx adds to
  * every line about a request) is redacted the same way.
+ *
+ * And W3C Trace Context's headers as a request sent them: $codebox_traceparent is the value
+ * of its one traceparent header, empty where it has none or several (several are invalid, and
+ * nginx before 1.23 gives $http_traceparent the first alone); $codebox_tracestate is its
+ * tracestate headers joined with "," (the spec lets a list be split across headers). Neither
+ * is validated here: nginx.conf's maps take only what their strict expressions match.
  */
 
 #include <ngx_config.h>
@@ -689,6 +695,73 @@ ngx_http_codebox_log_uri_variable(ngx_http_request_t *r, ngx_http_variable_value
 	return NGX_OK;
 }
 
+/*
+ * $codebox_traceparent (data 0): the one traceparent header's value, or not found (none, or
+ * more than one); $codebox_tracestate (data 1): every tracestate header's value, joined by ",".
+ */
+static ngx_int_t
+ngx_http_codebox_trace_variable(ngx_http_request_t *r, ngx_http_variable_value_t *v, uintptr_t data)
+{
+	static ngx_str_t names[] = {ngx_string("traceparent"), ngx_string("tracestate")};
+	ngx_str_t name = names[data];
+	ngx_list_part_t *part = &r->headers_in.headers.part;
+	ngx_table_elt_t *h = part->elts, *found = NULL;
+	ngx_uint_t i, n = 0;
+	size_t len = 0;
+	u_char *p = NULL;
+
+	v->not_found = 1;
+	/* twice: count and measure, then join (tracestate) */
+	for (int pass = 0; pass < (data ? 2 : 1); pass++) {
+		part = &r->headers_in.headers.part;
+		h = part->elts;
+		for (i = 0;; i++) {
+			if (i >= part->nelts) {
+				if (part->next == NULL) {
+					break;
+				}
+				part = part->next;
+				h = part->elts;
+				i = 0;
+			}
+			if (h[i].key.len != name.len ||
+			    ngx_strncasecmp(h[i].key.data, name.data, name.len) != 0) {
+				continue;
+			}
+			if (pass == 0) {
+				found = &h[i];
+				n++;
+				len += h[i].value.len + 1;
+			} else {
+				if (p != v->data) {
+					*p++ = ',';
+				}
+				p = ngx_cpymem(p, h[i].value.data, h[i].value.len);
+			}
+		}
+		if (n == 0 || (data == 0 && n > 1)) {
+			return NGX_OK;
+		}
+		if (pass == 0 && data) {
+			p = ngx_pnalloc(r->pool, len);
+			if (p == NULL) {
+				return NGX_ERROR;
+			}
+			v->data = p;
+		}
+	}
+	if (data) {
+		v->len = (unsigned)(p - v->data);
+	} else {
+		v->data = found->value.data;
+		v->len = (unsigned)found->value.len;
+	}
+	v->valid = 1;
+	v->no_cacheable = 0;
+	v->not_found = 0;
+	return NGX_OK;
+}
+
 /* A request's part of an error line, nginx's own, with its request line redacted as the
  * access log's URI is (or left out when that cannot be done) */
 static u_char *
@@ -711,6 +784,8 @@ ngx_http_codebox_add_variables(ngx_conf_t *cf)
 {
 	static ngx_str_t name = ngx_string("codebox_token_id");
 	static ngx_str_t log_uri = ngx_string("codebox_log_uri");
+	static ngx_str_t trace[] = {ngx_string("codebox_traceparent"),
+	                            ngx_string("codebox_tracestate")};
 	ngx_http_variable_t *var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
 
 	if (var == NULL) {
@@ -722,5 +797,13 @@ ngx_http_codebox_add_variables(ngx_conf_t *cf)
 		return NGX_ERROR;
 	}
 	var->get_handler = ngx_http_codebox_log_uri_variable;
+	for (uintptr_t i = 0; i < 2; i++) {
+		var = ngx_http_add_variable(cf, &trace[i], 0);
+		if (var == NULL) {
+			return NGX_ERROR;
+		}
+		var->get_handler = ngx_http_codebox_trace_variable;
+		var->data = i;
+	}
 	return NGX_OK;
 }
