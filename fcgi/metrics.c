@@ -50,6 +50,7 @@ struct metrics_shared {
 	uint64_t fallbacks[RUN_FALLBACK_COUNT];
 	uint64_t zygote_starts[2]; /* [0] replacements of one that died, [1] renewals */
 	uint64_t busy_pool;
+	uint64_t busy_tenant; /* the pool's 429s for a token at its share (Codebox-Busy: tenant) */
 	uint64_t worker_exits;
 	uint64_t worker_restarts;
 	uint64_t sessions_made;
@@ -139,6 +140,31 @@ metrics_record_busy(void)
 {
 	if (metrics_mem != NULL)
 		add(&metrics_mem->busy_pool, 1);
+}
+
+void
+metrics_record_busy_tenant(void)
+{
+	if (metrics_mem != NULL)
+		add(&metrics_mem->busy_tenant, 1);
+}
+
+/* How many lines nginx wrote in name beside the busy log (two bytes a line), 0 if none. */
+static long long
+nginx_count(const char *nginx_busy_log, const char *name)
+{
+	char path[4096];
+	const char *slash = nginx_busy_log ? strrchr(nginx_busy_log, '/') : NULL;
+	struct stat sb;
+	int n;
+
+	if (slash == NULL)
+		return 0;
+	n = snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - nginx_busy_log), nginx_busy_log,
+	             name);
+	if (n < 0 || (size_t)n >= sizeof(path) || stat(path, &sb) != 0)
+		return 0;
+	return (long long)sb.st_size / 2;
 }
 
 void
@@ -522,11 +548,15 @@ metrics_render(const char *nginx_busy_log, const char *python_version,
 		nginx_busy = (long long)sb.st_size / 2;
 	fprintf(f,
 	        "# HELP codebox_busy_rejections_total Requests answered 429, by who refused "
-	        "them (nginx: limit_conn; pool: the workers).\n"
+	        "them (nginx: limit_conn; pool: the workers; tenant: a bearer token over its "
+	        "request rate, nginx's limit_req, or at its share of the execution slots).\n"
 	        "# TYPE codebox_busy_rejections_total counter\n"
 	        "codebox_busy_rejections_total{source=\"nginx\"} %lld\n"
-	        "codebox_busy_rejections_total{source=\"pool\"} %llu\n",
-	        nginx_busy, (unsigned long long)get(&m->busy_pool));
+	        "codebox_busy_rejections_total{source=\"pool\"} %llu\n"
+	        "codebox_busy_rejections_total{source=\"tenant\"} %llu\n",
+	        nginx_busy, (unsigned long long)get(&m->busy_pool),
+	        (unsigned long long)nginx_count(nginx_busy_log, "nginx-tenant-429.log") +
+	            (unsigned long long)get(&m->busy_tenant));
 
 	fprintf(f,
 	        "# HELP codebox_worker_restarts_total Workers that died and were respawned.\n"

@@ -49,6 +49,8 @@ void metrics_zygote_started(bool renewal);
 /* Counts a 429 the pool answered itself (every execution slot in use, or the agent
  * workspace busy). */
 void metrics_record_busy(void);
+/* A 429 of the pool for a bearer token at its share (Codebox-Busy: tenant). */
+void metrics_record_busy_tenant(void);
 
 /* How a session ended: codebox_sessions_ended_total's reason (session_remove()'s why). */
 enum metrics_session_end {

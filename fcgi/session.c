@@ -64,6 +64,8 @@ session_limits_parse(struct session_limits *sl, const char *(*get)(const char *,
 	     SESSION_DEFAULT_STREAMS, 0, 1000},
 	    {"CODEBOX_SNAPSHOT_MAX_BYTES", offsetof(struct session_limits, snapshot_max_bytes),
 	     SESSION_DEFAULT_SNAPSHOT_BYTES, 4096, SESSION_MAX_SNAPSHOT_BYTES},
+	    {"CODEBOX_MAX_EXECUTIONS_PER_TOKEN",
+	     offsetof(struct session_limits, max_executions_per_token), 0, 0, 1024},
 	};
 
 	for (size_t i = 0; i < sizeof(bounds) / sizeof(bounds[0]); i++) {

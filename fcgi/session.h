@@ -62,13 +62,14 @@ struct session_uids {
 
 /* The pool's bounds on sessions, from nginx's parameters (codebox-limits.conf). */
 struct session_limits {
-	long max_sessions;          /* per pod; 0: sessions are off */
-	long max_per_token;         /* per bearer token (without tokens: none); 0: no such cap */
-	long max_streams;           /* event streams of background executions, per pod */
-	long idle_seconds;          /* an idle session ends after this */
-	long max_life_seconds;      /* and any after this */
-	long max_execution_seconds; /* a background execution's longest run */
-	long snapshot_max_bytes;    /* a snapshot's state (snapshot.h), before its envelope */
+	long max_sessions;             /* per pod; 0: sessions are off */
+	long max_per_token;            /* per bearer token (without tokens: none); 0: no such cap */
+	long max_executions_per_token; /* a token's share of the execution slots; 0: none */
+	long max_streams;              /* event streams of background executions, per pod */
+	long idle_seconds;             /* an idle session ends after this */
+	long max_life_seconds;         /* and any after this */
+	long max_execution_seconds;    /* a background execution's longest run */
+	long snapshot_max_bytes;       /* a snapshot's state (snapshot.h), before its envelope */
 };
 
 #define SESSION_DEFAULT_MAX 8

@@ -48,7 +48,8 @@ struct slots {
 	int capacity;
 	int workers;
 	size_t map_bytes;
-	atomic_uint *tags; /* a second tag per worker (slots_acquire_tagged()), after held[] */
+	atomic_uint *tags;      /* a second tag per worker (slots_acquire_tagged()), after held[] */
+	atomic_uint *loan_tags; /* each loan's tag (slots_lend_tagged()), after tags[] */
 	/* one per worker: 1 (or its first tag) while it holds a slot; then capacity loans: the
 	 * holder's pid, or 0 */
 	atomic_int held[];
@@ -66,7 +67,7 @@ slots_create(const char *name, int capacity, int workers)
 		return NULL;
 	}
 	bytes = sizeof(*s) + (size_t)(workers + capacity) * sizeof(atomic_int) +
-	        (size_t)workers * sizeof(atomic_uint);
+	        (size_t)(workers + capacity) * sizeof(atomic_uint);
 	/* named in /proc/PID/maps (codebox-slots, codebox-streams), so that root can find it
 	 * from outside */
 	s = util_map_shared(name, bytes);
@@ -76,9 +77,10 @@ slots_create(const char *name, int capacity, int workers)
 	s->workers = workers;
 	s->map_bytes = bytes;
 	s->tags = (atomic_uint *)&s->held[workers + capacity];
+	s->loan_tags = &s->tags[workers];
 	for (int i = 0; i < workers + capacity; i++)
 		atomic_init(&s->held[i], 0);
-	for (int i = 0; i < workers; i++)
+	for (int i = 0; i < workers + capacity; i++)
 		atomic_init(&s->tags[i], 0);
 	if (pthread_mutexattr_init(&attr) != 0 ||
 	    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED) != 0 ||
@@ -156,6 +158,18 @@ slots_count_locked(struct slots *s)
 	return n;
 }
 
+/* How many loans held now are tagged tag (the lock held; gone holders' already taken back). */
+static long
+slots_loans_of_locked(struct slots *s, unsigned tag)
+{
+	long n = 0;
+
+	for (int i = 0; i < s->capacity; i++)
+		n += atomic_load(&s->held[s->workers + i]) != 0 &&
+		     atomic_load(&s->loan_tags[i]) == tag;
+	return n;
+}
+
 enum slots_admit
 slots_acquire(struct slots *s, int worker, long limit)
 {
@@ -181,10 +195,14 @@ slots_acquire_tagged(struct slots *s, int worker, long limit, const unsigned tag
 	if (slots_lock(s) != 0)
 		return SLOTS_STUCK;
 	/* counted only where a tag is bounded: not on the execution slots' path */
-	for (int i = 0; (tag_limit[0] > 0 || tag_limit[1] > 0) && i < s->workers; i++) {
-		same[0] += i != worker && (unsigned)atomic_load(&s->held[i]) == tag[0];
-		same[1] += i != worker && atomic_load(&s->held[i]) != 0 && tag[1] != 0 &&
-		           atomic_load(&s->tags[i]) == tag[1];
+	if (tag_limit[0] > 0 || tag_limit[1] > 0) {
+		(void)slots_count_locked(s); /* takes back a gone holder's loan first */
+		for (int i = 0; i < s->workers; i++) {
+			same[0] += i != worker && (unsigned)atomic_load(&s->held[i]) == tag[0];
+			same[1] += i != worker && atomic_load(&s->held[i]) != 0 && tag[1] != 0 &&
+			           atomic_load(&s->tags[i]) == tag[1];
+		}
+		same[0] += slots_loans_of_locked(s, tag[0]);
 	}
 	if (atomic_load(&s->held[worker]) != 0)
 		a = SLOTS_TAKEN;
@@ -205,7 +223,14 @@ slots_acquire_tagged(struct slots *s, int worker, long limit, const unsigned tag
 int
 slots_lend(struct slots *s, long limit, pid_t pid)
 {
+	return slots_lend_tagged(s, limit, pid, 0, 0);
+}
+
+int
+slots_lend_tagged(struct slots *s, long limit, pid_t pid, unsigned tag, long tag_limit)
+{
 	int loan = SLOTS_LOAN_FULL;
+	long same = 0;
 
 	if (pid <= 0)
 		return SLOTS_LOAN_FULL;
@@ -213,13 +238,22 @@ slots_lend(struct slots *s, long limit, pid_t pid)
 		limit = s->capacity;
 	if (slots_lock(s) != 0)
 		return SLOTS_LOAN_STUCK;
-	if (slots_count_locked(s) < limit)
-		for (int i = s->workers; i < s->workers + s->capacity; i++)
-			if (atomic_load(&s->held[i]) == 0) {
-				atomic_store(&s->held[i], pid);
-				loan = i - s->workers;
+	if (slots_count_locked(s) < limit) {
+		if (tag != 0 && tag_limit > 0) {
+			for (int i = 0; i < s->workers; i++)
+				same += (unsigned)atomic_load(&s->held[i]) == tag;
+			same += slots_loans_of_locked(s, tag);
+		}
+		for (int i = 0; i < s->capacity && (tag_limit <= 0 || same < tag_limit); i++)
+			if (atomic_load(&s->held[s->workers + i]) == 0) {
+				atomic_store(&s->loan_tags[i], tag);
+				atomic_store(&s->held[s->workers + i], pid);
+				loan = i;
 				break;
 			}
+		if (tag_limit > 0 && same >= tag_limit)
+			loan = SLOTS_LOAN_TENANT;
+	}
 	pthread_mutex_unlock(&s->lock);
 	return loan;
 }

@@ -45,7 +45,8 @@ enum slots_admit slots_acquire(struct slots *s, int worker, long limit);
 
 /*
  * Takes a slot for worker as slots_acquire() does, tagged with two tags (tag[0] nonzero; tag[1]
- * 0: none): refused when another worker holds tag_limit[0] slots of tag[0] (*which 1), or
+ * 0: none): refused when other workers and loans (slots_lend_tagged()) hold tag_limit[0] slots
+ * of tag[0] (*which 1), or
  * tag_limit[1] of tag[1] (*which 2), or when min(limit, capacity) are held in all (*which 0).
  * A tag_limit of 0 is no such bound. What a table of streams counts per session and per token.
  */
@@ -53,8 +54,9 @@ enum slots_admit slots_acquire_tagged(struct slots *s, int worker, long limit,
                                       const unsigned tag[2], const long tag_limit[2], int *which);
 
 /* What slots_lend() returns when it lends nothing. */
-#define SLOTS_LOAN_FULL (-1)  /* min(limit, capacity) runs are in flight: 429 */
-#define SLOTS_LOAN_STUCK (-2) /* the lock was not free within SLOTS_LOCK_WAIT_MS */
+#define SLOTS_LOAN_FULL (-1)   /* min(limit, capacity) runs are in flight: 429 */
+#define SLOTS_LOAN_STUCK (-2)  /* the lock was not free within SLOTS_LOCK_WAIT_MS */
+#define SLOTS_LOAN_TENANT (-3) /* tag holds tag_limit slots already (slots_lend_tagged()) */
 
 /*
  * Lends a slot to pid, a process that is not a worker (a session's background execution), if
@@ -63,6 +65,14 @@ enum slots_admit slots_acquire_tagged(struct slots *s, int worker, long limit,
  * exists is taken back by the next count: a holder killed mid-run leaks nothing.
  */
 int slots_lend(struct slots *s, long limit, pid_t pid);
+
+/*
+ * slots_lend(), for a holder of tag (a tenant's: nonzero; 0: none): refused with
+ * SLOTS_LOAN_TENANT when the workers' slots whose first tag is tag (slots_acquire_tagged()) and
+ * the loans of tag already number tag_limit (0: no such bound). What a token's share of the
+ * execution slots counts its background executions with.
+ */
+int slots_lend_tagged(struct slots *s, long limit, pid_t pid, unsigned tag, long tag_limit);
 
 /* Passes loan on to pid (the process that runs what it was lent for). */
 void slots_lend_to(struct slots *s, int loan, pid_t pid);

@@ -222,7 +222,8 @@ CODEBOX_MEMORY_BYTES CODEBOX_MAX_PROCESSES CODEBOX_DISK_BYTES CODEBOX_CPU_MILLIC
 CODEBOX_POOL_MEMORY_BYTES CODEBOX_ENDPOINT CODEBOX_REQUEST_ID CODEBOX_AGENT_SLOTS CODEBOX_MCP_ORIGINS
 CODEBOX_MAX_SESSIONS CODEBOX_SESSION_IDLE_SECONDS CODEBOX_SESSION_MAX_SECONDS CODEBOX_TOKEN_ID
 CODEBOX_SESSION_MAX_EXECUTION_SECONDS CODEBOX_MAX_SESSIONS_PER_TOKEN CODEBOX_MAX_STREAMS
-CODEBOX_SNAPSHOT_MAX_BYTES CODEBOX_TRACEPARENT CODEBOX_SPAN_ID CODEBOX_TRACESTATE"
+CODEBOX_SNAPSHOT_MAX_BYTES CODEBOX_TRACEPARENT CODEBOX_SPAN_ID CODEBOX_TRACESTATE
+CODEBOX_MAX_EXECUTIONS_PER_TOKEN"
 
 # nearest NAME: the known parameter closest to NAME (edit distance)
 nearest() {
@@ -388,6 +389,17 @@ exec_limits=$(values_of limit_conn codebox_execute | sort -u)
 [[ $(wc -l <<<"$exec_limits") -eq 1 ]] || fail "limit_conn codebox_execute differs between locations"
 if ((exec_limits < max_conc)); then
 	fail "$(where_directive limit_conn codebox_execute)limit_conn codebox_execute ($exec_limits) must be at least CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS)), or nginx refuses below the pool's capacity"
+fi
+# a token's share of the execution slots (the pool's count; absent: none)
+if [[ -n ${param_values[CODEBOX_MAX_EXECUTIONS_PER_TOKEN]-} ]]; then
+	exec_per_token=$(one_value CODEBOX_MAX_EXECUTIONS_PER_TOKEN)
+	((exec_per_token <= max_conc)) || fail "$(where CODEBOX_MAX_EXECUTIONS_PER_TOKEN)CODEBOX_MAX_EXECUTIONS_PER_TOKEN ($exec_per_token) must be at most CODEBOX_MAX_CONCURRENT_EXECUTIONS ($max_conc$(at CODEBOX_MAX_CONCURRENT_EXECUTIONS))"
+fi
+# a token's request rate: limit_req's zone is keyed by the token's id, never by an address
+# (tenants behind one proxy would share one rate) nor by anything a client names freely
+key=$(awk '$1 == "limit_req_zone" && index($3, "zone=codebox_tenant:") == 1 { print $2 }' <<<"$stmts")
+if [[ -n $key && $key != "\$codebox_token_id" ]]; then
+	fail "$(where_directive limit_req_zone "[^[:space:]]+[[:space:]]+zone=codebox_tenant:[^[:space:];]*")limit_req_zone codebox_tenant is keyed by $key; key it by \$codebox_token_id, the bearer token's id, so that each tenant has its own rate"
 fi
 for zone in codebox_execute codebox_meta codebox_agent codebox_upload; do
 	key=$(awk -v z="zone=$zone:" '$1 == "limit_conn_zone" && index($3, z) == 1 { print $2 }' <<<"$stmts")

@@ -362,3 +362,73 @@ busy_by() {
 	stack_stop
 	STACK_DIR=$saved_dir STACK_PID=$saved_pid BASE=$saved_base AGENT=$saved_agent METRICS=$saved_metrics
 }
+
+# with_stack SED-EXPR...: this test's own stack (the file's is set aside and given back by
+# end_stack), with the tokens and nginx/ changed by each sed expression
+with_stack() {
+	saved=("$STACK_DIR" "$STACK_PID" "$BASE" "${AGENT:-}" "${METRICS:-}")
+	stack_start --auth-tokens "$TOKENS" --conf-dir "$(conf_variant "$@")"
+}
+end_stack() {
+	stack_stop
+	STACK_DIR=${saved[0]} STACK_PID=${saved[1]} BASE=${saved[2]} AGENT=${saved[3]} METRICS=${saved[4]}
+}
+
+# counter SOURCE: codebox_busy_rejections_total{source=SOURCE} of the stack's /metrics
+counter() {
+	curl -s --max-time 10 "$METRICS/metrics" |
+		awk -v k="codebox_busy_rejections_total{source=\"$1\"}" '$1 == k { print $2 }'
+}
+
+@test "shares: a token's request rate (nginx's limit_req on its id): past it 429 tenant, while another token is served" {
+	run -0 grep -E '^limit_req +zone=codebox_tenant burst=[0-9]+ nodelay;' "$ROOT/nginx/codebox-limits.conf"
+	run -0 grep -E '^ +limit_req_zone +\$codebox_token_id zone=codebox_tenant:1m rate=[0-9]+r/s;' "$ROOT/nginx/nginx.conf"
+	# one request a minute, a burst of two: A's fourth request in a row is over its rate
+	with_stack 's|rate=50r/s;|rate=1r/m;|' 's|zone=codebox_tenant burst=100 nodelay;|zone=codebox_tenant burst=2 nodelay;|'
+	local i refused=0
+	for ((i = 0; i < 10; i++)); do
+		as "$TOKEN_A" GET /capabilities
+		[[ $code == 200 ]] || break
+	done
+	((i >= 3 && i < 10))
+	busy_by tenant
+	run -0 jq -r .message <<<"$reply"
+	assert_output "this token is over its request rate; retry shortly"
+	# so is A's run, and nothing of it reached the pool
+	as "$TOKEN_A" POST /execute '{"code": "print(6 * 7)"}'
+	busy_by tenant
+	local rid
+	rid=$(header X-Request-Id)
+	# B is served as if A were not there
+	as "$TOKEN_B" POST /execute '{"code": "print(6 * 7)"}'
+	assert_equal "$code" 200
+	assert_equal "$(field .stdout)" 42
+	as "$TOKEN_B" GET /capabilities
+	assert_equal "$code" 200
+	# counted as the tenant's, not as nginx's own bound; logged as the 429 it is
+	assert_equal "$(counter tenant)" 2
+	assert_equal "$(counter nginx)" 0
+	run -0 jq -s --arg r "$rid" '[.[] | select(.requestId == $r and .status == 429 and .upstreamStatus == null)] | length' \
+		"$STACK_DIR/logs/access.log"
+	assert_output 1
+	# probes and the metrics port carry no token: never counted
+	for ((i = 0; i < 5; i++)); do
+		request "$BASE/readyz"
+		assert_equal "$code" 200
+	done
+	end_stack
+}
+
+@test "shares: without tokens there is one tenant, and no rate or share is counted" {
+	saved=("$STACK_DIR" "$STACK_PID" "$BASE" "${AGENT:-}" "${METRICS:-}")
+	stack_start --conf-dir "$(conf_variant 's|rate=50r/s;|rate=1r/m;|' \
+		's|zone=codebox_tenant burst=100 nodelay;|zone=codebox_tenant burst=1 nodelay;|' \
+		's/CODEBOX_MAX_EXECUTIONS_PER_TOKEN *[0-9]*;/CODEBOX_MAX_EXECUTIONS_PER_TOKEN   1;/')"
+	local i
+	for ((i = 0; i < 6; i++)); do
+		request -X POST -H 'Content-Type: application/json' -d '{"code": "print(1)"}' "$BASE/execute"
+		assert_equal "$code" 200
+	done
+	assert_equal "$(counter tenant)" 0
+	end_stack
+}

@@ -135,6 +135,33 @@ main(void)
 		ok(slots_in_flight(s) == 0, "all given back again");
 	}
 
+	/* a tenant's share: its workers' slots and its loans together */
+	{
+		const unsigned t[2] = {11, 0}, u[2] = {12, 0};
+		const long lim[2] = {2, 0};
+		int which = -1, l1 = -1, l2 = -1;
+		ok(slots_acquire_tagged(s, 0, 20, t, lim, &which) == SLOTS_TAKEN &&
+		       (l1 = slots_lend_tagged(s, 20, getpid(), 11, 2)) >= 0,
+		   "a tenant's slot and loan are taken");
+		ok(slots_lend_tagged(s, 20, getpid(), 11, 2) == SLOTS_LOAN_TENANT,
+		   "a second loan past the tenant's share is refused, for the tenant");
+		ok(slots_acquire_tagged(s, 1, 20, t, lim, &which) == SLOTS_FULL && which == 1,
+		   "so is a worker's slot: the loan counts in the share");
+		ok((l2 = slots_lend_tagged(s, 20, getpid(), 12, 2)) >= 0,
+		   "another tenant is served meanwhile");
+		ok(slots_acquire_tagged(s, 1, 20, u, lim, &which) == SLOTS_FULL && which == 0,
+		   "and the pod's capacity (3) bounds every tenant");
+		slots_return(s, l1, getpid());
+		ok(slots_acquire_tagged(s, 2, 20, t, lim, &which) == SLOTS_TAKEN,
+		   "a loan given back frees the tenant's share");
+		ok(slots_lend_tagged(s, 2, getpid(), 13, 5) == SLOTS_LOAN_FULL,
+		   "the capacity bounds tagged loans, as a full pod (not the tenant)");
+		slots_return(s, l2, getpid());
+		for (int w = 0; w < 3; w++)
+			slots_release(s, w);
+		ok(slots_in_flight(s) == 0, "all given back again");
+	}
+
 	/* racing children: never more than capacity at once */
 	for (int round = 0; round < 20; round++) {
 		int won = 0;
