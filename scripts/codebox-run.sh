@@ -367,6 +367,9 @@ if ((!quiet)); then
 	tail -n 0 -F "$rundir/logs/pool.log" "$rundir/logs/error.log" "$rundir/logs/access.log" 2>/dev/null 3>&- &
 	tail_pid=$!
 	echo "codebox: serving on http://127.0.0.1:$port ($workers workers; metrics on http://127.0.0.1:$metrics_port/metrics; logs in $rundir/logs; Ctrl-C stops)" >&2
+	if ((playground)); then
+		echo "codebox: the playground: open http://127.0.0.1:$port/ in a browser" >&2
+	fi
 fi
 
 # Supervise: a signal here starts the graceful stop, a second one the immediate one; a
