@@ -94,6 +94,7 @@ help:
 	@echo '                        RUN_UID_BASE (20000; with another PORT, one of its own):'
 	@echo '                        PORT=P alone never collides with a first instance;'
 	@echo '                        AUTH_TOKENS=FILE: bearer tokens required'
+	@echo '                        the playground at http://127.0.0.1:PORT/ (PLAYGROUND=off: none)'
 	@echo '  make fleet [REPLICAS=3] [PORT=8080]  REPLICAS stacks behind the fleet'"'"'s router on'
 	@echo '                        127.0.0.1:PORT, in the foreground (Ctrl-C stops them all)'
 	@echo '  make test             lint, unit tests, every bats suite under ASan+UBSan, the'
@@ -160,7 +161,8 @@ run: build
 	scripts/codebox-run.sh --port $(PORT) $(if $(AGENT_PORT),--agent-port $(AGENT_PORT)) \
 	    $(if $(METRICS_PORT),--metrics-port $(METRICS_PORT)) --pool $(POOL) \
 	    $(if $(RUN_UID_BASE),--run-uid-base $(RUN_UID_BASE)) \
-	    $(if $(AUTH_TOKENS),--auth-tokens $(AUTH_TOKENS))
+	    $(if $(AUTH_TOKENS),--auth-tokens $(AUTH_TOKENS)) \
+	    $(if $(filter off,$(PLAYGROUND)),,--playground)
 
 # REPLICAS stacks behind the fleet's router (deploy/overlays/scale/router.conf) on
 # 127.0.0.1:PORT, in the foreground; Ctrl-C stops them all (FLEET_DIR: the fleet's directory)

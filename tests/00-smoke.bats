@@ -138,6 +138,10 @@ teardown_file() {
 	assert_output '{"status":"ok"}'
 	run -0 command curl -s "http://127.0.0.1:$((port + 1))/"
 	assert_output '{"status": "ok", "message": "Sandbox Runtime is active."}'
+	# make run serves the playground (tests/91-playground.bats tests it)
+	run -0 command curl -s -o /dev/null -w '%{http_code} %{content_type}' "http://127.0.0.1:$port/"
+	assert_output '200 text/html; charset=utf-8'
+	run -0 grep -o "the playground: open http://127.0.0.1:$port/ in a browser" "$out"
 	run -0 pgrep -f -- "--run-uid-base $(uid_base_for "$port")"
 	run -0 grep -o "logs in /tmp/codebox.[A-Za-z0-9]*/logs; Ctrl-C stops" "$out"
 	kill -TERM -- "-$pid"

@@ -196,7 +196,8 @@ YAML
 	done
 	run -0 "$ROOT/scripts/check-config.sh" --print-workers "$conf/off/nginx.conf"
 	assert_output 28 # 20 execution slots + 4 meta + 4 streams: no agent workers
-	CODEBOX_AGENT_PORT=on run -0 cfg "$conf/on"
+	# (the image's own config as it is, where nothing is to change: the playground on too)
+	CODEBOX_AGENT_PORT=on CODEBOX_PLAYGROUND=on run -0 cfg "$conf/on"
 	assert_output "$ROOT/nginx/nginx.conf"
 	run -0 "$ROOT/scripts/check-config.sh" --print-workers "$ROOT/nginx/nginx.conf"
 	assert_output 32 # and 4 for port 8888
@@ -217,6 +218,31 @@ YAML
 	# anything but on or off is refused
 	CODEBOX_AGENT_PORT=yes run -1 cfg "$conf/bad"
 	assert_output "codebox-config: CODEBOX_AGENT_PORT must be on or off, not 'yes'"
+}
+
+@test "deploy: the image's playground is off unless CODEBOX_PLAYGROUND=on (its include file a comment)" {
+	local conf="$BATS_TEST_TMPDIR" f
+	cfg() {
+		CODEBOX_NGINX_CONF_DIR="$ROOT/nginx" CODEBOX_LIB_DIR="$ROOT/scripts" \
+			CODEBOX_LIMITS_DIR="$BATS_TEST_TMPDIR/none" "$ROOT/image/codebox-config" "$@"
+	}
+	for f in "" off; do
+		CODEBOX_PLAYGROUND=$f run -0 cfg "$conf/off"
+		assert_line "$conf/off/nginx.conf"
+		run -0 cat "$conf/off/codebox-playground.conf"
+		assert_output '# the playground is off (CODEBOX_PLAYGROUND=on in the nginx container: on)'
+	done
+	CODEBOX_PLAYGROUND=on run -0 cfg "$conf/on"
+	assert_line "$conf/on/nginx.conf"
+	assert_line 'codebox: the playground is on at / (CODEBOX_PLAYGROUND=on)'
+	cmp "$ROOT/nginx/codebox-playground.conf" "$conf/on/codebox-playground.conf"
+	run -0 grep -c '^\s*include codebox-playground.conf;' "$conf/on/nginx.conf"
+	assert_output 1
+	CODEBOX_PLAYGROUND=yes run -1 cfg "$conf/bad"
+	assert_output "codebox-config: CODEBOX_PLAYGROUND must be on or off, not 'yes'"
+	# the image serves its own copy of the files (image/Dockerfile rewrites the root)
+	run -0 grep -c "^COPY nginx/playground/ /usr/share/codebox/playground/$" "$ROOT/image/Dockerfile"
+	run -0 grep -c "root.*playground;|.*/usr/share/codebox/playground;" "$ROOT/image/Dockerfile"
 }
 
 @test "deploy: kind-up that fails partway leaves the current kubectl context as it was" {
