@@ -334,7 +334,7 @@ class Client:
         self.retries, self.timeout, self.on_retry = retries, timeout, on_retry
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise CodeboxError("not an http:// or https:// URL: %s" % self.url)
+            raise ValueError("not an http:// or https:// URL: %s" % self.url)
         self._parts = parts
 
     # --- HTTP ------------------------------------------------------------------------------
@@ -1089,6 +1089,10 @@ def main(argv=None):
     try:
         client = Client(getattr(args, "url", None), getattr(args, "token", None),
                         retries=max(0, getattr(args, "retries", 3)), on_retry=on_retry)
+    except ValueError as e:
+        _say(str(e))
+        return EXIT_USAGE
+    try:
         return args.func(client, args)
     except UsageError as e:
         _say(str(e))
