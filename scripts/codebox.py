@@ -102,10 +102,16 @@ def _retry_after(headers):
 
 
 def _read_bounded(resp, limit=MAX_ANSWER_BYTES):
-    raw = resp.read(limit + 1)
-    if len(raw) > limit:
-        raise CodeboxError("the answer is larger than %d bytes" % limit, resp.status)
-    return raw
+    """An answer's body, whole, in pieces (read(limit) would allocate the limit at once)."""
+    parts, total = [], 0
+    while True:
+        chunk = resp.read(1 << 16)
+        if not chunk:
+            return b"".join(parts)
+        total += len(chunk)
+        if total > limit:
+            raise CodeboxError("the answer is larger than %d bytes" % limit, resp.status)
+        parts.append(chunk)
 
 
 def _error_of(resp, raw):
