@@ -247,6 +247,9 @@ lint:
 # the Python scripts (cafe-agent, the test helpers) must parse: stdlib only, no linter here
 	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' \
 	    scripts/cafe-agent image/gen-sbom tests/helpers/*.py fcgi/cell.py scripts/bench-cells.py
+# the client (scripts/codebox.py and its launcher) promises Python 3.8: its grammar, no newer
+	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f, feature_version=(3, 8)) for f in sys.argv[1:]]' \
+	    scripts/codebox scripts/codebox.py
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
 
 format:

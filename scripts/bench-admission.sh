@@ -23,38 +23,16 @@ usage() {
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
 root=$here
 runs=200
 before=""
 what=()
-while (($#)); do
-	case $1 in
-	--help | -h)
-		usage
-		exit 0
-		;;
-	--root)
-		root=$(cd "${2:?}" && pwd)
-		shift 2
-		;;
-	--runs)
-		runs=${2:?}
-		shift 2
-		;;
-	--before)
-		before=$(cd "${2:?}" && pwd)
-		shift 2
-		;;
-	rates | hangup | drain | latency)
-		what+=("$1")
-		shift
-		;;
-	*)
-		usage >&2
-		exit 2
-		;;
-	esac
-done
+codebox_bench_options usage --root=root --runs=runs --before=before \
+	'@what=rates|hangup|drain|latency' -- "$@"
+root=$(cd "$root" && pwd)
+[[ -z $before ]] || before=$(cd "$before" && pwd)
 ((${#what[@]})) || what=(rates hangup drain latency)
 PY=/usr/bin/python3
 CLIENTS=$here/tests/helpers/clients.py
@@ -65,41 +43,31 @@ stack_pid=""
 before_pid=""
 cleanup() {
 	stack_stop
-	if [[ -n $before_pid ]]; then
-		kill -TERM "$before_pid" 2>/dev/null || true
-		wait "$before_pid" 2>/dev/null || true
-	fi
+	codebox_stack_stop "$before_pid"
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-# stack_start NAME: a private stack on a random loopback port, in a process group of its own
-# with SIGINT at its default, as a terminal starts it
-# shellcheck source=scripts/stack-lib.sh
-source "$here/scripts/stack-lib.sh"
-
-stack_start() {
-	port=$(codebox_free_port)
-	rundir=$work/$1
-	"$PY" -c 'import os, signal, sys
+# stack_start NAME: a private stack of the tree $root on random loopback ports (its port in
+# $port, its runtime directory $rundir), in a process group of its own with SIGINT at its
+# default, as a terminal starts it
+codebox_stack_exec=("$PY" -c 'import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setpgid(0, 0)
-os.execv(sys.argv[1], sys.argv[1:])' "$root/scripts/codebox-run.sh" --port "$port" --rundir "$rundir" \
-		--agent-port "$(codebox_free_port)" --metrics-port "$(codebox_free_port)" \
-		--run-uid-base "$(codebox_uid_base "$port")" \
-		--pool "$root/build/codebox-pool" --quiet >"$work/$1.out" 2>&1 &
-	stack_pid=$!
-	base=http://127.0.0.1:$port
-	codebox_wait_ready "$base" "$stack_pid" "$rundir" && return 0
-	echo "bench-admission: the stack did not start" >&2
-	cat "$work/$1.out" >&2
-	exit 1
+os.execv(sys.argv[1], sys.argv[1:])')
+stack_start() {
+	rundir=$work/$1
+	codebox_bench_stack "$rundir" "$root/build/codebox-pool" "$root" || {
+		echo "bench-admission: the stack did not start" >&2
+		exit 1
+	}
+	stack_pid=$codebox_pid
+	base=$codebox_base
+	port=${base##*:}
 }
 
 stack_stop() {
-	[[ -n $stack_pid ]] || return 0
-	kill -TERM "$stack_pid" 2>/dev/null || true
-	wait "$stack_pid" 2>/dev/null || true
+	codebox_stack_stop "$stack_pid"
 	stack_pid=""
 }
 
@@ -256,8 +224,7 @@ print("print(1), %d pairs, alternating: %s; %s; after - before: median %+.2f ms"
       % (runs, summary("before", before_t), summary("after", after_t), statistics.median(diff)))
 PY
 	stack_stop
-	kill -TERM "$before_pid" 2>/dev/null || true
-	wait "$before_pid" 2>/dev/null || true
+	codebox_stack_stop "$before_pid"
 	before_pid=""
 }
 

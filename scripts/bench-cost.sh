@@ -14,30 +14,17 @@
 #   usage: scripts/bench-cost.sh [--seconds S] [--pool BIN] [--peer PATH]
 set -euo pipefail
 
+usage() {
+	echo "usage: $0 [--seconds S] [--pool BIN] [--peer PATH]"
+}
+
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/stack-lib.sh disable=SC1091
+source "$here/scripts/stack-lib.sh"
 seconds=10
 pool="$here/build/codebox-pool"
 peer="$here/../shared/yardstick/cold_peer.py"
-while (($#)); do
-	case $1 in
-	--seconds)
-		seconds=${2:?}
-		shift 2
-		;;
-	--pool)
-		pool=${2:?}
-		shift 2
-		;;
-	--peer)
-		peer=${2:?}
-		shift 2
-		;;
-	*)
-		echo "usage: $0 [--seconds S] [--pool BIN] [--peer PATH]" >&2
-		exit 2
-		;;
-	esac
-done
+codebox_bench_options usage --seconds=seconds --pool=pool --peer=peer -- "$@"
 ((seconds >= 2 && seconds <= 120)) || {
 	echo "bench-cost: --seconds must be 2..120" >&2
 	exit 2
@@ -49,13 +36,11 @@ chmod 0711 "$work" # runs execute as other uids and must reach their directory
 stack=""
 peer_pid=""
 cleanup() {
-	[[ -n $stack ]] && { kill -TERM "$stack" 2>/dev/null || true; wait "$stack" 2>/dev/null || true; }
-	[[ -n $peer_pid ]] && { kill -TERM "$peer_pid" 2>/dev/null || true; wait "$peer_pid" 2>/dev/null || true; }
+	codebox_stack_stop "$stack"
+	codebox_stack_stop "$peer_pid"
 	rm -rf "$work"
 }
 trap cleanup EXIT
-# shellcheck source=scripts/stack-lib.sh disable=SC1091
-source "$here/scripts/stack-lib.sh"
 cd "$work"
 
 hz=$(getconf CLK_TCK)
@@ -183,20 +168,12 @@ fi
 # warm: the one-copy start (the default); warm-copy: init a copy of the template, as before
 # (CODEBOX_WARM_ONE_COPY=0); cold: every run starts its interpreter
 for mode in warm warm-copy cold; do
-	port=$(codebox_free_port)
-	metrics_port=$(codebox_free_port)
-	metrics="http://127.0.0.1:$metrics_port"
 	CODEBOX_WARM=$([[ $mode == warm* ]] && echo 1 || echo 0) \
 		CODEBOX_WARM_ONE_COPY=$([[ $mode == warm-copy ]] && echo 0 || echo 1) \
-		"$here/scripts/codebox-run.sh" --port "$port" \
-		--rundir "$work/$mode" --agent-port "$(codebox_free_port)" --metrics-port "$metrics_port" \
-		--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/$mode.out" 2>&1 &
-	stack=$!
-	base="http://127.0.0.1:$port"
-	codebox_wait_ready "$base" "$stack" "$work/$mode" || {
-		cat "$work/$mode.out" >&2
-		exit 1
-	}
+		codebox_bench_stack "$work/$mode" "$pool" "$here" || exit 1
+	stack=$codebox_pid
+	base=$codebox_base
+	metrics=$codebox_metrics
 	echo "# $mode: /isolation says interpreter $(curl -s --max-time 5 "$base/isolation" |
 		jq -r '.details | "\(.interpreter), warmStart \(.warmStart)"')"
 	for prog in "${programs[@]}"; do
@@ -221,8 +198,7 @@ for mode in warm warm-copy cold; do
 					for (i = 1; i <= n; i++) { split(kv[i], x, "="); printf " %s %.2f", x[1], x[2] * ms }; print "" }'
 		fi
 	done
-	kill -TERM "$stack"
-	wait "$stack" || true
+	codebox_stack_stop "$stack"
 	stack=""
 done
 metrics=

@@ -16,35 +16,16 @@ usage() {
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
 seconds=10
 pool="$here/build/codebox-pool"
-while (($#)); do
-	case $1 in
-	--help | -h)
-		usage
-		exit 0
-		;;
-	--seconds)
-		seconds=${2:?}
-		shift 2
-		;;
-	--pool)
-		pool=${2:?}
-		shift 2
-		;;
-	*)
-		usage >&2
-		exit 2
-		;;
-	esac
-done
+codebox_bench_options usage --seconds=seconds --pool=pool -- "$@"
 command -v wrk >/dev/null || {
 	echo "bench-fleet: wrk is not installed (scripts/install-deps.sh installs it)" >&2
 	exit 1
 }
 
-# shellcheck source=scripts/stack-lib.sh
-source "$here/scripts/stack-lib.sh"
 work=$(mktemp -d /tmp/codebox-bench-fleet.XXXXXX)
 chmod 0711 "$work" # runs execute as other uids and must reach their directory
 pids=()
@@ -66,18 +47,13 @@ cd "$work"
 # ORDINAL; its base URL in $base, metrics URL in $metrics
 codebox_fleet_key "$work/fleet.key"
 start_stack() {
-	local port agent_port metrics_port fenv
-	codebox_stack_ports
+	local fenv
 	read -ra fenv <<<"$(codebox_fleet_env "$2" "$work/fleet.key")"
-	env CODEBOX_WARM=1 "${fenv[@]}" "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
-		--agent-port "$agent_port" --metrics-port "$metrics_port" \
-		--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/$1.out" 2>&1 &
-	pids+=($!)
-	base="http://127.0.0.1:$port"
-	metrics="http://127.0.0.1:$metrics_port"
-	codebox_wait_ready "$base" "$!" "$work/$1" && return 0
-	cat "$work/$1.out" >&2
-	exit 1
+	codebox_stack_exec=(env CODEBOX_WARM=1 "${fenv[@]}")
+	codebox_bench_stack "$work/$1" "$pool" "$here" || exit 1
+	pids+=("$codebox_pid")
+	base=$codebox_base
+	metrics=$codebox_metrics
 }
 
 # idle METRICS: waits (30 s at most) until no run is in flight there

@@ -8,30 +8,17 @@
 #   usage: scripts/bench-sessions.sh [--seconds S] [--pool BIN] [--count N]
 set -euo pipefail
 
+usage() {
+	echo "usage: $0 [--seconds S] [--pool BIN] [--count N]"
+}
+
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/stack-lib.sh disable=SC1091
+source "$here/scripts/stack-lib.sh"
 seconds=10
 count=200
 pool="$here/build/codebox-pool"
-while (($#)); do
-	case $1 in
-	--seconds | --pool | --count)
-		[[ $# -ge 2 ]] || {
-			echo "usage: $0 [--seconds S] [--pool BIN] [--count N]" >&2
-			exit 2
-		}
-		case $1 in
-		--seconds) seconds=$2 ;;
-		--pool) pool=$2 ;;
-		--count) count=$2 ;;
-		esac
-		shift 2
-		;;
-	*)
-		echo "usage: $0 [--seconds S] [--pool BIN] [--count N]" >&2
-		exit 2
-		;;
-	esac
-done
+codebox_bench_options usage --seconds=seconds --pool=pool --count=count -- "$@"
 ((seconds >= 2 && seconds <= 120 && count >= 10 && count <= 5000)) || {
 	echo "bench-sessions: --seconds must be 2..120, --count 10..5000" >&2
 	exit 2
@@ -43,28 +30,19 @@ work=$(mktemp -d /tmp/codebox-bench-sessions.XXXXXX)
 chmod 0711 "$work" # runs execute as other uids and must reach their directory
 stack=""
 cleanup() {
-	[[ -n $stack ]] && { kill -TERM "$stack" 2>/dev/null || true; wait "$stack" 2>/dev/null || true; }
+	codebox_stack_stop "$stack"
 	rm -rf "$work"
 }
 trap cleanup EXIT
-# shellcheck source=scripts/stack-lib.sh disable=SC1091
-source "$here/scripts/stack-lib.sh"
 
-port=$(codebox_free_port)
 # 20 clients, each with a session of its own: room for them
 conf="$work/conf"
 mkdir -p "$conf"
 cp "$here"/nginx/*.conf "$conf/"
 sed -i -E 's/(CODEBOX_MAX_SESSIONS +)[0-9]+;/\124;/' "$conf/codebox-limits.conf"
-CODEBOX_WARM=1 "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/stack" \
-	--conf-dir "$conf" --agent-port "$(codebox_free_port)" --metrics-port "$(codebox_free_port)" \
-	--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/stack.out" 2>&1 &
-stack=$!
-base="http://127.0.0.1:$port"
-codebox_wait_ready "$base" "$stack" "$work/stack" || {
-	cat "$work/stack.out" >&2
-	exit 1
-}
+CODEBOX_WARM=1 codebox_bench_stack "$work/stack" "$pool" "$here" --conf-dir "$conf" || exit 1
+stack=$codebox_pid
+base=$codebox_base
 
 # stats: "p50 p95" of the numbers on stdin
 stats() {

@@ -17,41 +17,15 @@ usage() {
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
 seconds=900
 clients=6
 interval=30
 pool="$here/build/codebox-pool"
-while (($#)); do
-	case $1 in
-	--help | -h)
-		usage
-		exit 0
-		;;
-	--seconds)
-		seconds=${2:?}
-		shift 2
-		;;
-	--clients)
-		clients=${2:?}
-		shift 2
-		;;
-	--interval)
-		interval=${2:?}
-		shift 2
-		;;
-	--pool)
-		pool=${2:?}
-		shift 2
-		;;
-	*)
-		usage >&2
-		exit 2
-		;;
-	esac
-done
+codebox_bench_options usage --seconds=seconds --clients=clients --interval=interval \
+	--pool=pool -- "$@"
 
-# shellcheck source=scripts/stack-lib.sh
-source "$here/scripts/stack-lib.sh"
 work=$(mktemp -d /tmp/codebox-soak.XXXXXX)
 chmod 0711 "$work"
 stack=""
@@ -61,27 +35,15 @@ cleanup() {
 	for p in "${loaders[@]}"; do
 		kill "$p" 2>/dev/null || true
 	done
-	if [[ -n $stack ]]; then
-		kill -TERM "$stack" 2>/dev/null || true
-		wait "$stack" 2>/dev/null || true
-	fi
+	codebox_stack_stop "$stack"
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-port=$(codebox_free_port)
-metrics_port=$(codebox_free_port)
-CODEBOX_WARM=1 "$here/scripts/codebox-run.sh" --port "$port" --rundir "$work/stack" \
-	--agent-port "$(codebox_free_port)" --metrics-port "$metrics_port" \
-	--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet >"$work/stack.out" 2>&1 &
-stack=$!
-base="http://127.0.0.1:$port"
-codebox_wait_ready "$base" "$stack" "$work/stack" || {
-	cat "$work/stack.out" >&2
-	exit 1
-}
-
-metrics="http://127.0.0.1:$metrics_port/metrics"
+CODEBOX_WARM=1 codebox_bench_stack "$work/stack" "$pool" "$here" || exit 1
+stack=$codebox_pid
+base=$codebox_base
+metrics="$codebox_metrics/metrics"
 
 # the four requests, as files
 jq -cn '{code: "print(1)"}' >"$work/print.json"

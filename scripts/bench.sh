@@ -32,48 +32,16 @@ usage() {
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/stack-lib.sh
+source "$here/scripts/stack-lib.sh"
 runs=100
 seconds=10
 layers=0
 faults_only=0
 before=""
 pool="$here/build/codebox-pool"
-while (($#)); do
-	case $1 in
-	--help | -h)
-		usage
-		exit 0
-		;;
-	--runs)
-		runs=${2:?}
-		shift 2
-		;;
-	--seconds)
-		seconds=${2:?}
-		shift 2
-		;;
-	--pool)
-		pool=${2:?}
-		shift 2
-		;;
-	--layers)
-		layers=1
-		shift
-		;;
-	--before)
-		before=${2:?}
-		shift 2
-		;;
-	--faults-only)
-		faults_only=1
-		shift
-		;;
-	*)
-		usage >&2
-		exit 2
-		;;
-	esac
-done
+codebox_bench_options usage --runs=runs --seconds=seconds --pool=pool --layers=layers:1 \
+	--before=before --faults-only=faults_only:1 -- "$@"
 PY=/usr/bin/python3
 
 work=$(mktemp -d /tmp/codebox-bench.XXXXXX)
@@ -85,8 +53,7 @@ before_stack=""
 cleanup() {
 	stack_stop
 	for s in $now_stack $before_stack; do
-		kill -TERM "$s" 2>/dev/null || true
-		wait "$s" 2>/dev/null || true
+		codebox_stack_stop "$s"
 	done
 	if [[ -n $before_tree ]]; then
 		git -C "$here" worktree remove --force "$before_tree" >/dev/null 2>&1 || true
@@ -95,34 +62,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# shellcheck source=scripts/stack-lib.sh
-source "$here/scripts/stack-lib.sh"
-
 # stack_start NAME [CODEBOX_DISABLE] [CODEBOX_WARM] [POOL] [TREE]: a private stack on a random
-# loopback port
+# loopback port. A revision's pool starts with that revision's own codebox-run.sh and config
+# (TREE): its options and its nginx config may differ from this checkout's
 stack_start() {
-	local port agent_port metrics_port
-	codebox_stack_ports
-	# a revision's pool starts with that revision's own codebox-run.sh and config (TREE, the
-	# fifth argument): its options and its nginx config may differ from this checkout's
-	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} "${5:-$here}/scripts/codebox-run.sh" --port "$port" --rundir "$work/$1" \
-		--agent-port "$agent_port" --metrics-port "$metrics_port" --run-uid-base "$(codebox_uid_base "$port")" \
-		--pool "${4:-$pool}" --quiet >"$work/$1.out" 2>&1 &
-	stack=$!
-	base="http://127.0.0.1:$port"
-	agent_base="http://127.0.0.1:$agent_port"
-	metrics_base="http://127.0.0.1:$metrics_port"
-	codebox_wait_ready "$base" "$stack" "$work/$1" && return 0
-	cat "$work/$1.out" >&2
-	exit 1
+	CODEBOX_DISABLE=${2:-} CODEBOX_WARM=${3:-0} codebox_bench_stack "$work/$1" "${4:-$pool}" \
+		"${5:-$here}" || exit 1
+	stack=$codebox_pid
+	base=$codebox_base
+	agent_base=$codebox_agent
+	metrics_base=$codebox_metrics
 }
 
 stack_stop() {
-	if [[ -n $stack ]]; then
-		kill -TERM "$stack" 2>/dev/null || true
-		wait "$stack" 2>/dev/null || true
-		stack=""
-	fi
+	codebox_stack_stop "$stack"
+	stack=""
 }
 
 # stats FILE: median and p95 of one number (ms) per line

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # What starting a private codebox stack takes, sourced by the bats helpers
-# (tests/helpers/stack.bash) and the benchmarks (scripts/bench.sh, scripts/bench-admission.sh),
-# so that they agree on what "ready" means: a free loopback port, and the bounded wait.
+# (tests/helpers/stack.bash) and the benchmarks (scripts/bench*.sh), so that they agree on what
+# "ready" means: a free loopback port, and the bounded wait; and the benchmarks' option loop,
+# stack start and stop (codebox_bench_options, codebox_bench_stack, codebox_stack_stop).
 
 # The waits below look every 0.1 s: with Debian's bash-builtins, sleep is the shell's own, not
 # a process per look (a fork and an exec cost milliseconds of CPU on a host with slow forks).
@@ -163,4 +164,88 @@ codebox_router_stop() {
 		sleep 0.1
 	done
 	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# codebox_bench_options USAGE SPEC... -- ARG...: a benchmark's option loop over ARG. Each SPEC
+# is --NAME=VAR (the option takes a value, set in VAR), --NAME=VAR:VALUE (a flag: VAR set to
+# VALUE) or @VAR=WORD|WORD... (one of those words, appended to the array VAR). --help and -h
+# print USAGE's output (USAGE: a command) and exit 0; anything else, or an option without its
+# value, prints it on stderr and exits 2.
+codebox_bench_options() {
+	local usage=$1 spec opt var matched specs=()
+	shift
+	while (($#)) && [[ $1 != -- ]]; do
+		specs+=("$1")
+		shift
+	done
+	shift
+	while (($#)); do
+		if [[ $1 == --help || $1 == -h ]]; then
+			"$usage"
+			exit 0
+		fi
+		matched=0
+		for spec in "${specs[@]}"; do
+			opt=${spec%%=*} var=${spec#*=}
+			if [[ $opt == @* ]]; then
+				[[ "|$var|" == *"|$1|"* ]] || continue
+				eval "${opt#@}+=(\"\$1\")"
+				matched=1
+			elif [[ $1 != "$opt" ]]; then
+				continue
+			elif [[ $var == *:* ]]; then
+				printf -v "${var%%:*}" '%s' "${var#*:}"
+				matched=1
+			elif (($# >= 2)); then
+				printf -v "$var" '%s' "$2"
+				shift
+				matched=1
+			fi
+			break
+		done
+		if ((!matched)); then
+			"$usage" >&2
+			exit 2
+		fi
+		shift
+	done
+}
+
+# codebox_bench_stack RUNDIR POOL TREE [ARG...]: a benchmark's private stack: TREE's
+# scripts/codebox-run.sh (TREE: a checkout, its own config and options) with the pool binary
+# POOL, in the background, on three free loopback ports with the run uids of its port, its
+# runtime directory RUNDIR and its output in RUNDIR.out; ARGs go to codebox-run.sh (e.g.
+# --conf-dir), the caller's environment to the pool (CODEBOX_WARM=1 codebox_bench_stack ...),
+# and it is started through the command in the array codebox_stack_exec when one is set (env
+# NAME=VALUE..., a wrapper). Sets codebox_pid, codebox_base, codebox_agent and codebox_metrics
+# (its URLs), then waits until it is ready (codebox_wait_ready): when it is not, stops it,
+# prints its output on stderr and returns 1.
+codebox_stack_exec=()
+codebox_bench_stack() {
+	local rundir=$1 pool=$2 tree=$3 port agent_port metrics_port
+	shift 3
+	codebox_stack_ports
+	"${codebox_stack_exec[@]}" "$tree/scripts/codebox-run.sh" --port "$port" --rundir "$rundir" \
+		--agent-port "$agent_port" --metrics-port "$metrics_port" \
+		--run-uid-base "$(codebox_uid_base "$port")" --pool "$pool" --quiet "$@" \
+		>"$rundir.out" 2>&1 3>&- &
+	codebox_pid=$!
+	codebox_base="http://127.0.0.1:$port"
+	# shellcheck disable=SC2034 # the caller's
+	{
+		codebox_agent="http://127.0.0.1:$agent_port"
+		codebox_metrics="http://127.0.0.1:$metrics_port"
+	}
+	codebox_wait_ready "$codebox_base" "$codebox_pid" "$rundir" && return 0
+	codebox_stack_stop "$codebox_pid"
+	cat "$rundir.out" >&2
+	return 1
+}
+
+# codebox_stack_stop PID: stops a stack codebox_bench_stack started (SIGTERM: it drains) and
+# waits for it; nothing when PID is empty
+codebox_stack_stop() {
+	[[ -n $1 ]] || return 0
+	kill -TERM "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
 }
