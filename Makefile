@@ -219,13 +219,18 @@ asan-run:
 # Each pass is tagged (CODEBOX_TEST_PASS: 99-leftovers.bats answers for its own pass's pools).
 PLAIN_SUITES = $(addprefix tests/,00-smoke.bats 16-renewal.bats 20-limits.bats \
                30-isolation.bats 40-attacks.bats 85-fleet.bats 89-fleet-sessions.bats \
-               99-leftovers.bats)
+               $(CLIENT_SUITES) 99-leftovers.bats)
+# the clients' suites (the command-line client, the playground in a browser): their time is
+# the client's and the browser's, and the paths they take through the pool are the other
+# suites', sanitized; they run on the build that ships alone
+CLIENT_SUITES = 90-cli.bats 91-playground.bats
 # the sanitizer pass in three parts, one per lane: ASAN_C follows the plain and cold passes in
 # the first (balanced by the tests' times, --timing, in the CIs of 2026-12-05; the 89 suites
 # of 2026-12-07 in the first half, the second had the longer time)
 ASAN_C = tests/20-limits.bats tests/30-isolation.bats tests/40-attacks.bats
 ASAN_B = $(wildcard tests/5*.bats tests/6*.bats tests/7[1-9]*.bats tests/8[0-8]*.bats)
-ASAN_A = $(filter-out $(ASAN_B) $(ASAN_C) tests/99-leftovers.bats,$(wildcard tests/*.bats))
+ASAN_A = $(filter-out $(ASAN_B) $(ASAN_C) $(addprefix tests/,$(CLIENT_SUITES)) \
+         tests/99-leftovers.bats,$(wildcard tests/*.bats))
 ASAN_ENV = CODEBOX_POOL=$(CURDIR)/build-asan/codebox-pool CODEBOX_ASAN=1 CODEBOX_WARM=1
 # every test line says how long it took, to balance the lanes again
 LANE_BATS = $(BATS) --timing --print-output-on-failure
