@@ -2,9 +2,10 @@
 # Runs codebox's image as the pod of deploy/podman/codebox.yaml (`podman kube play`), in the
 # foreground, served on 127.0.0.1:PORT only: waits until GET /readyz answers through that port,
 # prints the URL, then shows the pod's logs. It builds nothing (make image, or README.md's
-# podman build). Ctrl-C, SIGINT or SIGTERM takes the pod down (`podman pod stop -t 60`: the runs
-# in flight are answered first; then `podman kube down`) and removes the volume podman made of
-# its limits ConfigMap, which podman 4.3's kube down leaves: nothing of it is left. Exits 1 if the pod does not become ready
+# podman build). Ctrl-C, SIGINT or SIGTERM takes the pod down (`podman stop -t 60` of its two
+# containers: the runs in flight are answered first; then `podman kube down`) and removes the
+# volume podman made of its limits ConfigMap, which podman 4.3's kube down leaves: nothing of it
+# is left. Exits 1 if the pod does not become ready
 # or stops by itself, after taking it down.
 # The file is played as committed but for the host port and, with --name, the pod's name and
 # its emptyDirs' (two pods' emptyDirs of one name are one volume under podman 4.3).
@@ -100,10 +101,13 @@ down() {
 	if ((played)); then
 		played=0
 		say "taking the pod $name down"
-		# stopped first with the pod's grace period: podman before 4.7 ignores
-		# terminationGracePeriodSeconds (stop timeout 10 s: measured, 4.3) and kube down
-		# before 5.1 does not wait for it; pod stop drains the runs in flight
-		podman pod stop -t 60 "$name" >/dev/null 2>>"$work/down.err" || true
+		# nginx and the pool stopped first, with the pod's grace period: podman before 4.7
+		# ignores terminationGracePeriodSeconds (kube down killed a 15 s run after 8 s:
+		# measured, 4.3), and `podman pod stop -t 60` stops the infra container at once, whose
+		# network takes the published port's answers with it (the run finished, nginx
+		# answered 200, the client got nothing: measured). Stopped so, the runs in flight
+		# are answered.
+		podman stop -t 60 "$name-nginx" "$name-pool" >/dev/null 2>>"$work/down.err" || true
 		podman kube down "$yaml" >/dev/null 2>>"$work/down.err" || true
 		grep -v 'unable to get systemd connection' "$work/down.err" >&2 || true
 		podman volume rm "$limits" >/dev/null 2>&1 || true
