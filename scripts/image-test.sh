@@ -25,7 +25,8 @@
 #      more Debian module, python3-tabulate): /capabilities, /tool, MCP's tools/list and the
 #      heavy warm tier have it, and a run imports it;
 #   7. the one-command path (deploy/podman/codebox.yaml, make podman-run) on podman's network,
-#      published on a free loopback port: a run answered there, and SIGTERM leaves nothing.
+#      published on a free loopback port: a run answered there, and SIGTERM answers the run in
+#      flight, then leaves nothing.
 # Stage 0 also checks the OCI labels and the SBOM. What it needs (podman, kubectl, the npm
 # packages of deploy/checks, bats, jq, nsenter) is installed by scripts/install-deps.sh when
 # missing, else named.
@@ -524,8 +525,8 @@ podman rmi "$extended" >/dev/null 2>&1 || true
 
 # 7. the one-command path (README.md): deploy/podman/codebox.yaml as make podman-run plays it,
 # on the host's network, published on a free loopback port (never 8080, which a developer may
-# be using) and under a pod name of its own; a run answered through that port; SIGTERM takes it
-# all down (pod, containers, its emptyDirs and limits volume)
+# be using) and under a pod name of its own; a run answered through that port; SIGTERM answers
+# the run in flight, then takes it all down (pod, containers, its emptyDirs and limits volume)
 podman_yaml="$here/deploy/podman/codebox.yaml"
 if [[ $(awk '$1 == "image:" { print $2; exit }' "$podman_yaml") != "$image" ]]; then
 	say "deploy/podman/codebox.yaml names another image than $image: the one-command path is not run"
@@ -555,6 +556,20 @@ else
 	jq -e '.status == "succeeded" and .stdout == "42\n"' <<<"$out" >/dev/null ||
 		fail "the one-command pod: print(6*7) through 127.0.0.1:$tport: $out"
 	ready_s=$((SECONDS - t0))
+	# SIGTERM with a run in flight: it is answered through the published port, then the pod
+	# goes (podman pod stop would take the infra container's network first)
+	infra=$(podman pod inspect "$tpod" --format '{{.InfraContainerID}}')
+	netns="/proc/$(podman inspect "$infra" --format '{{.State.Pid}}')/ns/net"
+	curl -s --max-time 60 -o "$work/podman-run-inflight.json" -w '%{http_code}' \
+		-d '{"code":"import time; time.sleep(4); print(\"drained\")"}' "http://127.0.0.1:$tport/execute" \
+		>"$work/podman-run-inflight.code" &
+	client=$!
+	for ((i = 0; i < 100; i++)); do
+		[[ $(pcurl -s http://127.0.0.1:9090/metrics | awk '$1 == "codebox_executions_in_flight" { print $2 }') == 1 ]] &&
+			break
+		sleep 0.1
+	done
+	((i < 100)) || fail "the one-command pod: the run to be answered during its stop did not start within 10 s"
 	kill -TERM "$runner"
 	for ((i = 0; i < 900; i++)); do
 		kill -0 "$runner" 2>/dev/null || break
@@ -565,6 +580,10 @@ else
 	wait "$runner" || rc=$?
 	runner=""
 	((rc == 0)) || fail "make podman-run exited $rc on SIGTERM: $(tail -n 20 "$work/podman-run.log")"
+	wait "$client" || true
+	if [[ $(cat "$work/podman-run-inflight.code") != 200 ]] || ! grep -q '"stdout":"drained\\n"' "$work/podman-run-inflight.json"; then
+		fail "make podman-run's stop cut off the run in flight: HTTP $(cat "$work/podman-run-inflight.code"): $(cat "$work/podman-run-inflight.json" 2>/dev/null)"
+	fi
 	left=$(podman ps -a --format '{{.Names}}' | grep "^$tpod" || true)
 	left+=$(podman volume ls --format '{{.Name}}' | grep "^$tpod-" || true)
 	limits=$(awk '$1 == "name:" && $2 ~ /^codebox-limits-/ { print $2; exit }' "$podman_yaml")
@@ -573,7 +592,7 @@ else
 	fi
 	! podman pod exists "$tpod" || left+=" pod $tpod"
 	[[ -z $left ]] || fail "make podman-run left behind: $left"
-	say "the one-command pod (deploy/podman/codebox.yaml, make podman-run): ready on 127.0.0.1:$tport alone, print(6*7) answered 42 (in $ready_s s), SIGTERM took it down leaving nothing ($((SECONDS - t0)) s in all)"
+	say "the one-command pod (deploy/podman/codebox.yaml, make podman-run): ready on 127.0.0.1:$tport alone, print(6*7) answered 42 (in $ready_s s), SIGTERM answered the run in flight and took it down leaving nothing ($((SECONDS - t0)) s in all)"
 fi
 
 if command -v runsc >/dev/null; then
