@@ -140,5 +140,9 @@ podman pod logs --names --follow "$name" &
 logs=$!
 wait "$logs" || true
 logs=""
-echo "podman-run: the pod $name stopped by itself" >&2
+if [[ $(podman pod inspect "$name" --format '{{.State}}' 2>/dev/null) == Running ]]; then
+	echo "podman-run: podman pod logs stopped following the pod $name" >&2
+else
+	echo "podman-run: the pod $name stopped by itself" >&2
+fi
 exit 1
