@@ -109,6 +109,8 @@ help:
 	@echo '                        limits fit memory, grace covers the drain)'
 	@echo '  make image            build localhost/codebox:$(VERSION) and print its size'
 	@echo '  make image-test       run the image as the hardened pod and test it (CI runs it)'
+	@echo '  make podman-run [PORT=8080]  the image (built) as deploy/podman/codebox.yaml'"'"'s pod on'
+	@echo '                        127.0.0.1:PORT, in the foreground (Ctrl-C takes it down)'
 	@echo '  make kind-up | kind-test | kind-down   codebox on a kind cluster (needs kind)'
 
 deps:
@@ -291,7 +293,7 @@ IMAGE      ?= localhost/codebox:$(VERSION)
 BASE_IMAGE ?= localhost/codebox-base:bookworm
 export CONTAINERS_CONF := $(CURDIR)/image/containers.conf
 
-.PHONY: image image-test deploy-check kind-up kind-down kind-test
+.PHONY: image image-test podman-run deploy-check kind-up kind-down kind-test
 
 deploy-check: build
 	scripts/check-deploy.sh
@@ -304,6 +306,11 @@ kind-up kind-down kind-test:
 # .ci/run does right after its own make image stage: a cached build still costs 12 s of CPU)
 image-test: $(if $(IMAGE_BUILT),,image)
 	IMAGE=$(IMAGE) scripts/image-test.sh
+
+# the image as deploy/podman/codebox.yaml's pod (what `podman kube play` runs anywhere) on
+# 127.0.0.1:PORT, in the foreground; builds nothing (make image first); Ctrl-C takes it down
+podman-run:
+	scripts/podman-run.sh --port $(PORT)
 
 # the OCI labels: the release, the commit and its date (UTC), the repository's remote if any
 IMAGE_ARGS = --build-arg CODEBOX_BUILD_VERSION=$(BUILD_VERSION) --build-arg CODEBOX_VERSION=$(VERSION) \

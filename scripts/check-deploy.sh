@@ -10,7 +10,8 @@
 # memory limit (less port 8888's workspace and runs where it is on), with a warning where
 # their CPU quotas exceed its CPU limit, and terminationGracePeriodSeconds covers the drain;
 # every image names a registry and carries the release tag (never none or latest); the
-# seccomp profile is current; and fixtures that break one rule each must fail.
+# seccomp profile and the pod for podman kube play (deploy/podman) are current; and fixtures
+# that break one rule each must fail.
 set -euo pipefail
 
 usage() {
@@ -147,6 +148,11 @@ for dir in "${overlays[@]}"; do
 	chain_job "$out/pod.$name/chain" >>"$jobs"
 	typed+=(".out/$name.ts")
 done
+# the pod for podman kube play (deploy/podman, made from the podman overlay): its schemas
+steps=()
+step validate.mjs "$out/podman-pod.ts" "$here/deploy/podman/codebox.yaml"
+chain_job "$out/podman-pod" >>"$jobs"
+typed+=(".out/podman-pod.ts")
 # the fixtures that break one rule each, from the kind overlay and the agent-sandbox one
 steps=()
 step fixtures.mjs "$out/kind.yaml" "$out/fixtures"
@@ -169,6 +175,8 @@ for dir in "${overlays[@]}"; do
 	cat "$chain.err" >&2
 	pod_limits "$name" "$out/pod.$name"
 done
+cat "$out/podman-pod.err" >&2
+status "$out/podman-pod" || exit 1
 tsc "${typed[@]}"
 echo "check-deploy: ${#overlays[@]} overlays render, validate, pass the hardening rules, and their limits fit"
 
@@ -194,6 +202,9 @@ promtool test rules "$out/rules/rules-test.yaml" >"$out/rules/test.out" 2>&1 || 
 echo "check-deploy: promtool accepts the alerts and the dashboard's queries; the alerts pass their unit tests"
 
 "$here/scripts/gen-seccomp-profile.sh" --check
+# deploy/podman/codebox.yaml (podman kube play's pod) is the podman overlay as it renders now
+"$here/scripts/gen-podman-pod.sh" --check
+echo "check-deploy: deploy/podman/codebox.yaml is the podman overlay's pod as it renders now"
 
 # the scale overlay's router.conf: nginx accepts it, with an upstream of loopback stacks as
 # tests/85-fleet.bats renders it (Debian's nginx 1.22 has no `resolve`, which only the

@@ -23,7 +23,10 @@
 #   5. a bad limits ConfigMap: both containers refuse to start, saying why;
 #   6. the image extended as docs/OPERATIONS.md says (image/Dockerfile.extend: FROM it, one
 #      more Debian module, python3-tabulate): /capabilities, /tool, MCP's tools/list and the
-#      heavy warm tier have it, and a run imports it.
+#      heavy warm tier have it, and a run imports it;
+#   7. the one-command path (deploy/podman/codebox.yaml, make podman-run) on podman's network,
+#      published on a free loopback port: a run answered there, and SIGTERM answers the run in
+#      flight, then leaves nothing.
 # Stage 0 also checks the OCI labels and the SBOM. What it needs (podman, kubectl, the npm
 # packages of deploy/checks, bats, jq, nsenter) is installed by scripts/install-deps.sh when
 # missing, else named.
@@ -67,9 +70,14 @@ work=$(mktemp -d)
 chmod 0711 "$work"
 pod=codebox-pod-0
 current=""
+runner="" # stage 7's scripts/podman-run.sh
 cleanup() {
 	if ((!keep)) && [[ -n $current ]]; then
 		podman kube down "$current" >/dev/null 2>&1 || true
+	fi
+	if [[ -n $runner ]]; then
+		kill -TERM "$runner" 2>/dev/null || true
+		wait "$runner" 2>/dev/null || true
 	fi
 	rm -rf "$work" "$here/deploy/checks/.image-test"
 }
@@ -514,6 +522,78 @@ say "extended: /capabilities, /tool and MCP name tabulate $(jq -r '.modules[] | 
 kube_down "$yaml"
 image=$base_image
 podman rmi "$extended" >/dev/null 2>&1 || true
+
+# 7. the one-command path (README.md): deploy/podman/codebox.yaml as make podman-run plays it,
+# on the host's network, published on a free loopback port (never 8080, which a developer may
+# be using) and under a pod name of its own; a run answered through that port; SIGTERM answers
+# the run in flight, then takes it all down (pod, containers, its emptyDirs and limits volume)
+podman_yaml="$here/deploy/podman/codebox.yaml"
+if [[ $(awk '$1 == "image:" { print $2; exit }' "$podman_yaml") != "$image" ]]; then
+	say "deploy/podman/codebox.yaml names another image than $image: the one-command path is not run"
+else
+	# shellcheck source=scripts/stack-lib.sh
+	source "$here/scripts/stack-lib.sh"
+	t0=$SECONDS
+	tpod=codebox-image-test
+	# a pod of that name left by an interrupted run
+	if podman pod exists "$tpod"; then
+		podman pod rm -f "$tpod" >/dev/null 2>&1 || true
+	fi
+	tport=$(codebox_free_port)
+	"$here/scripts/podman-run.sh" --port "$tport" --name "$tpod" >"$work/podman-run.log" 2>&1 &
+	runner=$!
+	for ((i = 0; i < 1200; i++)); do
+		grep -q 'codebox is ready at' "$work/podman-run.log" && break
+		kill -0 "$runner" 2>/dev/null || break
+		sleep 0.2
+	done
+	grep -q "codebox is ready at http://127.0.0.1:$tport/" "$work/podman-run.log" ||
+		fail "make podman-run's pod did not become ready: $(tail -n 20 "$work/podman-run.log")"
+	[[ $(podman port "$tpod-nginx") == "8080/tcp -> 127.0.0.1:$tport" ]] ||
+		fail "the one-command pod is not published on 127.0.0.1:$tport alone: $(podman port "$tpod-nginx")"
+	out=$(curl -s --max-time 60 -H 'Content-Type: application/json' -d '{"code":"print(6*7)"}' \
+		"http://127.0.0.1:$tport/execute")
+	jq -e '.status == "succeeded" and .stdout == "42\n"' <<<"$out" >/dev/null ||
+		fail "the one-command pod: print(6*7) through 127.0.0.1:$tport: $out"
+	ready_s=$((SECONDS - t0))
+	# SIGTERM with a run in flight: it is answered through the published port, then the pod
+	# goes (podman pod stop would take the infra container's network first)
+	infra=$(podman pod inspect "$tpod" --format '{{.InfraContainerID}}')
+	netns="/proc/$(podman inspect "$infra" --format '{{.State.Pid}}')/ns/net"
+	curl -s --max-time 60 -o "$work/podman-run-inflight.json" -w '%{http_code}' \
+		-d '{"code":"import time; time.sleep(4); print(\"drained\")"}' "http://127.0.0.1:$tport/execute" \
+		>"$work/podman-run-inflight.code" &
+	client=$!
+	for ((i = 0; i < 100; i++)); do
+		[[ $(pcurl -s http://127.0.0.1:9090/metrics | awk '$1 == "codebox_executions_in_flight" { print $2 }') == 1 ]] &&
+			break
+		sleep 0.1
+	done
+	((i < 100)) || fail "the one-command pod: the run to be answered during its stop did not start within 10 s"
+	kill -TERM "$runner"
+	for ((i = 0; i < 900; i++)); do
+		kill -0 "$runner" 2>/dev/null || break
+		sleep 0.1
+	done
+	((i < 900)) || fail "make podman-run did not stop within 90 s of SIGTERM"
+	rc=0
+	wait "$runner" || rc=$?
+	runner=""
+	((rc == 0)) || fail "make podman-run exited $rc on SIGTERM: $(tail -n 20 "$work/podman-run.log")"
+	wait "$client" || true
+	if [[ $(cat "$work/podman-run-inflight.code") != 200 ]] || ! grep -q '"stdout":"drained\\n"' "$work/podman-run-inflight.json"; then
+		fail "make podman-run's stop cut off the run in flight: HTTP $(cat "$work/podman-run-inflight.code"): $(cat "$work/podman-run-inflight.json" 2>/dev/null)"
+	fi
+	left=$(podman ps -a --format '{{.Names}}' | grep "^$tpod" || true)
+	left+=$(podman volume ls --format '{{.Name}}' | grep "^$tpod-" || true)
+	limits=$(awk '$1 == "name:" && $2 ~ /^codebox-limits-/ { print $2; exit }' "$podman_yaml")
+	if podman volume exists "$limits" && [[ -z $(podman ps -a --filter "volume=$limits" --format '{{.Names}}') ]]; then
+		left+=" volume $limits"
+	fi
+	! podman pod exists "$tpod" || left+=" pod $tpod"
+	[[ -z $left ]] || fail "make podman-run left behind: $left"
+	say "the one-command pod (deploy/podman/codebox.yaml, make podman-run): ready on 127.0.0.1:$tport alone, print(6*7) answered 42 (in $ready_s s), SIGTERM answered the run in flight and took it down leaving nothing ($((SECONDS - t0)) s in all)"
+fi
 
 if command -v runsc >/dev/null; then
 	echo "image-test: runsc found; the single-container gVisor case is not automated yet" >&2
