@@ -1,6 +1,7 @@
 /*
  * worker.c - the accept loop, and the endpoints of ports 8080 (MCP's included) and 9090 in a
- * table (http.h) that hands port 8888's to agent.c.
+ * table (http.h) that hands POST /execute to execute.c (with the run glue every surface runs
+ * through) and port 8888's to agent.c.
  *
  * Shutdown without lost wake-ups: SIGTERM stays blocked except inside epoll_pwait(), which
  * unblocks it atomically while the worker waits for a connection (EPOLLEXCLUSIVE, so one
@@ -20,6 +21,7 @@
 #include "worker.h"
 
 #include "agent.h"
+#include "execute.h"
 #include "cgroup.h"
 #include "files.h"
 #include "http.h"
@@ -39,6 +41,7 @@
 #include "trace.h"
 #include "slots.h"
 #include "stream.h"
+#include "surface.h"
 #include "utf8.h"
 #include "warm.h"
 #include "workdir.h"
@@ -82,203 +85,6 @@ worker_param(const char *name, void *ctx)
 	return FCGX_GetParam(name, req->envp);
 }
 
-/* What a worker owns across requests: one run stream per port (run.h). */
-struct worker_streams {
-	struct run_stream execute; /* port 8080's runs, with a box built ahead for the next */
-	struct run_stream agent;   /* port 8888's commands (another run config: the workspace) */
-};
-
-/* One request, as the worker's endpoints see it (their port argument, http.h). */
-struct worker_request {
-	const struct worker_config *wc;
-	const struct run_config *run;
-	struct worker_streams *streams;
-	const char *endpoint;   /* CODEBOX_ENDPOINT */
-	const char *request_id; /* CODEBOX_REQUEST_ID */
-	struct limits l;        /* the request's, capped at the pool's ceilings (all but readyz) */
-	struct session_limits sl; /* the sessions' bounds (all but readyz) */
-};
-
-/* A session's execution: where its init listens, and what of its box the worker needs. */
-struct worker_session {
-	int conn; /* connected to its init's socket */
-	const struct run_session_box *sb;
-	int op;            /* 0: code; SESSION_OP_SNAPSHOT or SESSION_OP_RESTORE (snapshots) */
-	int blob_fd;       /* their memfd */
-	unsigned blob_max; /* a snapshot's bound */
-};
-
-/* How long one write of an event stream may block (a client that stops reading). */
-#define WORKER_SSE_SEND_TIMEOUT_S 10
-
-/* The SSE writer's sinks into the FastCGI stream (stream.h) */
-static int
-worker_fcgx_put(void *ctx, const char *p, size_t n)
-{
-	FCGX_Request *req = ctx;
-
-	return FCGX_PutStr(p, (int)n, req->out) == (int)n ? 0 : -1;
-}
-
-static void
-worker_fcgx_flush(void *ctx)
-{
-	FCGX_Request *req = ctx;
-
-	(void)FCGX_FFlush(req->out);
-}
-
-static void
-worker_sse_output(void *ctx, int which, const char *p, size_t n)
-{
-	stream_sse_output(ctx, which, p, n);
-}
-
-/* A client's SSE writer when its Accept asks for one (else NULL through *on). */
-static void
-worker_sse_init(FCGX_Request *req, struct stream_sse *sse, const json_t *progress_token, bool *on)
-{
-	memset(sse, 0, sizeof(*sse));
-	sse->put = worker_fcgx_put;
-	sse->flush = worker_fcgx_flush;
-	sse->ctx = req;
-	sse->progress_token = progress_token;
-	*on = stream_wanted(FCGX_GetParam("HTTP_ACCEPT", req->envp));
-	if (*on) {
-		/* a client that stops reading must not hold the worker (and so the run's deadline)
-		 * in a write: past this, the stream is broken and the rest is not sent */
-		struct timeval tv = {WORKER_SSE_SEND_TIMEOUT_S, 0};
-		(void)setsockopt(req->ipcFd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	}
-}
-
-/* A text written as it is (an answer made before, as the SSE stream's last event). */
-struct worker_raw {
-	const char *text;
-	size_t len;
-};
-
-static void
-write_raw(struct jsonw *jw, const void *ctx)
-{
-	const struct worker_raw *r = ctx;
-
-	jsonw_raw(jw, r->text, r->len);
-}
-
-/* An error answer: as JSON, or, once the SSE stream's head is out, as its last event. */
-static void
-worker_send_message(FCGX_Request *req, struct stream_sse *sse, int status, const char *extra_header,
-                    const char *error, const char *message)
-{
-	if (sse != NULL && sse->started)
-		stream_sse_error(sse, NULL, 0, error, message);
-	else
-		http_send_message(req, status, extra_header, error, message);
-}
-
-/* Port 8080's admission (serve.h): one of the pool's execution slots, which the pool, not
- * nginx, is the authority on: it knows what runs. */
-static enum serve_ran
-worker_slot_take(const void *ctx)
-{
-	const struct worker_request *w = ctx;
-
-	switch (slots_acquire(w->wc->slots, w->wc->index, w->l.max_concurrent_executions)) {
-	case SLOTS_TAKEN:
-		return SERVE_RAN;
-	case SLOTS_FULL:
-		log_msg(LOG_INFO, "all %ld execution slots are in use: 429",
-		        w->l.max_concurrent_executions);
-		return SERVE_BUSY;
-	case SLOTS_STUCK:
-		break;
-	}
-	/* a bounded wait, not nginx's 504 much later: /readyz says the same meanwhile */
-	log_msg(LOG_ERROR,
-	        "the execution slots' lock was not free within %d ms: the pool cannot admit runs "
-	        "(503)",
-	        SLOTS_LOCK_WAIT_MS);
-	return SERVE_STUCK;
-}
-
-static void
-worker_slot_give(const void *ctx)
-{
-	const struct worker_request *w = ctx;
-
-	slots_release(w->wc->slots, w->wc->index);
-}
-
-/* an event stream's head goes out once the run is admitted (stream.h) */
-static void
-worker_sse_admitted(void *ctx)
-{
-	stream_sse_start(ctx, NULL);
-}
-
-/*
- * Runs r for POST /execute, a session's execution and MCP's tools/call alike (serve_run()),
- * admitted by an execution slot, its output streamed to sse when not NULL. o is filled when
- * SERVE_RAN (run_outcome_free() it).
- */
-static enum serve_ran
-worker_run(const struct worker_request *w, FCGX_Request *req, const struct request *r,
-           enum artifacts_want want, enum metrics_port port, const struct worker_session *ses,
-           struct stream_sse *sse, struct run_outcome *o)
-{
-	const struct serve_admission admit = {worker_slot_take, worker_slot_give, w};
-	/* port 8080's runs tell no exit code the program did not give */
-	const struct serve_port p = {port, &w->wc->history, -1, -1, -1};
-	struct serve_req q = {
-	    .admit = &admit,
-	    .run = w->run,
-	    .stream = &w->streams->execute,
-	    .session_conn = ses != NULL ? ses->conn : -1,
-	    .sb = ses != NULL ? ses->sb : NULL,
-	    .request_id = w->request_id,
-	    .in_flight = true,
-	};
-	struct run_spec spec =
-	    run_spec_from_limits(&w->l, r->code, r->code_len, r->wall_ms, req->ipcFd);
-
-	if (sse != NULL) {
-		/* admitted: the client hears the output as it comes (stream.h) */
-		q.admitted = worker_sse_admitted;
-		q.admitted_ctx = sse;
-		spec.on_output = worker_sse_output;
-		spec.output_ctx = sse;
-	}
-	spec.stdin_data = r->stdin_data;
-	spec.stdin_len = r->stdin_len;
-	spec.files = r->files;
-	spec.files_len = r->files_len;
-	spec.artifacts = want;
-	if (ses != NULL && ses->op != 0) {
-		spec.session_op = ses->op;
-		spec.session_blob_fd = ses->blob_fd;
-		spec.session_blob_max = ses->blob_max;
-	}
-	return serve_run(&p, &q, &spec, o);
-}
-
-/* A run's answer on /execute, written twice by http_send_written() (counted, then streamed). */
-struct execute_reply {
-	const struct run_outcome *o;
-	size_t max_result_bytes;
-	bool details;
-	const char *request_id;
-	bool artifacts;
-};
-
-static void
-write_execute_reply(struct jsonw *jw, const void *ctx)
-{
-	const struct execute_reply *e = ctx;
-
-	reply_outcome_write(jw, e->o, e->max_result_bytes, e->details, e->request_id, e->artifacts);
-}
-
 /* A run's answer to tools/call, the same way; its text is made once, before. */
 struct mcp_reply {
 	const json_t *id;
@@ -302,123 +108,6 @@ write_mcp_reply(struct jsonw *jw, const void *ctx)
 	                      m->details, m->request_id, m->files, m->session_id, m->res);
 }
 
-/* A session that is not there (or not the caller's): one answer for all the cases. */
-#define WORKER_SESSION_UNKNOWN                                                                     \
-	"no such session: it was never made, it ended (closed, idle or too old, or its program "   \
-	"was killed, or its server stopped), or it is another token's"
-
-/* A session whose init was killed from outside while its execution ran: as /execute's run, not
- * the program's doing, nor an unknown session's 404 (the client could not tell whether its
- * code ran); the session ended with it. */
-#define WORKER_SESSION_LOST                                                                        \
-	"the session's sandbox was killed from outside while the execution ran; the session has "  \
-	"ended: start a new one and retry"
-
-/*
- * Answers what worker_run() came to, for /execute and a session's execution alike: the reply
- * (write(ctx)) as JSON or as the SSE stream's last event, or the error (an event too once the
- * stream's head is out).
- */
-static void
-worker_answer(FCGX_Request *req, enum serve_ran ran, struct stream_sse *sse,
-              void (*write)(struct jsonw *w, const void *ctx), const void *ctx, bool session)
-{
-	switch (ran) {
-	case SERVE_RAN:
-		if (sse != NULL && sse->started)
-			stream_sse_end(sse, write, ctx);
-		else if (http_send_written(req, write, ctx) < 0)
-			http_send_message(req, 500, NULL, "sandbox_error",
-			                  "the worker is out of memory");
-		break;
-	case SERVE_BUSY:
-		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
-		                  "all execution slots are in use; retry shortly");
-		break;
-	case SERVE_STUCK:
-		http_send_message(req, 503, NULL, "sandbox_unavailable",
-		                  "the sandbox cannot admit runs right now; retry shortly");
-		break;
-	case SERVE_GONE: /* the session ended before it took the execution: it never ran */
-		worker_send_message(req, sse, 404, NULL, "not_found", WORKER_SESSION_UNKNOWN);
-		break;
-	case SERVE_LOST: /* not the program's doing: a new sandbox would run it */
-		worker_send_message(req, sse, 503, NULL, "sandbox_unavailable",
-		                    session ? WORKER_SESSION_LOST
-		                            : "the run's sandbox was killed from outside; retry");
-		break;
-	case SERVE_SESSION_BUSY:
-		worker_send_message(req, sse, 409, NULL, "session_busy",
-		                    "the session is still stopping its last execution; retry in a "
-		                    "moment");
-		break;
-	case SERVE_FAILED:
-		worker_send_message(req, sse, 500, NULL, "sandbox_error",
-		                    "the sandbox could not run the program; see the service log");
-		break;
-	case SERVE_ABANDONED:
-		break;
-	}
-}
-
-/* POST /execute: a request (request.h) admitted, run and answered (reply.h). */
-static void
-worker_execute(void *port, FCGX_Request *req)
-{
-	const struct worker_request *w = port;
-	const struct worker_config *wc = w->wc;
-	const struct limits *l = &w->l;
-	struct request r;
-	struct run_outcome o;
-	struct stream_sse sse;
-	enum serve_ran ran;
-	bool streamed;
-	char message[256];
-	char *body = NULL;
-	long n;
-
-	/* the same bound and message as nginx's client_max_body_size (check-config.sh) */
-	n = http_read_body(req, wc->max_body_bytes, &body);
-	if (n == HTTP_BODY_TOO_LARGE) {
-		char msg[128];
-		snprintf(msg, sizeof(msg),
-		         "the request body is larger than this server accepts (at most %zu bytes)",
-		         wc->max_body_bytes);
-		http_send_message(req, 413, NULL, "request_too_large", msg);
-		return;
-	}
-	if (n < 0) {
-		log_msg(LOG_WARN, "reading the request body failed");
-		http_send_message(req, 400, NULL, "invalid_request",
-		                  "the request body could not be read");
-		return;
-	}
-	if (request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
-		free(body);
-		log_msg(LOG_INFO, "rejected: %s", message);
-		http_send_message(req, 400, NULL, "invalid_request", message);
-		return;
-	}
-	free(body);
-	if (http_client_gone(req)) {
-		/* it waited in the socket's backlog while its client left: nobody wants it */
-		log_msg(LOG_INFO, "the client left before the run started; not running it");
-		request_free(&r);
-		return;
-	}
-	worker_sse_init(req, &sse, NULL, &streamed);
-	ran = worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
-	                 METRICS_PORT_EXECUTE, NULL, streamed ? &sse : NULL, &o);
-	{
-		const struct execute_reply er = {&o, l->max_result_bytes, r.details, w->request_id,
-		                                 r.artifacts};
-		worker_answer(req, ran, streamed ? &sse : NULL, write_execute_reply, &er, false);
-	}
-	if (ran == SERVE_RAN)
-		run_outcome_free(&o);
-	request_free(&r);
-}
-
 /* an MCP answer, as JSON (a JSON-RPC error when out of memory) */
 static void
 worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *body, size_t len)
@@ -432,15 +121,6 @@ worker_mcp_send(FCGX_Request *req, int status, const char *extra_header, char *b
 	else
 		http_send(req, status, extra_header, body, len);
 	free(body);
-}
-
-/* ---- sessions (session.h): POST /sessions, GET and DELETE /sessions/{id},
- * POST /sessions/{id}/execute ---- */
-
-static void
-worker_session_unknown(FCGX_Request *req)
-{
-	http_send_message(req, 404, NULL, "not_found", WORKER_SESSION_UNKNOWN);
 }
 
 /* A session's answer, written twice (http_send_written()). */
@@ -559,15 +239,6 @@ worker_session_memory(json_t *root, unsigned long long max, unsigned long long *
 	return 0;
 }
 
-/* Whether this pool serves sessions (for this request's bounds). */
-static bool
-worker_sessions_on(const struct worker_request *w)
-{
-	/* a session's files must be out of every other's reach: its own mount namespace */
-	return w->wc->sessions_fd >= 0 && w->sl.max_sessions > 0 && w->run->warm &&
-	       (w->run->clone_flags & CLONE_NEWNS);
-}
-
 /* What came of starting a session (worker_session_start()). */
 enum worker_started {
 	WORKER_STARTED,
@@ -602,7 +273,7 @@ worker_session_start(const struct worker_request *w, unsigned idle, unsigned lif
 	    .budget_bytes = wc->iso->on[ISO_POOLMEMORY] ? wc->iso->pool_memory_bytes : 0,
 	    .ordinal = wc->pod_ordinal};
 
-	if (!worker_sessions_on(w))
+	if (!surface_sessions_on(w))
 		return WORKER_START_OFF;
 	/* its sessions go on answering; new ones are another pod's (the router retries a 429) */
 	if (session_draining(wc->sessions_fd))
@@ -731,7 +402,7 @@ worker_snapshot_max(const struct worker_request *w, unsigned long long memory_by
 	return (size_t)(memory_bytes > 0 && memory_bytes < max ? memory_bytes : max);
 }
 
-/* A session's snapshot or restore (op), run as worker_run() runs a cell: no code, its memfd
+/* A session's snapshot or restore (op), run as execute_run() runs a cell: no code, its memfd
  * blob_fd as the program's fd 0, the session's execution timeout as its deadline. */
 static enum serve_ran
 worker_session_blob(const struct worker_request *w, FCGX_Request *req,
@@ -752,7 +423,7 @@ worker_session_blob(const struct worker_request *w, FCGX_Request *req,
 	ses.conn = run_session_connect(path);
 	if (ses.conn < 0)
 		return SERVE_GONE;
-	ran = worker_run(w, req, &r, ARTIFACTS_NONE, METRICS_PORT_EXECUTE, &ses, NULL, o);
+	ran = execute_run(w, req, &r, ARTIFACTS_NONE, METRICS_PORT_EXECUTE, &ses, NULL, o);
 	close(ses.conn);
 	return ran;
 }
@@ -796,10 +467,10 @@ worker_refuse_not_run(struct worker_refusal *f, enum serve_ran ran)
 		              "the sandbox cannot admit runs right now; retry shortly");
 		return;
 	case SERVE_GONE:
-		worker_refuse(f, 404, "not_found", WORKER_SESSION_UNKNOWN);
+		worker_refuse(f, 404, "not_found", EXECUTE_SESSION_UNKNOWN);
 		return;
 	case SERVE_LOST:
-		worker_refuse(f, 503, "sandbox_unavailable", WORKER_SESSION_LOST);
+		worker_refuse(f, 503, "sandbox_unavailable", EXECUTE_SESSION_LOST);
 		return;
 	case SERVE_SESSION_BUSY:
 		worker_refuse(
@@ -1433,7 +1104,7 @@ worker_session_watch(const struct worker_request *w, const struct session_rec *r
 		    ran == SERVE_RAN    ? NULL
 		    : ran == SERVE_GONE ? "the session ended before the execution ran"
 		    : ran == SERVE_LOST
-		        ? WORKER_SESSION_LOST
+		        ? EXECUTE_SESSION_LOST
 		        : "the sandbox could not run the program; see the service log"};
 		struct jsonw jw;
 
@@ -1630,7 +1301,7 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	ses.conn = run_session_connect(path);
 	if (ses.conn < 0) {
 		request_free(&r);
-		worker_session_unknown(req);
+		execute_session_unknown(req);
 		return;
 	}
 	if (background) {
@@ -1639,9 +1310,9 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 		request_free(&r);
 		return;
 	}
-	worker_sse_init(req, &sse, NULL, &streamed);
-	ran = worker_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
-	                 METRICS_PORT_EXECUTE, &ses, streamed ? &sse : NULL, &o);
+	execute_sse_init(req, &sse, NULL, &streamed);
+	ran = execute_run(w, req, &r, r.artifacts ? ARTIFACTS_ALL : ARTIFACTS_NONE,
+	                  METRICS_PORT_EXECUTE, &ses, streamed ? &sse : NULL, &o);
 	if (ran == SERVE_RAN && o.session_over) {
 		char name[SESSION_LOG_NAME_LEN + 1];
 		session_log_name(rec->id, name);
@@ -1651,7 +1322,7 @@ worker_session_execute(const struct worker_request *w, FCGX_Request *req,
 	{
 		const struct session_reply sr = {
 		    &o, l->max_result_bytes, r.details, w->request_id, r.artifacts, rec->id};
-		worker_answer(req, ran, streamed ? &sse : NULL, write_session_reply, &sr, true);
+		execute_answer(req, ran, streamed ? &sse : NULL, write_session_reply, &sr, true);
 	}
 	if (ran == SERVE_RAN)
 		worker_notebook_keep(wc->sessions_fd, rec->id, &r, &o);
@@ -1749,7 +1420,7 @@ worker_session_poll(const struct worker_request *w, FCGX_Request *req,
 		                  "execution only");
 		return;
 	}
-	worker_sse_init(req, &sse, NULL, &streamed);
+	execute_sse_init(req, &sse, NULL, &streamed);
 	if (!streamed) {
 		res = worker_session_read(sdir, rec->id, "result", 256u << 20, &len);
 		if (res != NULL) {
@@ -1848,7 +1519,7 @@ worker_tail_over(int sdir, const char *id, const char *eid, const char **error)
 	}
 	if (!worker_session_last_is(sdir, id, eid)) {
 		*error = "not_found";
-		return WORKER_SESSION_UNKNOWN;
+		return EXECUTE_SESSION_UNKNOWN;
 	}
 	if (!session_locked(sdir, id)) {
 		*error = "execution_lost";
@@ -1880,8 +1551,8 @@ worker_session_tail(const struct worker_request *w, FCGX_Request *req,
 			 * ends */
 			res = worker_tail_look(sdir, rec->id, &sse, off, &quiet, &len);
 		if (res != NULL) {
-			const struct worker_raw raw = {res, len};
-			stream_sse_end(&sse, write_raw, &raw);
+			const struct execute_raw raw = {res, len};
+			stream_sse_end(&sse, execute_write_raw, &raw);
 			free(res);
 			return;
 		}
@@ -1902,8 +1573,8 @@ worker_session_tail(const struct worker_request *w, FCGX_Request *req,
 			return;
 		}
 		if (util_now_ms() - quiet >= WORKER_SSE_KEEPALIVE_MS) {
-			(void)worker_fcgx_put(req, ": keep-alive\n\n", 14);
-			worker_fcgx_flush(req);
+			(void)sse.put(sse.ctx, ": keep-alive\n\n", 14);
+			sse.flush(sse.ctx);
 			quiet = util_now_ms();
 		}
 		struct timespec tick = {0, 100 * 1000 * 1000};
@@ -1923,7 +1594,7 @@ worker_session_route(FCGX_Request *req, const char *method, const char *rest,
 	slash = strchr(rest, '/');
 	idlen = slash ? (size_t)(slash - rest) : strlen(rest);
 	if (!session_id_valid(rest, idlen)) {
-		worker_session_unknown(req);
+		execute_session_unknown(req);
 		return -1;
 	}
 	memcpy(id, rest, idlen);
@@ -2189,7 +1860,7 @@ worker_session_restart(const struct worker_request *w, FCGX_Request *req, const 
 		struct timespec ms = {0, 20 * 1000 * 1000};
 		nanosleep(&ms, NULL);
 		if (session_find(w->wc->sessions_fd, id, auth, rec, true, lock_fd) < 0) {
-			worker_session_unknown(req);
+			execute_session_unknown(req);
 			return;
 		}
 	}
@@ -2206,12 +1877,12 @@ worker_session_restart(const struct worker_request *w, FCGX_Request *req, const 
 	switch (r) {
 	case WORKER_RENEWED:
 		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
-			worker_session_unknown(req);
+			execute_session_unknown(req);
 		else
 			worker_session_state(req, 200, rec, &a, false, &w->l, NULL);
 		return;
 	case WORKER_RENEW_GONE:
-		worker_session_unknown(req);
+		execute_session_unknown(req);
 		return;
 	case WORKER_RENEW_OLD:
 		http_send_message(req, 409, NULL, "session_ending",
@@ -2271,7 +1942,7 @@ worker_sessions(void *port, FCGX_Request *req)
 	                              strcmp(sub, "snapshot") == 0
 	                        : strcmp(method, "DELETE") == 0;
 	if (session_find(wc->sessions_fd, id, auth, &rec, take, &lock_fd) < 0) {
-		worker_session_unknown(req);
+		execute_session_unknown(req);
 		return;
 	}
 	session_sock_path(wc->sessions_fd, id, path, sizeof(path));
@@ -2299,7 +1970,7 @@ worker_sessions(void *port, FCGX_Request *req)
 	} else if (sub != NULL && strcmp(sub, "interrupt") == 0) {
 		/* KeyboardInterrupt into the running cell; the session keeps its state */
 		if (run_session_ask(path, SESSION_OP_INTERRUPT, &a) < 0) {
-			worker_session_unknown(req);
+			execute_session_unknown(req);
 		} else {
 			char body[64];
 			int n = snprintf(body, sizeof(body), "{\"interrupted\":%s}",
@@ -2316,7 +1987,7 @@ worker_sessions(void *port, FCGX_Request *req)
 			worker_session_poll(w, req, &rec, eid);
 	} else if (strcmp(method, "GET") == 0) {
 		if (run_session_ask(path, SESSION_OP_PING, &a) < 0)
-			worker_session_unknown(req);
+			execute_session_unknown(req);
 		else
 			worker_session_state(req, 200, &rec, &a, a.busy != 0, &w->l, NULL);
 	} else {
@@ -2336,7 +2007,7 @@ worker_mcp_tools(const struct worker_request *w, const char *tool, size_t tool_l
 {
 	json_t *res = mcp_tools(tool, tool_len), *t, *props;
 
-	if (res == NULL || !worker_sessions_on(w))
+	if (res == NULL || !surface_sessions_on(w))
 		return res;
 	t = json_pack(
 	    "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:[s,s], s:s}, s:{s:s, s:s}}, s:[s], s:b},"
@@ -2731,14 +2402,14 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	/* a model sees the pictures a run makes whether it asked for files or not: only those are
 	 * collected unless it did, and the answer lists files only when it did */
 	asked = r.artifacts;
-	worker_sse_init(req, &sse, progress, &streamed);
+	execute_sse_init(req, &sse, progress, &streamed);
 	/* a client that asks for progress, and takes SSE, hears the output as it comes */
 	streamed = streamed && progress != NULL;
-	ran =
-	    want != NULL && ses.conn < 0
-	        ? SERVE_GONE
-	        : worker_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES, METRICS_PORT_MCP,
-	                     want != NULL ? &ses : NULL, streamed ? &sse : NULL, &o);
+	ran = want != NULL && ses.conn < 0
+	          ? SERVE_GONE
+	          : execute_run(w, req, &r, asked ? ARTIFACTS_ALL : ARTIFACTS_IMAGES,
+	                        METRICS_PORT_MCP, want != NULL ? &ses : NULL,
+	                        streamed ? &sse : NULL, &o);
 	if (ran != SERVE_RAN && want != NULL && strcmp(want, "new") == 0) {
 		if (ses.conn >= 0)
 			close(ses.conn);
@@ -2789,8 +2460,8 @@ worker_mcp_call(const struct worker_request *w, FCGX_Request *req, const struct 
 	answer = worker_mcp_not_run(m->id, ran, &len, &status, &extra);
 	if (streamed && sse.started && answer != NULL) {
 		/* the stream's head is out: the answer is its last event */
-		const struct worker_raw raw = {answer, len};
-		stream_sse_end(&sse, write_raw, &raw);
+		const struct execute_raw raw = {answer, len};
+		stream_sse_end(&sse, execute_write_raw, &raw);
 		free(answer);
 	} else {
 		worker_mcp_send(req, status, extra, answer, len);
@@ -2802,37 +2473,6 @@ done:
 		close(lock_fd);
 	free(want);
 	request_free(&r);
-}
-
-/* The /isolation document (reply_isolation()) for this request's limits: GET /isolation's
- * answer, and what /tool and MCP's tool are written from. Newly allocated, or NULL. */
-static char *
-worker_isolation_doc(const struct worker_request *w, size_t *len)
-{
-	const struct worker_config *wc = w->wc;
-	bool agent_on = wc->agent.workspace_fd >= 0;
-	unsigned long long ws_bytes = agent_on ? wc->agent.workspace_bytes : 0;
-
-	/* sessions' bounds (session.h): /capabilities' keys are the lab contract's, fixed */
-	json_t *sessions =
-	    worker_sessions_on(w)
-	        ? json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s}",
-	                    "maxSessions", (json_int_t)w->sl.max_sessions, "maxSessionsPerToken",
-	                    (json_int_t)w->sl.max_per_token, "maxStreams",
-	                    (json_int_t)w->sl.max_streams, "idleTimeoutSeconds",
-	                    (json_int_t)w->sl.idle_seconds, "maxLifetimeSeconds",
-	                    (json_int_t)w->sl.max_life_seconds, "executionTimeoutSeconds",
-	                    (json_int_t)w->l.execution_timeout_seconds, "maxExecutionSeconds",
-	                    (json_int_t)w->sl.max_execution_seconds, "memoryBytes",
-	                    (json_int_t)w->l.memory_bytes, "diskBytes", (json_int_t)w->l.disk_bytes,
-	                    "snapshotMaxBytes", (json_int_t)w->sl.snapshot_max_bytes,
-	                    /* whose key signs the snapshots: where they restore (snapshot.h) */
-	                    "snapshotKey", wc->snapshot_key.fleet ? "fleet" : "pod")
-	        : NULL;
-
-	return reply_isolation(wc->iso, &w->l, w->run->warm && warm_serving(),
-	                       warm_one_copy() ? "one-copy" : "copy", ws_bytes,
-	                       agent_on ? workspace_inodes(ws_bytes) : 0, sessions, len);
 }
 
 /* worker_mcp()'s refusal before any body is read: a JSON-RPC error without an id */
@@ -2936,8 +2576,8 @@ worker_mcp(void *port, FCGX_Request *req)
 	const struct worker_request *w = port;
 	const struct worker_config *wc = w->wc;
 	struct mcp_message m;
-	char message[256], *body = NULL, *caps = NULL, *iso = NULL, *tool = NULL, *answer = NULL;
-	size_t len = 0, caps_len, iso_len, tool_len = 0;
+	char message[256], *body = NULL, *tool = NULL, *answer = NULL;
+	size_t len = 0, tool_len = 0;
 	long n;
 
 	if (worker_mcp_gate(req) < 0)
@@ -2973,11 +2613,7 @@ worker_mcp(void *port, FCGX_Request *req)
 	/* the tool is GET /tool's: one description everywhere, rendered only where it is
 	 * answered (initialize, tools/list), never on a call's way to its run */
 	if (strcmp(m.method, "initialize") == 0 || strcmp(m.method, "tools/list") == 0) {
-		caps = reply_capabilities(wc->probe, &w->l, wc->files_contained, &caps_len);
-		iso = worker_isolation_doc(w, &iso_len);
-		tool = caps && iso
-		           ? tool_render(caps, caps_len, iso, iso_len, TOOL_ANTHROPIC, &tool_len)
-		           : NULL;
+		tool = surface_tool_doc(w, TOOL_ANTHROPIC, &tool_len);
 		if (tool == NULL) {
 			worker_mcp_send(req, 500, NULL, NULL, 0);
 			goto out;
@@ -2996,7 +2632,7 @@ worker_mcp(void *port, FCGX_Request *req)
 			answer =
 			    mcp_error(m.id, MCP_INVALID_PARAMS, "tools/call needs params", &len);
 			worker_mcp_send(req, 200, NULL, answer, len);
-		} else if (worker_sessions_on(w) &&
+		} else if (surface_sessions_on(w) &&
 		           json_is_string(json_object_get(m.params, "name")) &&
 		           strcmp(json_string_value(json_object_get(m.params, "name")),
 		                  WORKER_MCP_SESSIONS_TOOL) == 0) {
@@ -3010,8 +2646,6 @@ worker_mcp(void *port, FCGX_Request *req)
 		worker_mcp_send(req, 200, NULL, answer, len);
 	}
 out:
-	free(caps);
-	free(iso);
 	free(tool);
 	mcp_message_free(&m);
 }
@@ -3047,12 +2681,12 @@ worker_capabilities(void *port, FCGX_Request *req)
 	http_send_doc(req, HTTP_JSON, doc, len);
 }
 
-/* GET /isolation (worker_isolation_doc()) */
+/* GET /isolation (surface_isolation_doc()) */
 static void
 worker_isolation(void *port, FCGX_Request *req)
 {
 	size_t len;
-	char *doc = worker_isolation_doc(port, &len);
+	char *doc = surface_isolation_doc(port, &len);
 
 	http_send_doc(req, HTTP_JSON, doc, len);
 }
@@ -3061,22 +2695,17 @@ worker_isolation(void *port, FCGX_Request *req)
 static void
 worker_tool(void *port, FCGX_Request *req)
 {
-	const struct worker_request *w = port;
-	size_t len, iso_len, tool_len = 0;
+	size_t len = 0;
 	enum tool_format format;
-	char why[256], *caps, *iso, *doc;
+	char why[256], *doc;
 
 	if (tool_parse_format(FCGX_GetParam("REQUEST_URI", req->envp), &format, why, sizeof(why)) <
 	    0) {
 		http_send_message(req, 400, NULL, "invalid_request", why);
 		return;
 	}
-	caps = reply_capabilities(w->wc->probe, &w->l, w->wc->files_contained, &len);
-	iso = worker_isolation_doc(w, &iso_len);
-	doc = caps && iso ? tool_render(caps, len, iso, iso_len, format, &tool_len) : NULL;
-	http_send_doc(req, HTTP_JSON, doc, tool_len);
-	free(caps);
-	free(iso);
+	doc = surface_tool_doc(port, format, &len);
+	http_send_doc(req, HTTP_JSON, doc, len);
 }
 
 /* GET /metrics, port 9090's (metrics.h) */
@@ -3092,11 +2721,11 @@ worker_metrics(void *port, FCGX_Request *req)
 
 	session_count(wc->sessions_fd, &sc);
 	cap.sessions_open = sc.open;
-	cap.sessions_max = worker_sessions_on(w) ? w->sl.max_sessions : 0;
+	cap.sessions_max = surface_sessions_on(w) ? w->sl.max_sessions : 0;
 	cap.sessions_memory_bytes = sc.memory_bytes;
 	cap.memory_budget_bytes = wc->iso->on[ISO_POOLMEMORY] ? wc->iso->pool_memory_bytes : 0;
 	cap.draining = session_draining(wc->sessions_fd);
-	cap.background_running = worker_sessions_on(w) ? slots_loans(wc->slots) : 0;
+	cap.background_running = surface_sessions_on(w) ? slots_loans(wc->slots) : 0;
 	doc = metrics_render(wc->nginx_busy_log, wc->probe->python_version, &cap, &len);
 
 	http_send_doc(req, "text/plain; version=0.0.4; charset=utf-8", doc, len);
@@ -3118,7 +2747,7 @@ worker_agent(void *port, FCGX_Request *req)
  * method here as well: a request sent to the socket directly meets the same 405 as nginx's.
  */
 static const struct http_endpoint worker_endpoints[] = {
-    {"execute", "POST", "use POST for /execute", worker_execute, false},
+    {"execute", "POST", "use POST for /execute", execute_handle, false},
     /* no stream from the server (GET), no session to end (DELETE) */
     {"mcp", "POST", "use POST for /mcp: this server sends no stream and keeps no session",
      worker_mcp, false},
