@@ -393,25 +393,20 @@ sessionapi_close(const struct worker_request *w, FCGX_Request *req, const char *
 	http_send(req, 204, NULL, "", 0);
 }
 
-/* GET /sessions: the caller's own sessions (its token's; all of them where tokens are off),
- * each as GET /sessions/{id} answers it, at most CODEBOX_MAX_SESSIONS of them. */
-static void
-sessionapi_list(const struct worker_request *w, FCGX_Request *req, const char *auth)
+int
+sessionapi_each(const struct worker_request *w, const char *auth,
+                void (*each)(const struct session_rec *rec, const struct session_answer *a,
+                             void *ctx),
+                void *ctx)
 {
-	size_t max = w->sl.max_sessions > 0 ? (size_t)w->sl.max_sessions : 0, n = 0, len;
+	size_t max = w->sl.max_sessions > 0 ? (size_t)w->sl.max_sessions : 0, n = 0;
 	struct session_rec *recs = max > 0 ? calloc(max, sizeof(*recs)) : NULL;
-	struct jsonw jw;
-	char *doc;
 
-	if (max > 0 && recs == NULL) {
-		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
-		return;
-	}
+	if (max > 0 && recs == NULL)
+		return -1;
 	if (w->wc->sessions_fd >= 0 && max > 0)
 		n = session_list(w->wc->sessions_fd, auth, recs, max);
-	jsonw_init(&jw);
-	jsonw_lit(&jw, "{\"sessions\":[");
-	for (size_t i = 0, shown = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct session_answer a;
 		char path[128];
 		int rc;
@@ -421,13 +416,47 @@ sessionapi_list(const struct worker_request *w, FCGX_Request *req, const char *a
 		 * busy, with no word of its use */
 		if (rc < 0 && errno != EBUSY)
 			continue;
-		if (shown++ > 0)
-			jsonw_lit(&jw, ",");
-		sessionapi_state_write(&jw, &recs[i], rc == 0 ? &a : NULL, rc < 0 || a.busy != 0,
-		                       &w->l, NULL);
+		each(&recs[i], rc == 0 ? &a : NULL, ctx);
+	}
+	free(recs);
+	return 0;
+}
+
+/* GET /sessions' list as it is written: each session as GET /sessions/{id} answers it */
+struct sessionapi_lister {
+	struct jsonw *jw;
+	size_t shown;
+	const struct limits *l;
+};
+
+static void
+sessionapi_list_one(const struct session_rec *rec, const struct session_answer *a, void *ctx)
+{
+	struct sessionapi_lister *ls = ctx;
+
+	if (ls->shown++ > 0)
+		jsonw_lit(ls->jw, ",");
+	sessionapi_state_write(ls->jw, rec, a, a == NULL || a->busy != 0, ls->l, NULL);
+}
+
+/* GET /sessions: the caller's own sessions (its token's; all of them where tokens are off),
+ * each as GET /sessions/{id} answers it, at most CODEBOX_MAX_SESSIONS of them. */
+static void
+sessionapi_list(const struct worker_request *w, FCGX_Request *req, const char *auth)
+{
+	struct jsonw jw;
+	struct sessionapi_lister ls = {&jw, 0, &w->l};
+	size_t len;
+	char *doc;
+
+	jsonw_init(&jw);
+	jsonw_lit(&jw, "{\"sessions\":[");
+	if (sessionapi_each(w, auth, sessionapi_list_one, &ls) < 0) {
+		jsonw_free(&jw);
+		http_send_message(req, 500, NULL, "sandbox_error", "the worker is out of memory");
+		return;
 	}
 	jsonw_lit(&jw, "]}");
-	free(recs);
 	doc = jsonw_take(&jw, &len);
 	http_send_doc(req, HTTP_JSON, doc, len);
 }
@@ -646,12 +675,7 @@ sessionapi_execute(void *port, FCGX_Request *req)
 {
 	struct sessionapi_call *c = port;
 
-	if (c->lock_fd < 0)
-		http_send_message(req, 409, NULL, "session_busy",
-		                  "an execution is running in this session; wait for it, or "
-		                  "interrupt it (POST /sessions/{id}/interrupt)");
-	else
-		sessionexec_execute(c->w, req, &c->rec, c->lock_fd);
+	sessionexec_execute(c->w, req, &c->rec, c->lock_fd);
 }
 
 /* POST /sessions/{id}/restart (sessionapi_restart()) */
@@ -669,13 +693,7 @@ sessionapi_snapshot(void *port, FCGX_Request *req)
 {
 	struct sessionapi_call *c = port;
 
-	if (c->lock_fd < 0)
-		http_send_message(req, 409, NULL, "session_busy",
-		                  "an execution is running in this session; a snapshot waits "
-		                  "for it to end (or interrupt it: POST "
-		                  "/sessions/{id}/interrupt)");
-	else
-		sessionsnap_snapshot(c->w, req, &c->rec);
+	sessionsnap_snapshot(c->w, req, &c->rec, c->lock_fd);
 }
 
 /* POST /sessions/{id}/interrupt: KeyboardInterrupt into the running cell; the session keeps

@@ -37,6 +37,17 @@ enum sessionapi_started sessionapi_start(const struct worker_request *w, unsigne
 const char *sessionapi_start_message(enum sessionapi_started st, int *status, const char **error,
                                      const char **extra);
 
+/*
+ * Calls each(rec, a, ctx) for each of auth's open sessions (a token's own; every one where
+ * tokens are off), at most CODEBOX_MAX_SESSIONS, with its init's answer to a ping in a, or a
+ * NULL (its backlog is full: busy, with no word of its use); one that ended since it was
+ * listed is left out. Returns 0, or -1 out of memory (nothing called).
+ */
+int sessionapi_each(const struct worker_request *w, const char *auth,
+                    void (*each)(const struct session_rec *rec, const struct session_answer *a,
+                                 void *ctx),
+                    void *ctx);
+
 /* /sessions and everything beneath it (its endpoint's handler, http.h; port: the struct
  * worker_request). */
 void sessionapi_handle(void *port, FCGX_Request *req);

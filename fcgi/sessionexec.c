@@ -416,13 +416,20 @@ sessionexec_execute(const struct worker_request *w, FCGX_Request *req,
 	struct run_outcome o;
 	char message[256], path[128];
 	char *body = NULL;
-	long n = http_read_body(req, wc->max_body_bytes, &body);
+	long n;
 	struct worker_session ses = {.conn = -1, .sb = &rec->sb};
 	struct stream_sse sse;
 	enum serve_ran ran;
 	bool streamed, background;
 	long wall_ms;
 
+	if (lock_fd < 0) {
+		http_send_message(req, 409, NULL, "session_busy",
+		                  "an execution is running in this session; wait for it, or "
+		                  "interrupt it (POST /sessions/{id}/interrupt)");
+		return;
+	}
+	n = http_read_body(req, wc->max_body_bytes, &body);
 	if (n == HTTP_BODY_TOO_LARGE || n < 0) {
 		http_send_message(
 		    req, n < 0 && n != HTTP_BODY_TOO_LARGE ? 400 : 413, NULL,

@@ -22,7 +22,8 @@ void sessionexec_notebook_keep(int sdir, const char *id, const struct request *r
 void sessionexec_notebook(const struct worker_request *w, FCGX_Request *req, const char *id);
 
 /*
- * POST /sessions/{id}/execute, the session's lock (lock_fd) held: POST /execute's body run in
+ * POST /sessions/{id}/execute, under the session's lock (lock_fd; -1: it was not free, a cell
+ * runs: answered 409 session_busy, the body unread): POST /execute's body run in
  * the session, answered as /execute's run is (as JSON, or as an event stream), and kept in its
  * notebook; with "background": true, started under a watcher that holds the lock and an
  * execution slot, and answered 202 at once (GET /sessions/{id}/executions/{eid} then tells).

@@ -290,13 +290,22 @@ sessionsnap_take(const struct worker_request *w, FCGX_Request *req, struct sessi
 }
 
 void
-sessionsnap_snapshot(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec)
+sessionsnap_snapshot(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
+                     int lock_fd)
 {
 	char *body = NULL;
-	long n = http_read_body(req, 4096, &body);
+	long n;
 	struct sessionsnap_reply sr;
 	struct sessionsnap_refusal f;
 
+	if (lock_fd < 0) {
+		http_send_message(req, 409, NULL, "session_busy",
+		                  "an execution is running in this session; a snapshot waits "
+		                  "for it to end (or interrupt it: POST "
+		                  "/sessions/{id}/interrupt)");
+		return;
+	}
+	n = http_read_body(req, 4096, &body);
 	free(body);
 	if (n < 0) {
 		http_send_message(req, n == HTTP_BODY_TOO_LARGE ? 413 : 400, NULL,

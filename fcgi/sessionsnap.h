@@ -44,9 +44,10 @@ size_t sessionsnap_max(const struct worker_request *w, unsigned long long memory
 int sessionsnap_take(const struct worker_request *w, FCGX_Request *req, struct session_rec *rec,
                      struct sessionsnap_reply *sr, struct sessionsnap_refusal *f);
 
-/* POST /sessions/{id}/snapshot (its lock held): sessionsnap_take(), answered. */
+/* POST /sessions/{id}/snapshot under the session's lock (lock_fd; -1: it was not free, a cell
+ * runs: answered 409 session_busy, the body unread): sessionsnap_take(), answered. */
 void sessionsnap_snapshot(const struct worker_request *w, FCGX_Request *req,
-                          struct session_rec *rec);
+                          struct session_rec *rec, int lock_fd);
 
 /*
  * A new session (rec, just made: no one knows its id) loads payload, a checked snapshot:
