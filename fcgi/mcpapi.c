@@ -277,8 +277,8 @@ mcpapi_args(const struct worker_request *w, FCGX_Request *req, const struct mcp_
             struct request *r, char **want, const json_t **progress, bool *snap)
 {
 	const char *name = json_string_value(json_object_get(m->params, "name"));
-	json_t *args = json_object_get(m->params, "arguments"), *sarg;
-	char message[256], *text, *answer;
+	json_t *args = json_object_get(m->params, "arguments"), *sarg, *copy;
+	char message[256], *answer;
 	size_t len;
 
 	*want = NULL;
@@ -327,27 +327,21 @@ mcpapi_args(const struct worker_request *w, FCGX_Request *req, const struct mcp_
 			return -1;
 		}
 	}
-	if (sarg != NULL || json_object_get(args, "snapshot") != NULL) {
-		json_t *copy = json_copy(args);
-		json_object_del(copy, "session");
-		json_object_del(copy, "snapshot");
-		text = copy ? json_dumps(copy, JSON_COMPACT) : NULL;
-		json_decref(copy);
-	} else {
-		text = args ? json_dumps(args, JSON_COMPACT) : strdup("{}");
-	}
-	if (text == NULL) {
+	/* the arguments, read once with the body, are /execute's body but for MCP's own: a copy
+	 * without them (the values shared, not copied) */
+	copy = args ? json_copy(args) : json_object();
+	if (copy == NULL) {
 		mcpapi_send(req, 500, NULL, NULL, 0);
 		goto refused;
 	}
-	if (request_parse(r, text, strlen(text), &w->l, message, sizeof(message)) < 0) {
-		free(text);
+	json_object_del(copy, "session");
+	json_object_del(copy, "snapshot");
+	if (request_take(r, copy, &w->l, message, sizeof(message)) < 0) {
 		log_msg(LOG_INFO, "mcp: rejected: %s", message);
 		answer = mcp_call_error(m->id, message, &len);
 		mcpapi_send(req, 200, NULL, answer, len);
 		goto refused;
 	}
-	free(text);
 	return 0;
 refused:
 	free(*want);

@@ -58,27 +58,22 @@ write_session_reply(struct jsonw *jw, const void *ctx)
 }
 
 /*
- * POST /sessions/{id}/execute's body, with what /execute does not take out of it: "background"
- * (a boolean) into *background, and then its "timeoutSeconds" (up to the background bound)
- * into *wall_ms. *body and *n are replaced by the rest. Returns 0, or -1 with why.
+ * POST /sessions/{id}/execute's body (root, read once: request_load()), with what /execute does
+ * not take out of it: "background" (a boolean) into *background, and then its "timeoutSeconds"
+ * (up to the background bound) into *wall_ms; both are taken out of root, which is left for
+ * request_take(). Returns 0, or -1 with why.
  */
 static int
-sessionexec_body(char **body, long *n, const struct session_limits *sl, bool *background,
-                 long *wall_ms, char *why, size_t why_len)
+sessionexec_body(json_t *root, const struct session_limits *sl, bool *background, long *wall_ms,
+                 char *why, size_t why_len)
 {
-	json_error_t err;
-	json_t *root = json_loadb(*body, (size_t)*n, JSON_REJECT_DUPLICATES, &err), *b, *t;
-	char *rest;
+	json_t *b = json_is_object(root) ? json_object_get(root, "background") : NULL, *t;
 
 	*background = false;
 	*wall_ms = sl->max_execution_seconds * 1000;
-	b = json_is_object(root) ? json_object_get(root, "background") : NULL;
-	if (b == NULL) {
-		json_decref(root); /* request_parse() judges the body as /execute's */
-		return 0;
-	}
+	if (b == NULL)
+		return 0; /* request_take() judges the body as /execute's */
 	if (!json_is_boolean(b)) {
-		json_decref(root);
 		snprintf(why, why_len, "background must be a boolean");
 		return -1;
 	}
@@ -87,7 +82,6 @@ sessionexec_body(char **body, long *n, const struct session_limits *sl, bool *ba
 	if (*background && t != NULL) {
 		double v = json_number_value(t);
 		if (!json_is_number(t) || v <= 0 || v > (double)sl->max_execution_seconds) {
-			json_decref(root);
 			snprintf(
 			    why, why_len,
 			    "timeoutSeconds of a background execution must be a number above 0 "
@@ -99,15 +93,6 @@ sessionexec_body(char **body, long *n, const struct session_limits *sl, bool *ba
 		json_object_del(root, "timeoutSeconds");
 	}
 	json_object_del(root, "background");
-	rest = json_dumps(root, JSON_COMPACT);
-	json_decref(root);
-	if (rest == NULL) {
-		snprintf(why, why_len, "out of memory");
-		return -1;
-	}
-	free(*body);
-	*body = rest;
-	*n = (long)strlen(rest);
 	return 0;
 }
 
@@ -422,6 +407,7 @@ sessionexec_execute(const struct worker_request *w, FCGX_Request *req,
 	enum serve_ran ran;
 	bool streamed, background;
 	long wall_ms;
+	json_t *root;
 
 	if (lock_fd < 0) {
 		http_send_message(req, 409, NULL, "session_busy",
@@ -438,14 +424,17 @@ sessionexec_execute(const struct worker_request *w, FCGX_Request *req,
 		                             : "the request body could not be read");
 		return;
 	}
-	if (sessionexec_body(&body, &n, &w->sl, &background, &wall_ms, message, sizeof(message)) <
-	        0 ||
-	    request_parse(&r, body, (size_t)n, l, message, sizeof(message)) < 0) {
-		free(body);
+	root = request_load(body, (size_t)n, message, sizeof(message));
+	free(body);
+	if (root != NULL &&
+	    sessionexec_body(root, &w->sl, &background, &wall_ms, message, sizeof(message)) < 0) {
+		json_decref(root);
+		root = NULL;
+	}
+	if (root == NULL || request_take(&r, root, l, message, sizeof(message)) < 0) {
 		http_send_message(req, 400, NULL, "invalid_request", message);
 		return;
 	}
-	free(body);
 	session_sock_path(wc->sessions_fd, rec->id, path, sizeof(path));
 	ses.conn = run_session_connect(path);
 	if (ses.conn < 0) {
