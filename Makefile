@@ -124,7 +124,7 @@ $(NGX_MOD): nginx/module/ngx_http_codebox_module.c nginx/module/config scripts/b
 # the objects that carry the version are rebuilt when it changes (a commit, a dirty tree)
 $(BUILD)/.version: FORCE | $(BUILD)/.dir
 	@echo '$(BUILD_VERSION)' | cmp -s - $@ || echo '$(BUILD_VERSION)' >$@
-$(BUILD)/metrics.o $(BUILD)/trace.o $(BUILD)/worker.o: $(BUILD)/.version
+$(BUILD)/mcpapi.o $(BUILD)/metrics.o $(BUILD)/trace.o: $(BUILD)/.version
 .PHONY: FORCE
 
 $(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir

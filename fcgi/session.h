@@ -199,7 +199,7 @@ bool session_locked(int sdir, const char *id);
 size_t session_list(int sdir, const char *auth, struct session_rec *recs, size_t max);
 
 /*
- * A restart's new box (worker.c): binds a listening socket for session id beside its own, at
+ * A restart's new box (sessionapi.c): binds a listening socket for session id beside its own, at
  * <id>.next (path, as session_sock_path() names it, into path), for the new box's init.
  * Returns its fd, or -1 (errno).
  */
