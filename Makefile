@@ -30,15 +30,16 @@ endif
 SRCS     = $(wildcard fcgi/*.c)
 OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
-# codebox-init: a warm run's init, exec'd (the one-copy start, fcgi/initexec.c), beside the
-# pool's binary; static (a sanitized build links it as the sanitizers need)
+# codebox-init: a warm run's init, exec'd (the one-copy start, fcgi/initexec.c; its main() is
+# fcgi/initmain.c), beside the pool's binary; static (a sanitized build links it as the
+# sanitizers need)
 INIT     = $(BUILD)/codebox-init
-INIT_OBJS = $(addprefix $(BUILD)/,initexec.o sandbox.o mounts.o files.o result.o jsonw.o buf.o \
-            utf8.o util.o capture.o workspace.o landlock.o log.o seccomp.o isolation.o \
-            userns.o proc.o)
+INIT_OBJS = $(addprefix $(BUILD)/,initmain.o initexec.o sessioninit.o sandbox.o mounts.o files.o \
+            result.o jsonw.o buf.o utf8.o util.o capture.o workspace.o landlock.o log.o \
+            seccomp.o isolation.o userns.o proc.o)
 INIT_LDFLAGS = $(if $(SANITIZE),$(LDFLAGS),-static-pie -Wl,-z,relro,-z,now)
 # the session's program, a Python source embedded as cell_source (interp.c)
-POOL_OBJS = $(filter-out $(BUILD)/initexec.o,$(OBJS)) $(BUILD)/cellsrc.o
+POOL_OBJS = $(filter-out $(BUILD)/initmain.o,$(OBJS)) $(BUILD)/cellsrc.o
 # codebox's nginx module (codebox_body_deadline), for the nginx installed here; one build
 # whatever BUILD is (nginx itself is not sanitized)
 NGX_MOD  = build/nginx/ngx_http_codebox_module.so

@@ -13,9 +13,11 @@
 #include "template.h"
 
 #include "child.h"
+#include "initexec.h"
 #include "interp.h"
 #include "log.h"
 #include "proc.h"
+#include "sessioninit.h"
 #include "util.h"
 #include "warmproto.h"
 
@@ -84,6 +86,7 @@ template_prepare(const struct template_base *base, const struct warm_box_request
 	if (req->session) {
 		child->sb.session_fd = fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd];
 		child->sb.enter_session = interp_enter_session;
+		child->sb.init_session = sessioninit_serve;
 	}
 }
 
@@ -107,7 +110,7 @@ template_clone(const struct template_base *base, struct warm_box_request *req, c
 	explicit_bzero(&template_child, sizeof(template_child));
 }
 
-/* The stub's answer to the worker (sandbox_stub_main()), sent from its stack. */
+/* The stub's answer to the worker (initexec_stub_main()), sent from its stack. */
 struct template_answer {
 	int sock;
 	uint64_t as_bytes;
@@ -159,7 +162,7 @@ template_clone_one_copy(const struct template_base *base, struct warm_box_reques
 	    pipe2(st.handoff_fd, O_CLOEXEC) < 0 ||
 	    (req->session &&
 	     socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, st.cell_fd) < 0) ||
-	    sandbox_wire_pack(&template_child.sb, &st, &wire) < 0 ||
+	    initexec_wire_pack(&template_child.sb, &st, &wire) < 0 ||
 	    write(wp[1], &wire, sizeof(wire)) != (ssize_t)sizeof(wire))
 		goto out;
 	close(wp[1]);
@@ -177,7 +180,7 @@ template_clone_one_copy(const struct template_base *base, struct warm_box_reques
 	ok = true;
 	stack = (char *)((uintptr_t)((char *)__builtin_frame_address(0) - TEMPLATE_STUB_GAP) &
 	                 ~(uintptr_t)15);
-	pid = child_clone_vm(&run, run.clone_flags, sandbox_stub_main, stack, &st, &st.host_pid);
+	pid = child_clone_vm(&run, run.clone_flags, initexec_stub_main, stack, &st, &st.host_pid);
 #if defined(__SANITIZE_ADDRESS__)
 	/* the stub's frames never returned: their red zones are still marked on this stack */
 	__asan_unpoison_memory_region(stack - 256 * 1024, 256 * 1024);
