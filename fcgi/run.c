@@ -33,7 +33,6 @@
 
 #include "cgroup.h"
 #include "child.h"
-#include "isolation.h"
 #include "jsonw.h"
 #include "limits.h"
 #include "log.h"
@@ -76,29 +75,6 @@ run_kill_grace_seconds(void)
 	int ms = RUN_STOP_MS + RUN_KILL_MS + RUN_DRAIN_MS + RUN_KILL_MS;
 
 	return (ms + 999) / 1000 + 1;
-}
-
-bool
-run_blame(struct isolation *iso, const struct run_outcome *f, const char *why)
-{
-	switch (f->fault) {
-	case RUN_FAULT_CLONE:
-		iso_turn_off(iso, ISO_PIDNS, why);
-		return true;
-	case RUN_FAULT_UID_MAP:
-		iso_turn_off(iso, ISO_USERNS, why);
-		return true;
-	case RUN_FAULT_CGROUP:
-		iso_turn_off(iso, ISO_CGROUP, why);
-		return true;
-	case RUN_FAULT_STEP:
-		return sandbox_blame(iso, (enum sandbox_step)f->fault_step, f->fault_detail, why);
-	case RUN_FAULT_NONE:
-	case RUN_FAULT_LOST:
-	case RUN_FAULT_OTHER:
-		break;
-	}
-	return false;
 }
 
 int

@@ -157,16 +157,6 @@ int run_execute(const struct run_config *cfg, const struct run_spec *spec, struc
  */
 int run_kill_grace_seconds(void);
 
-struct isolation;
-
-/*
- * After the start-up probe run failed with fault f (run_execute()'s out): turns off the layer
- * that failed, the namespace clone() (the pid namespace), the uid maps (the user namespace),
- * the cgroup, or the one a child's set-up step belongs to (sandbox_blame()). Returns false
- * when no layer can be blamed.
- */
-bool run_blame(struct isolation *iso, const struct run_outcome *f, const char *why);
-
 /*
  * Makes this process the reaper of every orphan its runs leave (PR_SET_CHILD_SUBREAPER), so
  * that run_execute() can find and kill them. Call once per worker. Returns 0 or -1.

@@ -53,14 +53,6 @@ enum sandbox_step {
 
 const char *sandbox_step_string(enum sandbox_step step);
 
-/*
- * The start-up probe run failed at step (detail: the mounts step): turns off the layer that
- * step belongs to, or, for a step of no layer inside the namespaces, the pid namespace (runs
- * fall back to direct mode). Returns false when nothing can be blamed (the interpreter
- * itself failed, or no namespace is left to give up).
- */
-bool sandbox_blame(struct isolation *iso, enum sandbox_step step, int detail, const char *why);
-
 /* What a failed child writes to the error pipe before it exits. */
 struct sandbox_failure {
 	int step;   /* enum sandbox_step */
