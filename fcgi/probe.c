@@ -23,6 +23,7 @@
 #include "run.h"
 #include "sandbox.h"
 #include "util.h"
+#include "warm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -286,6 +287,8 @@ probe_measure(const struct run_config *cfg, const char *cache_path, struct probe
 	int started;
 
 	memset(fault, 0, sizeof(*fault));
+	/* the tier, decided before the run as every port's is */
+	spec.caps.heavy = cfg->warm && warm_wants_heavy(spec.code, spec.code_len);
 	run_stream_init(&stream);
 	started = run_execute(cfg, &spec, &stream, &o, run_why, sizeof(run_why));
 	run_stream_finish(cfg, &stream);

@@ -640,11 +640,8 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	w->on_output = spec->on_output;
 	w->output_ctx = spec->output_ctx;
 	w->t0 = util_now_ms();
-	/* the tier is a build-time cap too: the next box is built for the last request's */
-	if (cfg->workspace_fd < 0)
-		caps.heavy = cfg->warm && warm_wants_heavy(spec->code, spec->code_len);
-	else
-		caps.heavy = cfg->warm && caps.warm_command && caps.heavy;
+	/* the tier (decided by the caller) is a build-time cap too: the next box is built for the
+	 * last request's */
 	s->last = caps;
 	s->last_known = true;
 	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||

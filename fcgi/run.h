@@ -22,8 +22,10 @@ struct run_caps {
 	unsigned long max_processes;
 	unsigned long long disk_bytes;
 	unsigned long cpu_millicores; /* 0: no CPU quota */
-	/* warm: the heavy tier's template, for a program that names its modules (set by
-	 * run_execute() from the code, warm_wants_heavy()) */
+	/* warm: the heavy tier's template, for a program that names its modules. Decided once by
+	 * the caller, before the run, and only when the run's configuration is warm: port 8080's
+	 * from the code (warm_wants_heavy()), port 8888's from the command (agent.c); a session
+	 * is always heavy */
 	bool heavy;
 	/* an agent's command that is a plain Python invocation (pycmd.h): it may run warm, on
 	 * the tier heavy names (set by the agent's endpoint) */

@@ -254,6 +254,7 @@ worker_run(const struct worker_request *w, FCGX_Request *req, const struct reque
 	spec.files = r->files;
 	spec.files_len = r->files_len;
 	spec.artifacts = want;
+	spec.caps.heavy = w->run->warm && warm_wants_heavy(r->code, r->code_len);
 	if (ses != NULL && ses->op != 0) {
 		spec.session_op = ses->op;
 		spec.session_blob_fd = ses->blob_fd;
