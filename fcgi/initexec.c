@@ -41,42 +41,27 @@ wire_copy(char *dst, size_t len, const char *src)
 }
 
 int
-initexec_wire_pack(const struct sandbox_spec *s, const struct sandbox_stub *st,
+initexec_wire_pack(const struct run_config *cfg, const char *workdir, unsigned long long disk_bytes,
+                   const struct sandbox_spec *s, const struct sandbox_stub *st,
                    struct sandbox_wire *w)
 {
-	const struct mounts_spec *m = s->mounts;
-
 	memset(w, 0, sizeof(*w));
 	*w = (struct sandbox_wire){
 	    .magic = SANDBOX_WIRE_MAGIC,
+	    .run = cfg->set,
+	    .disk_bytes = disk_bytes,
 	    .ctl_fd = s->ctl_fd,
 	    .report_fd = s->report_fd,
 	    .error_fd = s->error_fd,
 	    .session_fd = s->session_fd,
 	    .workspace_fd = s->workspace_fd,
-	    .etc_fd = m != NULL ? m->etc_fd : -1,
+	    .etc_fd = s->mounts != NULL ? s->mounts->etc_fd : -1,
 	    .ready_fd = st->ready_fd[1],
 	    .handoff_fd = st->handoff_fd[0],
 	    .cell_fd = st->cell_fd[0],
-	    .uid = s->uid,
-	    .gid = s->gid,
-	    .owner_uid = m != NULL ? m->owner_uid : 0,
-	    .owner_gid = m != NULL ? m->owner_gid : 0,
-	    .disk_bytes = m != NULL ? m->disk_bytes : 0,
-	    .set_ids = s->set_ids,
-	    .uts = s->uts,
-	    .cgroupns = s->cgroupns,
-	    .mask_proc = s->mask_proc,
-	    .ids_before_mounts = s->ids_before_mounts,
-	    .agent = s->agent,
-	    .mounts = m != NULL,
-	    .mount_proc = m != NULL && m->mount_proc,
 	};
-	if (wire_copy(w->workdir, sizeof(w->workdir), s->workdir) < 0 ||
-	    wire_copy(w->python, sizeof(w->python), s->python) < 0 ||
-	    (m != NULL &&
-	     (wire_copy(w->host_workdir, sizeof(w->host_workdir), m->workdir) < 0 ||
-	      wire_copy(w->inner_workdir, sizeof(w->inner_workdir), m->inner_workdir) < 0))) {
+	if (wire_copy(w->workdir, sizeof(w->workdir), workdir) < 0 ||
+	    wire_copy(w->python, sizeof(w->python), cfg->python) < 0) {
 		explicit_bzero(w, sizeof(*w));
 		errno = ENAMETOOLONG;
 		return -1;
@@ -84,6 +69,29 @@ initexec_wire_pack(const struct sandbox_spec *s, const struct sandbox_stub *st,
 	return 0;
 }
 
+void
+initexec_wire_spec(struct sandbox_wire *w, struct child_spec *c)
+{
+	const struct run_config cfg = {
+	    .set = w->run,
+	    .python = w->python,
+	    .work_parent_fd = -1,
+	    .etc_fd = w->etc_fd,
+	    .landlock_fd = -1, /* the program's, never init's */
+	    .workspace_fd = w->workspace_fd,
+	};
+
+	w->workdir[sizeof(w->workdir) - 1] = '\0';
+	w->python[sizeof(w->python) - 1] = '\0';
+	child_prepare(&cfg, w->session_fd, w->workdir, w->disk_bytes, c);
+	c->sb.error_fd = w->error_fd;
+	c->sb.ctl_fd = w->ctl_fd;
+	c->sb.report_fd = w->report_fd;
+	c->sb.orphan_init = true;
+	c->sb.high_pids = false;        /* the stub made them high before it forked the program */
+	c->sb.landlock_abi = 0;         /* the program builds its ruleset itself */
+	c->sb.argv = c->sb.envp = NULL; /* init execs nothing */
+}
 void
 initexec_wire_fds(const struct sandbox_wire *w, int wire_fd, int fds[SANDBOX_WIRE_FDS])
 {
@@ -248,51 +256,12 @@ initexec_stub_main(void *arg)
 noreturn void
 initexec_init(struct sandbox_wire *w, pid_t prog)
 {
-	static struct mounts_spec ms;
-	struct sandbox_spec spec, *s = &spec;
+	static struct child_spec child;
+	struct sandbox_spec *s = &child.sb;
 	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
 	sigset_t waitmask;
 
-	w->workdir[sizeof(w->workdir) - 1] = '\0';
-	w->host_workdir[sizeof(w->host_workdir) - 1] = '\0';
-	w->inner_workdir[sizeof(w->inner_workdir) - 1] = '\0';
-	w->python[sizeof(w->python) - 1] = '\0';
-	ms = (struct mounts_spec){
-	    .workdir = w->host_workdir,
-	    .inner_workdir = w->inner_workdir,
-	    .etc_fd = w->etc_fd,
-	    .python = w->python,
-	    .disk_bytes = w->disk_bytes,
-	    .owner_uid = w->owner_uid,
-	    .owner_gid = w->owner_gid,
-	    .mount_proc = w->mount_proc,
-	    .workspace_fd = w->workspace_fd,
-	};
-	spec = (struct sandbox_spec){
-	    .stdin_fd = -1,
-	    .stdout_fd = -1,
-	    .stderr_fd = -1,
-	    .error_fd = w->error_fd,
-	    .ctl_fd = w->ctl_fd,
-	    .report_fd = w->report_fd,
-	    .workdir = w->workdir,
-	    .python = w->python,
-	    .set_ids = w->set_ids,
-	    .uid = w->uid,
-	    .gid = w->gid,
-	    .parent_pid = 1,
-	    .landlock_fd = -1,
-	    .mounts = w->mounts ? &ms : NULL,
-	    .uts = w->uts,
-	    .cgroupns = w->cgroupns,
-	    .mask_proc = w->mask_proc,
-	    .ids_before_mounts = w->ids_before_mounts,
-	    .orphan_init = true,
-	    .agent = w->agent,
-	    .workspace_fd = w->workspace_fd,
-	    .session_fd = w->session_fd,
-	    .cell_fd = -1,
-	};
+	initexec_wire_spec(w, &child);
 	sandbox_init_signals(&waitmask);
 	{
 		int keep[SANDBOX_WIRE_FDS];

@@ -8,6 +8,8 @@
 #include <stdnoreturn.h>
 #include <sys/types.h>
 
+#include "child.h"
+#include "runconfig.h"
 #include "sandbox.h"
 
 /*
@@ -16,21 +18,21 @@
  * still a stub in the template's memory, answers the worker, waits for the go, forks the
  * program (the run's one copy of the interpreter) and execs codebox-init, a small program of
  * its own (initexec.c) that builds the run's view of the system and tells the program when
- * it may confine itself. What codebox-init is told, through a pipe, is this fixed-size wire.
+ * it may confine itself. What codebox-init is told, through a pipe, is this fixed-size wire:
+ * the run's configuration whole (runconfig.h), from which it derives its spec as the template
+ * did (child_prepare()), and the fds it inherits.
  */
-#define SANDBOX_WIRE_MAGIC 0x63626933u
+#define SANDBOX_WIRE_MAGIC 0x63626934u
 struct sandbox_wire {
 	uint32_t magic;
+	struct run_settings run; /* the run's configuration, whole */
+	uint64_t disk_bytes;
 	int32_t ctl_fd, report_fd, error_fd, session_fd, workspace_fd, etc_fd;
 	int32_t ready_fd;   /* write: 'R' once the run's view is built; the program waits */
 	int32_t handoff_fd; /* read: the program's struct sandbox_handoff */
 	int32_t cell_fd;    /* a session: init's end of the cell socket, else -1 */
-	uint32_t uid, gid, owner_uid, owner_gid;
-	uint64_t disk_bytes;
-	uint8_t set_ids, uts, cgroupns, mask_proc, ids_before_mounts, agent, mounts, mount_proc;
-	char workdir[4200];      /* the run's directory as init sees it */
-	char host_workdir[4200]; /* with mounts: the new root's mount point, on the host */
-	char inner_workdir[128]; /* with mounts: SANDBOX_INNER_DIR/<name> */
+	char workdir[4200]; /* the run's directory on the host (with mounts: the new root's
+	                     * mount point) */
 	char python[4200];
 };
 
@@ -64,10 +66,18 @@ struct sandbox_stub {
 /* How long the stub waits for the worker's go, the template suspended meanwhile. */
 #define SANDBOX_STUB_GO_MS 2000
 
-/* Fills w from s for codebox-init (the stub's fds and the paths; s->mounts may be NULL).
- * Returns 0, or -1 (ENAMETOOLONG) when a path does not fit. */
-int initexec_wire_pack(const struct sandbox_spec *s, const struct sandbox_stub *st,
-                       struct sandbox_wire *w);
+/* Fills w for codebox-init: the run's configuration cfg whole, its directory workdir (on the
+ * host) and disk_bytes, the fds of s (the template's spec, child_prepare()'s of the same) and
+ * of the stub st. Returns 0, or -1 (ENAMETOOLONG) when a path does not fit. */
+int initexec_wire_pack(const struct run_config *cfg, const char *workdir,
+                       unsigned long long disk_bytes, const struct sandbox_spec *s,
+                       const struct sandbox_stub *st, struct sandbox_wire *w);
+
+/* codebox-init's spec from w (its strings terminated first), into c (it points into w and c,
+ * which must stay where they are): child_prepare()'s, as the template's was, with init's own
+ * fds, and what the stub (the high pids) and the program (its Landlock ruleset) take instead
+ * of init in the one-copy start turned off. */
+void initexec_wire_spec(struct sandbox_wire *w, struct child_spec *c);
 
 /*
  * The function clone() runs in the stub (CLONE_VM | CLONE_VFORK): system calls only, on its

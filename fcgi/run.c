@@ -346,9 +346,9 @@ box_take_pipes(struct run_box *box, int p[5][2])
  * Returns 0, or -1 when the new pipes could not be made (fault set).
  */
 static int
-box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
-               int p[5][2], struct child_spec *child, struct run_outcome *fault, char *why,
-               size_t why_len)
+box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, int session_fd,
+               struct run_box *box, int p[5][2], struct child_spec *child,
+               struct run_outcome *fault, char *why, size_t why_len)
 {
 	/* one bound for both tiers' answers: the heavy tier has most of it, and a heavy
 	 * template that does not answer leaves the light one time to */
@@ -356,15 +356,15 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
 
 	/* a session is promised the heavy tier's modules: never the light one (its creation
 	 * waits for the heavy template instead, run_session_create()) */
-	int lowest = cfg->session && caps->heavy ? 1 : 0;
+	int lowest = session_fd >= 0 && caps->heavy ? 1 : 0;
 
 	for (int heavy = caps->heavy; box->pid < 0 && heavy >= lowest; heavy--) {
 		int fds[CHILD_FD_COUNT] = {p[0][1], p[1][1], p[2][1], p[3][0], p[4][1]};
 		char wwhy[256];
 		bool serving = warm_serving();
 
-		box->pid = warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,
-		                          t0 + (heavy ? WARM_HEAVY_ANSWER_MS : WARM_ANSWER_MS),
+		box->pid = warm_box_clone(cfg, heavy, session_fd, box->wd.path, caps->disk_bytes,
+		                          fds, t0 + (heavy ? WARM_HEAVY_ANSWER_MS : WARM_ANSWER_MS),
 		                          &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
 		if (box->pid > 0) {
 			box->warm = box->foreign = true;
@@ -376,9 +376,9 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
 		box->fallback = serving ? RUN_FALLBACK_TEMPLATE : RUN_FALLBACK_NO_ZYGOTE;
 		log_msg(LOG_WARN, "the %s template failed (%s); this %s", heavy ? "heavy" : "light",
 		        wwhy,
-		        heavy > lowest ? "run is on the light one"
-		        : cfg->session ? "session waits for it"
-		                       : "run is cold");
+		        heavy > lowest    ? "run is on the light one"
+		        : session_fd >= 0 ? "session waits for it"
+		                          : "run is cold");
 		/* it may still clone onto the pipes it was sent: the fallback gets new ones
 		 * (an init on the old ones reads EOF from the control pipe and ends) */
 		box_pipes_close(p);
@@ -398,9 +398,9 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
  * On failure, *warm_failed says whether a template had cloned it.
  */
 int
-run_box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
-                   bool allow_warm, bool *warm_failed, struct run_outcome *fault, char *why,
-                   size_t why_len)
+run_box_build_once(const struct run_config *cfg, const struct run_caps *caps, int session_fd,
+                   struct run_box *box, bool allow_warm, bool *warm_failed,
+                   struct run_outcome *fault, char *why, size_t why_len)
 {
 	int p[5][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
 	int *out_p = p[0], *err_p = p[1], *fail_p = p[2], *ctl_p = p[3], *rep_p = p[4];
@@ -424,7 +424,7 @@ run_box_build_once(const struct run_config *cfg, const struct run_caps *caps, st
 	box->active = true;
 	if (cfg->cgroup != NULL) {
 		/* a session's outlives its worker: named apart from what a worker sweeps */
-		if (cfg->session)
+		if (session_fd >= 0)
 			snprintf(cg_name, sizeof(cg_name), "s-%s", box->wd.name);
 		else
 			snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index,
@@ -442,14 +442,14 @@ run_box_build_once(const struct run_config *cfg, const struct run_caps *caps, st
 		goto fail;
 	}
 
-	child_prepare(cfg, box->wd.path, caps->disk_bytes, &child);
+	child_prepare(cfg, session_fd, box->wd.path, caps->disk_bytes, &child);
 	child_set_fds(&child,
 	              (int[CHILD_FD_COUNT]){out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]});
 
 	/* warm: Python programs, and an agent's command that is a plain Python invocation (any
 	 * other is a shell's), with init */
 	if (allow_warm && cfg->warm && ns_mode && (cfg->workspace_fd < 0 || caps->warm_command) &&
-	    box_clone_warm(cfg, caps, box, p, &child, fault, why, why_len) < 0)
+	    box_clone_warm(cfg, caps, session_fd, box, p, &child, fault, why, why_len) < 0)
 		goto fail;
 	if (box->pid < 0 && ns_mode)
 		box->pid = child_clone(cfg, cfg->clone_flags, NULL);
@@ -512,14 +512,14 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 {
 	bool warm_failed = false;
 
-	if (run_box_build_once(cfg, caps, box, true, &warm_failed, fault, why, why_len) == 0)
+	if (run_box_build_once(cfg, caps, -1, box, true, &warm_failed, fault, why, why_len) == 0)
 		return 0;
 	if (!warm_failed)
 		return -1;
 	log_msg(LOG_WARN, "a warm sandbox failed before its start (%s); this run is cold", why);
 	if (fault != NULL)
 		fault->fault = RUN_FAULT_NONE;
-	if (run_box_build_once(cfg, caps, box, false, &warm_failed, fault, why, why_len) < 0)
+	if (run_box_build_once(cfg, caps, -1, box, false, &warm_failed, fault, why, why_len) < 0)
 		return -1;
 	box->fallback = RUN_FALLBACK_TEMPLATE;
 	return 0;

@@ -143,11 +143,14 @@ void run_stream_close(const struct run_config *cfg, struct run_stream *s);
 
 /*
  * Runs spec under cfg in stream s and fills out. The stream's box, if one was built ahead with the
- * caps spec asks for, is used; otherwise (or if it died while it waited) a new one is built on
- * the spot. Returns 0 whatever the program did (its outcome is a 200), or -1 when the sandbox
- * itself failed (a 500), with the reason in why and the failing layer in out->fault. Either
- * way, when it returns nothing the run started is alive and its directory is gone; its empty
- * cgroup waits in s->spent for run_stream_finish().
+ * caps spec asks for (the tier included: the caller decides it), is used; otherwise (or if it
+ * died while it waited) a new one is built on the spot. Returns 0 whatever the program did (its
+ * outcome is a 200), or -1 when the sandbox itself failed (a 500), with the reason in why and
+ * the failing layer in out->fault. Either way, when it returns nothing of the program is alive:
+ * in namespace mode, once init has reported, init alone is left, exiting (the teardown of a
+ * copy of an address space), and its box (directory, cgroup) waits in s->dying; otherwise
+ * every process of the run is killed and reaped, its directory is gone, and its emptied cgroup
+ * waits in s->spent. run_stream_finish() reaps and removes both, after the reply.
  */
 int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_stream *s,
                 struct run_outcome *out, char *why, size_t why_len);
@@ -189,11 +192,12 @@ struct run_watch {
 
 /*
  * One attempt at building a box for a run with caps (run.c's box_build()); a template may
- * clone the child only when allow_warm. On failure, nothing is left of it, *warm_failed says
- * whether a template had cloned it, and fault (may be NULL) and why say which layer failed.
- * Returns 0 or -1.
+ * clone the child only when allow_warm. session_fd >= 0: the box is a session's, whose init
+ * serves executions on that listening socket (a run's own fd, never the config's). On failure,
+ * nothing is left of it, *warm_failed says whether a template had cloned it, and fault (may be
+ * NULL) and why say which layer failed. Returns 0 or -1.
  */
-int run_box_build_once(const struct run_config *cfg, const struct run_caps *caps,
+int run_box_build_once(const struct run_config *cfg, const struct run_caps *caps, int session_fd,
                        struct run_box *box, bool allow_warm, bool *warm_failed,
                        struct run_outcome *fault, char *why, size_t why_len);
 

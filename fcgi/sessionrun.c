@@ -136,8 +136,6 @@ run_session_create(const struct run_config *cfg, const struct run_spec *spec, in
 	int rc = -1;
 
 	memset(sb, 0, sizeof(*sb));
-	scfg.session = true;
-	scfg.session_fd = listen_fd;
 	scfg.work_parent_fd = sb_parent_fd;
 	scfg.work_parent = sb_parent;
 	if (!cfg->warm || cfg->clone_flags == 0) {
@@ -148,8 +146,8 @@ run_session_create(const struct run_config *cfg, const struct run_spec *spec, in
 	/* a template that cannot clone now (the heavy one renewed, or restarting) is waited
 	 * for, a bounded time: the session is never started on a tier without its modules */
 	for (long long until = util_now_ms() + RUN_SESSION_TIER_WAIT_MS;;) {
-		if (run_box_build_once(&scfg, &spec->caps, &box, true, &warm_failed, &fault, why,
-		                       why_len) < 0)
+		if (run_box_build_once(&scfg, &spec->caps, listen_fd, &box, true, &warm_failed,
+		                       &fault, why, why_len) < 0)
 			return -1;
 		if (box.warm)
 			break;
