@@ -6,6 +6,7 @@
  * answer (reply.h) as JSON or as the stream's last event.
  */
 #include "execute.h"
+#include "warm.h"
 
 #include "http.h"
 #include "log.h"
@@ -151,6 +152,7 @@ execute_run(const struct worker_request *w, FCGX_Request *req, const struct requ
 	spec.files = r->files;
 	spec.files_len = r->files_len;
 	spec.artifacts = want;
+	spec.caps.heavy = w->run->warm && warm_wants_heavy(r->code, r->code_len);
 	if (ses != NULL && ses->op != 0) {
 		spec.session_op = ses->op;
 		spec.session_blob_fd = ses->blob_fd;

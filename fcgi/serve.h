@@ -9,7 +9,7 @@
 
 #include "history.h"
 #include "metrics.h"
-#include "run.h"
+#include "sessionrun.h"
 
 /* What came of admitting and running one request. */
 enum serve_ran {
