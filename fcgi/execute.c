@@ -86,11 +86,14 @@ static enum serve_ran
 execute_slot_take(const void *ctx)
 {
 	const struct worker_request *w = ctx;
+	bool tenant;
 
-	switch (slots_acquire(w->wc->slots, w->wc->index, w->l.max_concurrent_executions)) {
+	switch (surface_slot_take(w, &tenant)) {
 	case SLOTS_TAKEN:
 		return SERVE_RAN;
 	case SLOTS_FULL:
+		if (tenant)
+			return SERVE_BUSY_TENANT;
 		log_msg(LOG_INFO, "all %ld execution slots are in use: 429",
 		        w->l.max_concurrent_executions);
 		return SERVE_BUSY;
@@ -193,6 +196,9 @@ execute_answer(FCGX_Request *req, enum serve_ran ran, struct stream_sse *sse,
 	case SERVE_BUSY:
 		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
+		break;
+	case SERVE_BUSY_TENANT:
+		http_send_message(req, 429, HTTP_BUSY_TENANT, "sandbox_busy", SURFACE_TENANT_BUSY);
 		break;
 	case SERVE_STUCK:
 		http_send_message(req, 503, NULL, "sandbox_unavailable",

@@ -362,6 +362,10 @@ mcpapi_not_run(const json_t *id, enum serve_ran ran, size_t *len, int *status, c
 		*extra = HTTP_BUSY_POOL;
 		return mcp_error(id, MCP_BUSY, "all execution slots are in use; retry shortly",
 		                 len);
+	case SERVE_BUSY_TENANT:
+		*status = 429;
+		*extra = HTTP_BUSY_TENANT;
+		return mcp_error(id, MCP_BUSY, SURFACE_TENANT_BUSY, len);
 	case SERVE_STUCK:
 		*status = 503;
 		return mcp_error(id, MCP_BUSY,

@@ -133,6 +133,7 @@ sessionapi_start(const struct worker_request *w, unsigned idle, unsigned life,
 	struct run_spec spec;
 	struct run_config scfg;
 	int listen_fd, rc;
+	bool tenant;
 	const struct session_ask ask = {
 	    .max = w->sl.max_sessions,
 	    .per_token = w->sl.max_per_token,
@@ -147,10 +148,14 @@ sessionapi_start(const struct worker_request *w, unsigned idle, unsigned life,
 	/* its sessions go on answering; new ones are another pod's (the router retries a 429) */
 	if (session_draining(wc->sessions_fd))
 		return SESSIONAPI_START_DRAINING;
-	switch (slots_acquire(wc->slots, wc->index, w->l.max_concurrent_executions)) {
+	switch (surface_slot_take(w, &tenant)) {
 	case SLOTS_TAKEN:
 		break;
 	case SLOTS_FULL:
+		if (tenant) {
+			metrics_record_busy_tenant();
+			return SESSIONAPI_START_TENANT_RUNS;
+		}
 		metrics_record_busy();
 		return SESSIONAPI_START_BUSY;
 	case SLOTS_STUCK:
@@ -240,6 +245,11 @@ sessionapi_start_message(enum sessionapi_started st, int *status, const char **e
 		*extra = HTTP_BUSY_TENANT;
 		return "this token holds as many sessions as one token may on this server; close "
 		       "one of them (DELETE /sessions/{id}) first";
+	case SESSIONAPI_START_TENANT_RUNS:
+		*status = 429;
+		*error = "sandbox_busy";
+		*extra = HTTP_BUSY_TENANT;
+		return SURFACE_TENANT_BUSY;
 	case SESSIONAPI_START_MEMORY:
 		*status = 429;
 		*error = "sandbox_busy";
@@ -467,6 +477,7 @@ enum sessionapi_renewed {
 	SESSIONAPI_RENEW_GONE,   /* the session ended meanwhile: 404 */
 	SESSIONAPI_RENEW_OLD,    /* its lifetime is (nearly) over: 409 */
 	SESSIONAPI_RENEW_BUSY,   /* no execution slot: 429 */
+	SESSIONAPI_RENEW_TENANT, /* the token holds its share of the slots: 429 (tenant) */
 	SESSIONAPI_RENEW_FAILED, /* 503, logged; the session is as it was */
 };
 
@@ -483,10 +494,16 @@ sessionapi_box(const struct worker_request *w, const struct session_rec *rec, lo
 	char why[512];
 	int listen_fd, rc;
 
-	switch (slots_acquire(wc->slots, wc->index, w->l.max_concurrent_executions)) {
+	bool tenant;
+
+	switch (surface_slot_take(w, &tenant)) {
 	case SLOTS_TAKEN:
 		break;
 	case SLOTS_FULL:
+		if (tenant) {
+			metrics_record_busy_tenant();
+			return SESSIONAPI_RENEW_TENANT;
+		}
 		metrics_record_busy();
 		return SESSIONAPI_RENEW_BUSY;
 	case SLOTS_STUCK:
@@ -648,6 +665,9 @@ sessionapi_restart(const struct worker_request *w, FCGX_Request *req, const char
 	case SESSIONAPI_RENEW_BUSY:
 		http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
 		                  "all execution slots are in use; retry shortly");
+		return;
+	case SESSIONAPI_RENEW_TENANT:
+		http_send_message(req, 429, HTTP_BUSY_TENANT, "sandbox_busy", SURFACE_TENANT_BUSY);
 		return;
 	case SESSIONAPI_RENEW_FAILED:
 		break;

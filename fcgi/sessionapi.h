@@ -15,11 +15,12 @@
 /* What came of starting a session (sessionapi_start()). */
 enum sessionapi_started {
 	SESSIONAPI_STARTED,
-	SESSIONAPI_START_OFF,    /* sessions are off here: 503 */
-	SESSIONAPI_START_BUSY,   /* no execution slot: 429 */
-	SESSIONAPI_START_STUCK,  /* the slots' lock: 503 */
-	SESSIONAPI_START_FULL,   /* the pod holds CODEBOX_MAX_SESSIONS: 429 */
-	SESSIONAPI_START_TENANT, /* the token holds CODEBOX_MAX_SESSIONS_PER_TOKEN: 429 */
+	SESSIONAPI_START_OFF,         /* sessions are off here: 503 */
+	SESSIONAPI_START_BUSY,        /* no execution slot: 429 */
+	SESSIONAPI_START_STUCK,       /* the slots' lock: 503 */
+	SESSIONAPI_START_FULL,        /* the pod holds CODEBOX_MAX_SESSIONS: 429 */
+	SESSIONAPI_START_TENANT,      /* the token holds CODEBOX_MAX_SESSIONS_PER_TOKEN: 429 */
+	SESSIONAPI_START_TENANT_RUNS, /* ...or CODEBOX_MAX_EXECUTIONS_PER_TOKEN slots: 429 */
 	SESSIONAPI_START_MEMORY, /* the sessions' memory caps would exceed the pool's budget: 429 */
 	SESSIONAPI_START_DRAINING, /* the pod is draining (SIGUSR1): 429, another pod takes it */
 	SESSIONAPI_START_FAILED,   /* 503, logged */

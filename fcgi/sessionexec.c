@@ -277,13 +277,17 @@ sessionexec_background(const struct worker_request *w, FCGX_Request *req,
 
 	/* it runs code as a foreground execution does: it is admitted for an execution slot,
 	 * lent to its watcher for as long as it runs */
-	loan = slots_lend(wc->slots, w->l.max_concurrent_executions, getpid());
+	loan = surface_slot_lend(w, getpid());
 	if (loan < 0) {
 		close(conn);
 		if (loan == SLOTS_LOAN_FULL) {
 			metrics_record_busy();
 			http_send_message(req, 429, HTTP_BUSY_POOL, "sandbox_busy",
 			                  "all execution slots are in use; retry shortly");
+		} else if (loan == SLOTS_LOAN_TENANT) {
+			metrics_record_busy_tenant();
+			http_send_message(req, 429, HTTP_BUSY_TENANT, "sandbox_busy",
+			                  SURFACE_TENANT_BUSY);
 		} else {
 			http_send_message(req, 503, NULL, "sandbox_unavailable",
 			                  "the sandbox cannot admit runs right now; retry shortly");
@@ -473,19 +477,6 @@ sessionexec_execute(const struct worker_request *w, FCGX_Request *req,
 	request_free(&r);
 }
 
-/* A 32-bit tag of s (FNV-1a), never 0; 0 for NULL or "" (no token). */
-static unsigned
-sessionexec_tag(const char *s)
-{
-	uint32_t h = 0x811c9dc5u;
-
-	if (s == NULL || *s == '\0')
-		return 0;
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x01000193u;
-	return h | 1;
-}
-
 /*
  * Takes a stream slot for this worker: at most CODEBOX_MAX_STREAMS in the pod,
  * SESSION_STREAMS_PER_SESSION of rec's, and (with tokens) half of the pod's of one token's.
@@ -496,7 +487,7 @@ sessionexec_stream_take(const struct worker_request *w, FCGX_Request *req,
                         const struct session_rec *rec)
 {
 	const char *auth = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp);
-	const unsigned tag[2] = {sessionexec_tag(rec->id), sessionexec_tag(auth)};
+	const unsigned tag[2] = {surface_tag(rec->id), surface_tag(auth)};
 	const long limit[2] = {SESSION_STREAMS_PER_SESSION, (w->sl.max_streams + 1) / 2};
 	int which = 0;
 

@@ -85,6 +85,10 @@ sessionsnap_refuse_not_run(struct sessionsnap_refusal *f, enum serve_ran ran)
 		sessionsnap_refuse(f, 429, "sandbox_busy",
 		                   "all execution slots are in use; retry shortly");
 		return;
+	case SERVE_BUSY_TENANT:
+		sessionsnap_refuse(f, 429, "sandbox_busy", SURFACE_TENANT_BUSY);
+		f->extra_header = HTTP_BUSY_TENANT;
+		return;
 	case SERVE_STUCK:
 		sessionsnap_refuse(f, 503, "sandbox_unavailable",
 		                   "the sandbox cannot admit runs right now; retry shortly");

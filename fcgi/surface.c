@@ -5,13 +5,71 @@
  */
 #include "surface.h"
 
+#include "log.h"
 #include "reply.h"
+#include "slots.h"
 #include "warm.h"
 #include "workspace.h"
 
 #include <jansson.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
+
+unsigned
+surface_tag(const char *s)
+{
+	uint32_t h = 0x811c9dc5u;
+
+	if (s == NULL || *s == '\0')
+		return 0;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x01000193u;
+	return h | 1;
+}
+
+/* The tag of a run of the request's token in the execution slots: 0 without one, and never
+ * 1, which is an untagged run's (slots_acquire()). */
+static unsigned
+surface_run_tag(const struct worker_request *w)
+{
+	unsigned t = surface_tag(w->token_id);
+
+	return t == 1 ? 3 : t;
+}
+
+enum slots_admit
+surface_slot_take(const struct worker_request *w, bool *tenant)
+{
+	const unsigned tag[2] = {surface_run_tag(w), 0};
+	const long limit[2] = {w->sl.max_executions_per_token, 0};
+	enum slots_admit a;
+	int which = 0;
+
+	*tenant = false;
+	if (tag[0] == 0)
+		return slots_acquire(w->wc->slots, w->wc->index, w->l.max_concurrent_executions);
+	a = slots_acquire_tagged(w->wc->slots, w->wc->index, w->l.max_concurrent_executions, tag,
+	                         limit, &which);
+	if (a == SLOTS_FULL && which == 1) {
+		*tenant = true;
+		log_msg(LOG_INFO, "this token runs its %ld executions at once: 429 (tenant)",
+		        limit[0]);
+	}
+	return a;
+}
+
+int
+surface_slot_lend(const struct worker_request *w, pid_t pid)
+{
+	int loan = slots_lend_tagged(w->wc->slots, w->l.max_concurrent_executions, pid,
+	                             surface_run_tag(w), w->sl.max_executions_per_token);
+
+	if (loan == SLOTS_LOAN_TENANT)
+		log_msg(LOG_INFO, "this token runs its %ld executions at once: 429 (tenant)",
+		        w->sl.max_executions_per_token);
+	return loan;
+}
 
 bool
 surface_sessions_on(const struct worker_request *w)

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "agent.h"
 #include "history.h"
@@ -21,6 +22,7 @@
 #include "tool.h"
 
 struct slots;
+enum slots_admit;
 
 struct worker_config {
 	int listen_fd;                  /* non-blocking, shared by every worker */
@@ -59,6 +61,7 @@ struct worker_request {
 	struct worker_streams *streams;
 	const char *endpoint;   /* CODEBOX_ENDPOINT */
 	const char *request_id; /* CODEBOX_REQUEST_ID */
+	const char *token_id;   /* CODEBOX_TOKEN_ID: the bearer token's id; NULL or "": none */
 	struct limits l;        /* the request's, capped at the pool's ceilings (all but readyz) */
 	struct session_limits sl; /* the sessions' bounds (all but readyz) */
 };
@@ -71,6 +74,25 @@ struct worker_session {
 	int blob_fd;       /* their memfd */
 	unsigned blob_max; /* a snapshot's bound */
 };
+
+/* A 32-bit tag of s (FNV-1a), never 0; 0 for NULL or "" (no token). */
+unsigned surface_tag(const char *s);
+
+/*
+ * Takes an execution slot for this worker (slots.h): at most CODEBOX_MAX_CONCURRENT_EXECUTIONS
+ * in the pod and, for a request with a bearer token, CODEBOX_MAX_EXECUTIONS_PER_TOKEN (0: no
+ * share) of its token's, counting its loans (background executions). *tenant is set when the
+ * token's share is what refused it (SLOTS_FULL).
+ */
+enum slots_admit surface_slot_take(const struct worker_request *w, bool *tenant);
+
+/* Lends an execution slot to pid for this request's token, as surface_slot_take() counts:
+ * the loan, or SLOTS_LOAN_FULL, SLOTS_LOAN_TENANT (the token's share) or SLOTS_LOAN_STUCK. */
+int surface_slot_lend(const struct worker_request *w, pid_t pid);
+
+/* A 429's words for a token at its share of the execution slots (Codebox-Busy: tenant). */
+#define SURFACE_TENANT_BUSY                                                                        \
+	"this token runs as many executions at once as its share allows; retry shortly"
 
 /* Whether this pool serves sessions (for this request's bounds). */
 bool surface_sessions_on(const struct worker_request *w);

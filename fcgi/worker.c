@@ -220,6 +220,7 @@ worker_handle(const struct worker_config *wc, const struct run_config *run,
 	    .streams = streams,
 	    .endpoint = FCGX_GetParam("CODEBOX_ENDPOINT", req->envp),
 	    .request_id = FCGX_GetParam("CODEBOX_REQUEST_ID", req->envp),
+	    .token_id = FCGX_GetParam("CODEBOX_TOKEN_ID", req->envp),
 	};
 	const struct http_endpoint *e = http_endpoint_find(worker_endpoints, w.endpoint);
 
