@@ -30,15 +30,16 @@ endif
 SRCS     = $(wildcard fcgi/*.c)
 OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
 POOL     = $(BUILD)/codebox-pool
-# codebox-init: a warm run's init, exec'd (the one-copy start, fcgi/initexec.c), beside the
-# pool's binary; static (a sanitized build links it as the sanitizers need)
+# codebox-init: a warm run's init, exec'd (the one-copy start, fcgi/initexec.c; its main() is
+# fcgi/initmain.c), beside the pool's binary; static (a sanitized build links it as the
+# sanitizers need)
 INIT     = $(BUILD)/codebox-init
-INIT_OBJS = $(addprefix $(BUILD)/,initexec.o sandbox.o mounts.o files.o result.o jsonw.o buf.o \
-            utf8.o util.o capture.o workspace.o landlock.o log.o seccomp.o isolation.o \
-            userns.o proc.o)
+INIT_OBJS = $(addprefix $(BUILD)/,initmain.o initexec.o child.o sessioninit.o sandbox.o mounts.o \
+            files.o result.o jsonw.o buf.o utf8.o util.o capture.o workspace.o landlock.o \
+            log.o seccomp.o isolation.o userns.o proc.o)
 INIT_LDFLAGS = $(if $(SANITIZE),$(LDFLAGS),-static-pie -Wl,-z,relro,-z,now)
 # the session's program, a Python source embedded as cell_source (interp.c)
-POOL_OBJS = $(filter-out $(BUILD)/initexec.o,$(OBJS)) $(BUILD)/cellsrc.o
+POOL_OBJS = $(filter-out $(BUILD)/initmain.o,$(OBJS)) $(BUILD)/cellsrc.o
 # codebox's nginx module (codebox_body_deadline), for the nginx installed here; one build
 # whatever BUILD is (nginx itself is not sanitized)
 NGX_MOD  = build/nginx/ngx_http_codebox_module.so
@@ -48,7 +49,7 @@ BATS     = $(CURDIR)/tests/tools/node_modules/bats/bin/bats
 
 # unit tests: one TAP program per pure module, linking only what it tests
 UNITS    = capture result request limits reply jsonw workdir isolation multipart slots landlock seccomp \
-           outcome tier pycmd mcp files tool util http stream buf cellout trace
+           outcome tier pycmd mcp files tool util http stream buf cellout trace initexec
 UNIT_BIN = $(UNITS:%=$(BUILD)/test-%)
 UNIT_DEPS_capture = capture utf8
 UNIT_DEPS_cellout = cellout notebook jsonw buf utf8 util log proc
@@ -73,6 +74,8 @@ UNIT_DEPS_util    = util
 UNIT_DEPS_http    = http $(UNIT_DEPS_reply)
 UNIT_DEPS_stream  = stream jsonw buf utf8
 UNIT_DEPS_buf     = buf
+UNIT_DEPS_initexec = initexec child sessioninit sandbox mounts files result jsonw buf utf8 util \
+                     capture workspace landlock log seccomp isolation userns proc
 UNIT_DEPS_trace   = trace outcome capture utf8 log jsonw buf util proc
 
 .PHONY: all help deps build run fleet test unit unit-bins parallel-build bats asan asan-build asan-unit bats-run asan-run check lint \
@@ -126,7 +129,7 @@ $(NGX_MOD): nginx/module/ngx_http_codebox_module.c nginx/module/config scripts/b
 # the objects that carry the version are rebuilt when it changes (a commit, a dirty tree)
 $(BUILD)/.version: FORCE | $(BUILD)/.dir
 	@echo '$(BUILD_VERSION)' | cmp -s - $@ || echo '$(BUILD_VERSION)' >$@
-$(BUILD)/metrics.o $(BUILD)/trace.o $(BUILD)/worker.o: $(BUILD)/.version
+$(BUILD)/mcpapi.o $(BUILD)/metrics.o $(BUILD)/trace.o: $(BUILD)/.version
 .PHONY: FORCE
 
 $(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir

@@ -440,6 +440,7 @@ agent_execute(void *port, FCGX_Request *req)
 	case SERVE_RAN:
 		break;
 	case SERVE_BUSY:
+	case SERVE_BUSY_TENANT: /* never: port 8888 is one tenant's */
 	case SERVE_STUCK:
 		agent_busy_reply(req);
 		goto done;

@@ -345,7 +345,7 @@ def session(fd, workdir):
             continue
         _, limit, kind, blob_max = struct.unpack('<IIII', msg)
         if kind != 1:
-            # a snapshot, a restore (interp.c's _cell_kinds)
+            # a snapshot, a restore (_cell_kinds, below)
             _cell_other(sock, kind, fds, limit, blob_max, main, workdir)
             continue
         for n, f in enumerate(fds):
@@ -440,3 +440,241 @@ def _figures_left():
     fig = globals().get('_figures')
     if isinstance(fig, dict):
         fig['_save_figures']()
+
+
+# ---- a session's snapshot and restore (sessionproto.h's cell kinds 2 and 3), run by the
+# session's program as a cell of another kind than code (_cell_other())
+
+_cell_kinds = {}
+
+# what a snapshot never carries, by kind: the reason told in "skipped"
+_SNAP_NOT = (
+    ('generator', 'a generator: its running frame cannot be saved'),
+    ('coroutine', 'a coroutine: its running frame cannot be saved'),
+    ('async_generator', 'an async generator: its running frame cannot be saved'),
+    ('frame', 'a frame: execution state cannot be saved'),
+    ('socket', 'an open socket: the connection cannot be carried to another process'),
+    ('file', 'an open file: a handle cannot be carried; its file is kept if it is in the '
+             'working directory'),
+    ('lock', 'a lock: its holder does not exist in the restored session'),
+    ('thread', 'a thread: a running thread cannot be saved'),
+)
+
+def _snap_why(v):
+    # the reason v is never carried, or None
+    import io, socket, threading, types, _thread
+    kinds = {
+        'generator': types.GeneratorType, 'coroutine': types.CoroutineType,
+        'async_generator': types.AsyncGeneratorType, 'frame': types.FrameType,
+        'socket': socket.socket, 'file': io.IOBase,
+        'lock': (_thread.LockType, _thread.RLock, threading.Condition,
+                 threading.Semaphore, threading.Event, threading.Barrier),
+        'thread': threading.Thread}
+    for k, why in _SNAP_NOT:
+        if isinstance(v, kinds[k]):
+            return why
+    return None
+
+class _SnapFull(Exception):
+    pass
+
+class _SnapSink:
+    # a bounded writer: raises _SnapFull past max bytes; f None counts only
+    def __init__(self, f, limit):
+        self.f, self.limit, self.n = f, limit, 0
+    def write(self, b):
+        self.n += len(b)
+        if self.n > self.limit:
+            raise _SnapFull()
+        if self.f is not None:
+            self.f.write(b)
+        return len(b)
+
+def _snap_files(workdir, limit, skipped):
+    # the working directory's regular files and directories (no symlinks, no specials), but
+    # the cell's own main.py and result.json: [(path, mode, bytes or None)], their bytes
+    import os, stat
+    out, total = [], 0
+    for top, dirs, files in os.walk(workdir, followlinks=False):
+        rel = os.path.relpath(top, workdir)
+        for name in sorted(dirs) + sorted(files):
+            p = os.path.join(top, name)
+            r = os.path.normpath(os.path.join(rel, name))
+            if rel == '.' and name in ('main.py', 'result.json'):
+                continue
+            st = os.lstat(p)
+            if stat.S_ISDIR(st.st_mode):
+                out.append((r, stat.S_IMODE(st.st_mode), None))
+            elif stat.S_ISREG(st.st_mode):
+                total += st.st_size
+                if total > limit:
+                    raise _SnapFull()
+                with open(p, 'rb') as f:
+                    out.append((r, stat.S_IMODE(st.st_mode), f.read(limit + 1)))
+            else:
+                kind = 'a symlink' if stat.S_ISLNK(st.st_mode) else 'not a regular file'
+                skipped.append({'name': 'file:' + r, 'reason': kind + ': not kept'})
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
+    return out, total
+
+def _snap_state(main, skipped):
+    # __main__'s names: modules (kept by name), the rest to pickle, what is never carried
+    import types
+    mods, values = {}, {}
+    for k, v in list(main.items()):
+        if k.startswith('__') and k.endswith('__'):
+            continue
+        if isinstance(v, types.ModuleType):
+            mods[k] = v.__name__
+            continue
+        why = _snap_why(v)
+        if why is not None:
+            skipped.append({'name': k, 'reason': why})
+            continue
+        values[k] = v
+    return mods, values
+
+def _snap_dump(f, limit, doc):
+    import dill, pickle
+    dill.dump(doc, _SnapSink(f, limit), protocol=pickle.HIGHEST_PROTOCOL)
+
+def snapshot(fd, limit, main, workdir):
+    # the session's state, pickled by dill into fd (a memfd) within limit bytes: __main__'s
+    # values (functions and classes defined in it by value), its modules by name, the working
+    # directory's files and the current directory. Returns (code, summary): 0 and what was
+    # kept, 2 (too large) or 1 with an error.
+    import io, json, os, sys
+    skipped = []
+    try:
+        import dill
+    except ImportError:
+        return 1, {'error': 'dill (python3-dill) is not installed'}
+    try:
+        files, total = _snap_files(workdir, limit, skipped)
+        mods, values = _snap_state(main, skipped)
+        cwd = os.getcwd()
+        rel = os.path.relpath(cwd, workdir)
+        doc = {'format': 1, 'python': list(sys.version_info[:2]), 'modules': mods,
+               'files': files,
+               'cwd': rel if not rel.startswith('..') else cwd}
+        with io.open(fd, 'wb', closefd=False) as f:
+            try:
+                _snap_dump(f, limit, dict(doc, values=values))
+            except (_SnapFull, KeyboardInterrupt, MemoryError):
+                raise
+            except BaseException:
+                # one of them cannot be pickled: found one by one, then the rest again
+                for k in list(values):
+                    try:
+                        _snap_dump(None, limit, values[k])
+                    except (_SnapFull, KeyboardInterrupt, MemoryError):
+                        raise
+                    except BaseException as e:
+                        del values[k]
+                        skipped.append({'name': k, 'reason': 'cannot be pickled: %s: %s'
+                                        % (type(e).__name__, str(e)[:200])})
+                f.seek(0)
+                f.truncate()
+                _snap_dump(f, limit, dict(doc, values=values))
+            f.flush()
+            n = f.tell()
+    except _SnapFull:
+        return 2, {'error': 'the session is larger than the snapshot bound of %d bytes' % limit}
+    except KeyboardInterrupt:
+        return 1, {'error': 'the snapshot was interrupted (its time bound)'}
+    except BaseException as e:
+        return 1, {'error': 'the snapshot failed: %s: %s' % (type(e).__name__, str(e)[:300])}
+    return 0, {'payloadBytes': n, 'variables': sorted(values), 'modules': sorted(mods),
+               'files': sum(1 for f in files if f[2] is not None),
+               'fileBytes': total, 'cwd': doc['cwd'], 'skipped': skipped}
+
+def _restore_path(workdir, r):
+    import os
+    if os.path.isabs(r) or '..' in r.split('/') or r in ('', '.'):
+        raise ValueError('a path out of the working directory: %r' % r)
+    return os.path.join(workdir, r)
+
+def restore(fd, limit, main, workdir):
+    # a snapshot (fd: a sealed memfd the worker checked) loaded into this fresh session: the
+    # files first, then the current directory, the modules and the values. Returns (code,
+    # summary).
+    import importlib, io, os, sys
+    skipped = []
+    try:
+        import dill
+        with io.open(fd, 'rb', closefd=False) as f:
+            f.seek(0)
+            doc = dill.load(f)
+        if not isinstance(doc, dict) or doc.get('format') != 1:
+            return 1, {'error': 'not a snapshot of this format'}
+        dirs = []
+        for r, mode, data in doc['files']:
+            p = _restore_path(workdir, r)
+            if data is None:
+                os.makedirs(p, mode=0o700, exist_ok=True)
+                dirs.append((p, mode))
+                continue
+            fd2 = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                          | os.O_CLOEXEC, 0o600)
+            with io.open(fd2, 'wb') as out:
+                out.write(data)
+            os.chmod(p, mode & 0o777)
+        for p, mode in reversed(dirs):
+            # once their files are in
+            os.chmod(p, mode & 0o777)
+        cwd = doc['cwd']
+        try:
+            os.chdir(cwd if os.path.isabs(cwd) else os.path.join(workdir, cwd))
+        except OSError as e:
+            skipped.append({'name': 'cwd', 'reason': 'cannot enter %s: %s' % (cwd, e.strerror)})
+        mods = []
+        for k, name in doc['modules'].items():
+            try:
+                main[k] = importlib.import_module(name)
+                mods.append(k)
+            except BaseException as e:
+                skipped.append({'name': k, 'reason': 'import %s failed: %s: %s'
+                                % (name, type(e).__name__, str(e)[:200])})
+        main.update(doc['values'])
+    except KeyboardInterrupt:
+        return 1, {'error': 'the restore was interrupted (its time bound)'}
+    except BaseException as e:
+        return 1, {'error': 'the snapshot could not be loaded: %s: %s'
+                   % (type(e).__name__, str(e)[:300])}
+    return 0, {'variables': sorted(doc['values']), 'modules': sorted(mods),
+               'files': sum(1 for f in doc['files'] if f[2] is not None),
+               'cwd': doc['cwd'], 'skipped': skipped}
+
+_cell_kinds[2] = snapshot
+_cell_kinds[3] = restore
+
+def _cell_other(sock, kind, fds, limit, blob_max, main, workdir):
+    # a cell of another kind than code (enum session_cell_kind): fds are its memfd, stdout
+    # and stderr; the answer is the code cell's, with a JSON summary as its value. SIGINT
+    # (its deadline) is let through while it works, as a code cell's is
+    import json, os, signal, struct
+    sigint = {signal.SIGINT}
+    code, summary = 1, {'error': 'no such kind of cell: %d' % kind}
+    fn = _cell_kinds.get(kind)
+    try:
+        if fn is not None:
+            try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, sigint)
+                code, summary = fn(fds[0], blob_max if kind == 2 else 0, main, workdir)
+            finally:
+                signal.pthread_sigmask(signal.SIG_BLOCK, sigint)
+    except KeyboardInterrupt:
+        code, summary = 1, {'error': 'interrupted (its time bound)'}
+    signal.sigtimedwait(sigint, 0)
+    for f in fds:
+        os.close(f)
+    b = json.dumps(summary).encode()
+    sk = summary.get('skipped') or []
+    while len(b) > limit and sk:
+        # the summary's bound: its list of what was skipped is cut, and says so
+        sk = sk[:len(sk) // 2]
+        summary['skipped'] = sk + [{'name': '...', 'reason': 'more than this summary holds'}]
+        b = json.dumps(summary).encode()
+    if len(b) > limit:
+        b = json.dumps({k: summary[k] for k in ('error', 'payloadBytes') if k in summary}).encode()
+    sock.send(struct.pack('<iII', code, 1, len(b)) + b)

@@ -12,7 +12,11 @@
  * kernel's OOM killer is disabled in each run's group and in the pool's parent, an eventfd
  * is registered on memory.oom_control, and the worker stops the whole run when it fires:
  * a run at its own limit, or the largest run when the pool-wide budget is exhausted (the
- * notification reaches every group below the one out of memory). No kernel OOM kill at all.
+ * notification reaches every group below the one out of memory). No kernel OOM kill in a
+ * run's group. A session's group is the exception (cgroup_run_kernel_oom()): no worker
+ * watches it between its executions, so the kernel's killer is on there, for the session's
+ * life: it may kill a process of a session out of memory. During an execution the worker
+ * also watches the group (cgroup_run_arm_oom()) and stops the execution at its first OOM.
  * The pool-wide budget is the parent's limit (memory.max, memory.limit_in_bytes); the pool
  * and nginx live outside it.
  * Where neither is writable (most pods), the caller falls back to rlimits and
@@ -519,7 +523,8 @@ void
 cgroup_run_arm_oom(struct cgroup_run *run)
 {
 	run->oom_fd = -1;
-	/* v1 (a pids hierarchy of its own): the kernel's killer is off in the group */
+	/* v1 (a pids hierarchy of its own): the group's OOM notifications (a session's group keeps
+	 * the kernel's killer on, cgroup_run_kernel_oom(); the worker stops the execution) */
 	if (run->active && strcmp(run->pids, run->memory) != 0)
 		run->oom_fd = oom_eventfd(run->memory);
 }

@@ -35,8 +35,8 @@ child_env(char **envp, char *path, char *home, char *tmpdir)
 }
 
 void
-child_prepare(const struct run_config *cfg, const char *workdir, unsigned long long disk_bytes,
-              struct child_spec *c)
+child_prepare(const struct run_config *cfg, int session_fd, const char *workdir,
+              unsigned long long disk_bytes, struct child_spec *c)
 {
 	bool ns_mode = cfg->clone_flags != 0;
 	bool agent = cfg->workspace_fd >= 0;
@@ -99,7 +99,7 @@ child_prepare(const struct run_config *cfg, const char *workdir, unsigned long l
 	    .ids_before_mounts = cfg->userns,
 	    .agent = agent,
 	    .workspace_fd = agent ? cfg->workspace_fd : -1,
-	    .session_fd = !agent && cfg->session ? cfg->session_fd : -1,
+	    .session_fd = !agent ? session_fd : -1,
 	    .cell_fd = -1,
 	};
 }

@@ -36,12 +36,13 @@ enum child_fd {
 };
 
 /*
- * Fills c for a run in workdir under cfg: environment, argv, mounts and every sandbox step's
+ * Fills c for a run in workdir under cfg (session_fd >= 0: a session's, whose init serves that
+ * listening socket; else -1): environment, argv, mounts and every sandbox step's
  * parameters; the fds are -1 (child_set_fds()). c points into itself: it must stay where it
  * is until the child is cloned.
  */
-void child_prepare(const struct run_config *cfg, const char *workdir, unsigned long long disk_bytes,
-                   struct child_spec *c);
+void child_prepare(const struct run_config *cfg, int session_fd, const char *workdir,
+                   unsigned long long disk_bytes, struct child_spec *c);
 
 /* Sets the child's ends of the run's pipes in c's spec, fds[] indexed by enum child_fd. */
 void child_set_fds(struct child_spec *c, const int fds[CHILD_FD_COUNT]);

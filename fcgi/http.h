@@ -121,7 +121,8 @@ struct http_endpoint {
 	 * the message. NULL: not checked here (nginx.conf's codebox-405-*.conf, where it is) */
 	const char *method;
 	const char *wrong_method;
-	/* port: what the port's endpoints share for this request (worker.c's, agent.c's) */
+	/* port: what the port's endpoints share for this request (worker.c's, agent.c's;
+	 * sessionapi.c's sub-paths) */
 	void (*handle)(void *port, FCGX_Request *req);
 	/* served without reading the request's limits (a probe's, which must answer even when
 	 * they are malformed) */

@@ -748,7 +748,7 @@ layers_probe(struct isolation *iso, const bool disabled[ISO_LAYER_COUNT],
 /*
  * Runs the interpreter once through the real sandbox (probe_measure()): it measures what
  * /capabilities reports and confirms the layers. A layer whose set-up fails is turned off
- * (run_blame()) and the probe run again; refuses to start when nothing can be blamed or a
+ * (probe_blame()) and the probe run again; refuses to start when nothing can be blamed or a
  * required layer is off.
  */
 static void
@@ -775,7 +775,7 @@ probe_confirm(struct pool_config *pc, struct isolation *iso, struct seccomp_filt
 		close(run.work_parent_fd);
 		if (rc == 0)
 			break;
-		if (attempt >= 8 || !run_blame(iso, &fault, why))
+		if (attempt >= 8 || !probe_blame(iso, &fault, why))
 			die("refusing to start: %s", why);
 		log_msg(LOG_WARN, "a layer failed in the start-up probe and is now off: %s", why);
 	}

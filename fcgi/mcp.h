@@ -1,7 +1,7 @@
 /*
  * mcp.h - the Model Context Protocol at POST /mcp (Streamable HTTP, stateless): JSON-RPC 2.0
  * messages in, one JSON answer out. What the protocol says, without FastCGI or runs: the
- * worker (worker.c) reads the request, asks here what to answer, and runs the tool's program
+ * worker (mcpapi.c) reads the request, asks here what to answer, and runs the tool's program
  * as POST /execute would.
  */
 #ifndef CODEBOX_MCP_H

@@ -467,17 +467,3 @@ mounts_mask(enum mounts_step *failed_step)
 			return -1;
 	return 0;
 }
-
-void
-mounts_blame(struct isolation *iso, enum mounts_step detail, const char *why)
-{
-	if (detail == MOUNTS_PROC && iso->proc) {
-		iso->proc = false; /* the run keeps an empty /proc */
-		iso->high_pids = false;
-		iso_turn_off(iso, ISO_MASKEDPATHS, "needs a private /proc");
-	} else if (detail == MOUNTS_MASK && iso->on[ISO_MASKEDPATHS]) {
-		iso_turn_off(iso, ISO_MASKEDPATHS, why);
-	} else {
-		iso_turn_off(iso, ISO_MOUNTNS, why);
-	}
-}

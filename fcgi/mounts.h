@@ -58,10 +58,4 @@ int mounts_mask(enum mounts_step *failed_step);
 
 const char *mounts_step_string(enum mounts_step step);
 
-/*
- * The start-up probe run failed at mounts step detail: turns off what failed (the private
- * /proc and what needs it, the masked paths, or else the mount namespace).
- */
-void mounts_blame(struct isolation *iso, enum mounts_step detail, const char *why);
-
 #endif

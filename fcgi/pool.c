@@ -25,7 +25,7 @@
  * Codebox-Busy: draining, which the fleet's router retries on another pod) and serve
  * everything else, the open sessions' calls included, until the stop signal.
  * The supervisor is a child subreaper too, so runs orphaned by a killed worker are swept
- * before it exits. It is also the parent of the background executions' watchers (worker.c),
+ * before it exits. It is also the parent of the background executions' watchers (sessionexec.c),
  * which it reaps as they end, and which die with it.
  */
 #include "pool.h"
@@ -202,7 +202,7 @@ pool_reap(struct pool_loop *pl)
 			break;
 		}
 		/* anything else is an orphaned run, or a background execution's watcher (a
-		 * worker's copy made the supervisor's child, worker.c), reaped here */
+		 * worker's copy made the supervisor's child, sessionexec.c), reaped here */
 	}
 }
 

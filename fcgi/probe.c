@@ -17,9 +17,13 @@
  */
 #include "probe.h"
 
+#include "isolation.h"
 #include "log.h"
+#include "mounts.h"
 #include "run.h"
+#include "sandbox.h"
 #include "util.h"
+#include "warm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -283,6 +287,8 @@ probe_measure(const struct run_config *cfg, const char *cache_path, struct probe
 	int started;
 
 	memset(fault, 0, sizeof(*fault));
+	/* the tier, decided before the run as every port's is */
+	spec.caps.heavy = cfg->warm && warm_wants_heavy(spec.code, spec.code_len);
 	run_stream_init(&stream);
 	started = run_execute(cfg, &spec, &stream, &o, run_why, sizeof(run_why));
 	run_stream_finish(cfg, &stream);
@@ -341,4 +347,86 @@ out:
 	run_outcome_free(&o);
 	free(request);
 	return rc;
+}
+
+/* ---- the blame: which layer a failed probe run turns off ---- */
+
+/* What a row of the blame turns off: an isolation layer, or one of these. */
+enum probe_blame_what {
+	PROBE_BLAME_PROC = ISO_LAYER_COUNT, /* the private /proc, and what needs it */
+	PROBE_BLAME_HIGH_PIDS,              /* the program's pids high (they start at 2) */
+	PROBE_BLAME_NOTHING,                /* the interpreter itself: no layer to blame */
+};
+
+/*
+ * The blame chain, in one table read from the top: the first row whose fault, step (with
+ * RUN_FAULT_STEP; 0: any) and mounts step (with SANDBOX_MOUNTS; 0: any) match the failure,
+ * and, for a row marked "while on", whose layer is still on, names what to turn off. A step of
+ * no layer of its own, inside the namespaces, falls to the last row: direct mode.
+ */
+static const struct {
+	enum run_fault fault;
+	int step;      /* enum sandbox_step */
+	int detail;    /* enum mounts_step */
+	int what;      /* enum iso_layer, or enum probe_blame_what */
+	bool while_on; /* only while what is on; else the next row that matches */
+} probe_blames[] = {
+    {RUN_FAULT_CLONE, 0, 0, ISO_PIDNS, false},
+    {RUN_FAULT_UID_MAP, 0, 0, ISO_USERNS, false},
+    {RUN_FAULT_CGROUP, 0, 0, ISO_CGROUP, false},
+    {RUN_FAULT_STEP, SANDBOX_MOUNTS, MOUNTS_PROC, PROBE_BLAME_PROC, true},
+    {RUN_FAULT_STEP, SANDBOX_MOUNTS, MOUNTS_MASK, ISO_MASKEDPATHS, true},
+    {RUN_FAULT_STEP, SANDBOX_MOUNTS, 0, ISO_MOUNTNS, false},
+    {RUN_FAULT_STEP, SANDBOX_HOSTNAME, 0, ISO_UTSNS, false},
+    {RUN_FAULT_STEP, SANDBOX_CGROUPNS, 0, ISO_CGROUPNS, false},
+    {RUN_FAULT_STEP, SANDBOX_PIDS, 0, PROBE_BLAME_HIGH_PIDS, true},
+    {RUN_FAULT_STEP, SANDBOX_LANDLOCK, 0, ISO_LANDLOCK, false},
+    {RUN_FAULT_STEP, SANDBOX_SECCOMP, 0, ISO_SECCOMP, false},
+    {RUN_FAULT_STEP, SANDBOX_EXEC, 0, PROBE_BLAME_NOTHING, false},
+    {RUN_FAULT_STEP, 0, 0, ISO_PIDNS, true},
+};
+
+/* Whether what a row blames is on. */
+static bool
+probe_blame_on(const struct isolation *iso, int what)
+{
+	switch (what) {
+	case PROBE_BLAME_PROC:
+		return iso->proc;
+	case PROBE_BLAME_HIGH_PIDS:
+		return iso->high_pids;
+	case PROBE_BLAME_NOTHING:
+		return true;
+	default:
+		return iso->on[what];
+	}
+}
+
+bool
+probe_blame(struct isolation *iso, const struct run_outcome *f, const char *why)
+{
+	for (size_t i = 0; i < sizeof(probe_blames) / sizeof(probe_blames[0]); i++) {
+		int what = probe_blames[i].what;
+		if (probe_blames[i].fault != f->fault ||
+		    (probe_blames[i].step != 0 && probe_blames[i].step != f->fault_step) ||
+		    (probe_blames[i].detail != 0 && probe_blames[i].detail != f->fault_detail) ||
+		    (probe_blames[i].while_on && !probe_blame_on(iso, what)))
+			continue;
+		switch (what) {
+		case PROBE_BLAME_PROC:
+			iso->proc = false; /* the run keeps an empty /proc */
+			iso->high_pids = false;
+			iso_turn_off(iso, ISO_MASKEDPATHS, "needs a private /proc");
+			return true;
+		case PROBE_BLAME_HIGH_PIDS:
+			iso->high_pids = false; /* pids start at 2, like any namespace */
+			return true;
+		case PROBE_BLAME_NOTHING:
+			return false;
+		default:
+			iso_turn_off(iso, (enum iso_layer)what, why);
+			return true;
+		}
+	}
+	return false;
 }

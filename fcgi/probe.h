@@ -40,4 +40,16 @@ struct probe_info {
 int probe_measure(const struct run_config *cfg, const char *cache_path, struct probe_info *info,
                   struct run_outcome *fault, char *why, size_t why_len);
 
+struct isolation;
+struct run_outcome;
+
+/*
+ * After the start-up probe run failed with fault f (run_execute()'s out): turns off the layer
+ * that failed, the namespace clone() (the pid namespace), the uid maps (the user namespace),
+ * the cgroup, or the one a child's set-up step belongs to (probe.c's one table). Returns false
+ * when no layer can be blamed (the interpreter itself failed, or no namespace is left to give
+ * up).
+ */
+bool probe_blame(struct isolation *iso, const struct run_outcome *f, const char *why);
+
 #endif

@@ -40,31 +40,49 @@ optional_bool(json_t *root, const char *key, bool *out, char *message, size_t me
 	return 0;
 }
 
+json_t *
+request_load(const char *body, size_t len, char *message, size_t message_len)
+{
+	json_error_t err;
+	/* JSON_ALLOW_NUL: "\u0000" is legal JSON; Python itself rejects such code later.
+	 * JSON_REJECT_DUPLICATES: {"code": "a", "code": "b"} is ambiguous, never last-wins */
+	json_t *root = json_loadb(body, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &err);
+
+	/* each message ends with where and what, as the reference sandbox's do (its validator's
+	 * error types: missing, string_type, string_too_short, extra_forbidden...) */
+	if (root == NULL)
+		snprintf(message, message_len, "%s",
+		         strstr(err.text, "duplicate") ? BODY_SHAPE
+		             " (a key appears twice) (body: json_invalid)"
+		                                       : BODY_SHAPE
+		             " (the body is not valid UTF-8 JSON) (body: json_invalid)");
+	return root;
+}
+
 int
 request_parse(struct request *r, const char *body, size_t len, const struct limits *l,
               char *message, size_t message_len)
 {
-	json_error_t err;
+	json_t *root = request_load(body, len, message, message_len);
+
+	if (root == NULL) {
+		memset(r, 0, sizeof(*r));
+		return -1;
+	}
+	return request_take(r, root, l, message, message_len);
+}
+
+int
+request_take(struct request *r, json_t *root, const struct limits *l, char *message,
+             size_t message_len)
+{
 	json_t *code, *v;
 	const char *key;
 
 	memset(r, 0, sizeof(*r));
 	r->stdin_data = "";
 	r->wall_ms = l->execution_timeout_seconds * 1000;
-
-	/* JSON_ALLOW_NUL: "\u0000" is legal JSON; Python itself rejects such code later.
-	 * JSON_REJECT_DUPLICATES: {"code": "a", "code": "b"} is ambiguous, never last-wins */
-	r->root = json_loadb(body, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &err);
-	/* each message ends with where and what, as the reference sandbox's do (its validator's
-	 * error types: missing, string_type, string_too_short, extra_forbidden...) */
-	if (r->root == NULL) {
-		snprintf(message, message_len, "%s",
-		         strstr(err.text, "duplicate") ? BODY_SHAPE
-		             " (a key appears twice) (body: json_invalid)"
-		                                       : BODY_SHAPE
-		             " (the body is not valid UTF-8 JSON) (body: json_invalid)");
-		goto invalid;
-	}
+	r->root = root;
 	if (!json_is_object(r->root)) {
 		snprintf(message, message_len, "%s (body: model_type)", BODY_SHAPE);
 		goto invalid;

@@ -32,6 +32,21 @@ struct request {
 int request_parse(struct request *r, const char *body, size_t len, const struct limits *l,
                   char *message, size_t message_len);
 
+/*
+ * The first step of request_parse(): body[0..len) read as JSON ("\u0000" allowed in strings,
+ * a key twice refused). Returns the document (the caller owns it), or NULL with request_parse()'s
+ * sentence in message.
+ */
+json_t *request_load(const char *body, size_t len, char *message, size_t message_len);
+
+/*
+ * The rest of request_parse(), for a body already read once (request_load(), MCP's
+ * arguments): validates root, which it takes (stolen: r->root, freed by request_free(), or
+ * freed here on failure). Returns 0 and fills r, or -1 with the sentence in message.
+ */
+int request_take(struct request *r, json_t *root, const struct limits *l, char *message,
+                 size_t message_len);
+
 void request_free(struct request *r);
 
 #endif

@@ -7,7 +7,7 @@
  *
  *   run_start()    take the stream's box built ahead if its caps fit (else build one,
  *                  box_build(): cloned by the worker, or by a template of the tier the last
- *                  request needed, warm_box_clone()), hand it the request (send_request():
+ *                  request needed, warm_box_clone()), hand it the request (run_box_send():
  *                  the code, stdin, the input files); a box that died while it waited is
  *                  rebuilt once
  *   run_watch()    poll the output, error, report and client pipes, the pidfd and the OOM
@@ -22,23 +22,24 @@
  * the request. What is kept between runs is a struct run_stream its caller owns, never a file
  * static. Nothing the run started is alive when run_execute() returns; init's own exit (a
  * copy of an address space) is reaped after the reply, by run_stream_finish().
+ *
+ * A session's parent side (sessionrun.c) builds its box and watches its executions with this
+ * file's box and watch (run.h); init's report is read by report.c.
  */
 #include "run.h"
 
 #include "buf.h"
 #include "files.h"
 
-#include "cellout.h"
 #include "cgroup.h"
 #include "child.h"
-#include "isolation.h"
 #include "jsonw.h"
 #include "limits.h"
 #include "log.h"
 #include "proc.h"
+#include "report.h"
 #include "sandbox.h"
 #include "seccomp.h"
-#include "sessionproto.h"
 #include "userns.h"
 #include "util.h"
 #include "warm.h"
@@ -54,9 +55,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,8 +63,6 @@
 #define RUN_DRAIN_MS 1000
 /* How long the kill sweep may take before the worker gives up on a process (logged). */
 #define RUN_KILL_MS 3000
-/* Reads of one pipe per wake-up, so a flood on one stream cannot starve the other. */
-#define RUN_READS_PER_WAKE 16
 /* After 'S', how long init may take to kill the rest, read the result and report. */
 #define RUN_STOP_MS 3000
 
@@ -78,29 +75,6 @@ run_kill_grace_seconds(void)
 	int ms = RUN_STOP_MS + RUN_KILL_MS + RUN_DRAIN_MS + RUN_KILL_MS;
 
 	return (ms + 999) / 1000 + 1;
-}
-
-bool
-run_blame(struct isolation *iso, const struct run_outcome *f, const char *why)
-{
-	switch (f->fault) {
-	case RUN_FAULT_CLONE:
-		iso_turn_off(iso, ISO_PIDNS, why);
-		return true;
-	case RUN_FAULT_UID_MAP:
-		iso_turn_off(iso, ISO_USERNS, why);
-		return true;
-	case RUN_FAULT_CGROUP:
-		iso_turn_off(iso, ISO_CGROUP, why);
-		return true;
-	case RUN_FAULT_STEP:
-		return sandbox_blame(iso, (enum sandbox_step)f->fault_step, f->fault_detail, why);
-	case RUN_FAULT_NONE:
-	case RUN_FAULT_LOST:
-	case RUN_FAULT_OTHER:
-		break;
-	}
-	return false;
 }
 
 int
@@ -145,87 +119,6 @@ drain_watched(int *fd, struct capture *c, int which,
 		on_output(ctx, which, c->buf + before, c->len - before);
 }
 
-/* A bounded buffer for init's report: nothing is reserved ahead; it grows to the size the
- * report's fixed part announces (at most max), so print(1)'s costs a page, not the bound. */
-struct report_buf {
-	struct buf b;
-	size_t max;
-};
-
-/* The first allocation: the fixed part and a small result. */
-#define REPORT_FIRST_BYTES 4096
-
-static bool report_header(const struct report_buf *rb, struct sandbox_report *rep);
-
-/* Room for the next read: a first block, then, once the fixed part is in, the size it
- * announces and one byte more (a longer report is then seen as not one), at most max. Grown
- * once: what comes past it is read and discarded. */
-static void
-report_grow(struct report_buf *rb)
-{
-	struct sandbox_report rep;
-	size_t want;
-
-	if (rb->b.len < rb->b.cap || rb->b.cap >= rb->max)
-		return;
-	if (rb->b.len < sizeof(rep))
-		want = REPORT_FIRST_BYTES;
-	else if (report_header(rb, &rep))
-		want = sizeof(rep) + (size_t)rep.result_len + (size_t)rep.artifacts_len +
-		       (size_t)rep.value_len + (size_t)rep.cell_len + 1;
-	else
-		return; /* not a report: the rest is read and discarded */
-	if (want <= rb->b.cap)
-		return; /* all it announced is in: the rest only shows it too long */
-	if (want > rb->max)
-		want = rb->max;
-	/* failed: the rest goes to the sink, an incomplete report (the sandbox's fault) */
-	(void)buf_resize(&rb->b, want);
-}
-
-static void
-drain_report(int *fd, struct report_buf *rb)
-{
-	for (int i = 0; i < RUN_READS_PER_WAKE && *fd >= 0; i++) {
-		char sink[4096];
-		report_grow(rb);
-		char *dst = rb->b.len < rb->b.cap ? rb->b.p + rb->b.len : sink;
-		size_t room = rb->b.len < rb->b.cap ? rb->b.cap - rb->b.len : sizeof(sink);
-		ssize_t r = read(*fd, dst, room);
-		if (r > 0) {
-			if (dst != sink)
-				rb->b.len += (size_t)r;
-			continue;
-		}
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && errno == EAGAIN)
-			return;
-		util_close_fd(fd);
-	}
-}
-
-/* The fixed part of init's report, when it is in and is one (its magic). */
-static bool
-report_header(const struct report_buf *rb, struct sandbox_report *rep)
-{
-	if (rb->b.len < sizeof(*rep))
-		return false;
-	memcpy(rep, rb->b.p, sizeof(*rep));
-	return rep->magic == SANDBOX_REPORT_MAGIC;
-}
-
-/* Whether init's whole report is in: the fixed part and what it announces. */
-static bool
-report_complete(const struct report_buf *rb)
-{
-	struct sandbox_report rep;
-
-	return report_header(rb, &rep) && rb->b.len >= sizeof(rep) + (size_t)rep.result_len +
-	                                                   rep.artifacts_len + rep.value_len +
-	                                                   rep.cell_len;
-}
-
 /* The user namespace's maps: the run's one inner uid and gid onto its host ones (a root
  * pool's run uid, else the pool's own). */
 static int
@@ -252,9 +145,9 @@ set_fault_from(struct run_outcome *out, enum run_fault fault, char *why, size_t 
 	         f != NULL ? util_fault_string(f, detail, sizeof(detail)) : strerror(errno));
 }
 
-static void
-set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
-          const char *what)
+void
+run_set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
+              const char *what)
 {
 	set_fault_from(out, fault, why, why_len, what, NULL);
 }
@@ -293,8 +186,8 @@ box_fits(const struct run_box *box, const struct run_caps *caps)
 	       box->caps.warm_command == caps->warm_command;
 }
 
-static void
-box_close_fds(struct run_box *box)
+void
+run_box_close_fds(struct run_box *box)
 {
 	util_close_fd(&box->pidfd);
 	util_close_fd(&box->out_r);
@@ -383,7 +276,7 @@ box_teardown(const struct run_config *cfg, struct run_box *box, bool *main_reape
              struct rusage *ru, struct cgroup_run *spent)
 {
 	box_kill(box, main_reaped, main_status, ru);
-	box_close_fds(box);
+	run_box_close_fds(box);
 	if (spent != NULL && box->cg.active) {
 		cgroup_run_remove(spent);
 		*spent = box->cg;
@@ -395,8 +288,8 @@ box_teardown(const struct run_config *cfg, struct run_box *box, bool *main_reape
 	box->pid = -1;
 }
 
-static void
-box_discard(const struct run_config *cfg, struct run_box *box)
+void
+run_box_discard(const struct run_config *cfg, struct run_box *box)
 {
 	bool reaped = false;
 	int st;
@@ -453,9 +346,9 @@ box_take_pipes(struct run_box *box, int p[5][2])
  * Returns 0, or -1 when the new pipes could not be made (fault set).
  */
 static int
-box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
-               int p[5][2], struct child_spec *child, struct run_outcome *fault, char *why,
-               size_t why_len)
+box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, int session_fd,
+               struct run_box *box, int p[5][2], struct child_spec *child,
+               struct run_outcome *fault, char *why, size_t why_len)
 {
 	/* one bound for both tiers' answers: the heavy tier has most of it, and a heavy
 	 * template that does not answer leaves the light one time to */
@@ -463,15 +356,15 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
 
 	/* a session is promised the heavy tier's modules: never the light one (its creation
 	 * waits for the heavy template instead, run_session_create()) */
-	int lowest = cfg->session && caps->heavy ? 1 : 0;
+	int lowest = session_fd >= 0 && caps->heavy ? 1 : 0;
 
 	for (int heavy = caps->heavy; box->pid < 0 && heavy >= lowest; heavy--) {
 		int fds[CHILD_FD_COUNT] = {p[0][1], p[1][1], p[2][1], p[3][0], p[4][1]};
 		char wwhy[256];
 		bool serving = warm_serving();
 
-		box->pid = warm_box_clone(cfg, heavy, box->wd.path, caps->disk_bytes, fds,
-		                          t0 + (heavy ? WARM_HEAVY_ANSWER_MS : WARM_ANSWER_MS),
+		box->pid = warm_box_clone(cfg, heavy, session_fd, box->wd.path, caps->disk_bytes,
+		                          fds, t0 + (heavy ? WARM_HEAVY_ANSWER_MS : WARM_ANSWER_MS),
 		                          &box->as_base_bytes, &box->pidfd, wwhy, sizeof(wwhy));
 		if (box->pid > 0) {
 			box->warm = box->foreign = true;
@@ -483,15 +376,15 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
 		box->fallback = serving ? RUN_FALLBACK_TEMPLATE : RUN_FALLBACK_NO_ZYGOTE;
 		log_msg(LOG_WARN, "the %s template failed (%s); this %s", heavy ? "heavy" : "light",
 		        wwhy,
-		        heavy > lowest ? "run is on the light one"
-		        : cfg->session ? "session waits for it"
-		                       : "run is cold");
+		        heavy > lowest    ? "run is on the light one"
+		        : session_fd >= 0 ? "session waits for it"
+		                          : "run is cold");
 		/* it may still clone onto the pipes it was sent: the fallback gets new ones
 		 * (an init on the old ones reads EOF from the control pipe and ends) */
 		box_pipes_close(p);
 		if (box_pipes_open(p, true) < 0) {
-			set_fault(fault, RUN_FAULT_OTHER, why, why_len,
-			          "could not create the run's pipes");
+			run_set_fault(fault, RUN_FAULT_OTHER, why, why_len,
+			              "could not create the run's pipes");
 			return -1;
 		}
 		child_set_fds(child,
@@ -504,10 +397,10 @@ box_clone_warm(const struct run_config *cfg, const struct run_caps *caps, struct
  * One attempt of box_build() (below); a template may clone the child only when allow_warm.
  * On failure, *warm_failed says whether a template had cloned it.
  */
-static int
-box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct run_box *box,
-               bool allow_warm, bool *warm_failed, struct run_outcome *fault, char *why,
-               size_t why_len)
+int
+run_box_build_once(const struct run_config *cfg, const struct run_caps *caps, int session_fd,
+                   struct run_box *box, bool allow_warm, bool *warm_failed,
+                   struct run_outcome *fault, char *why, size_t why_len)
 {
 	int p[5][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
 	int *out_p = p[0], *err_p = p[1], *fail_p = p[2], *ctl_p = p[3], *rep_p = p[4];
@@ -531,7 +424,7 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 	box->active = true;
 	if (cfg->cgroup != NULL) {
 		/* a session's outlives its worker: named apart from what a worker sweeps */
-		if (cfg->session)
+		if (session_fd >= 0)
 			snprintf(cg_name, sizeof(cg_name), "s-%s", box->wd.name);
 		else
 			snprintf(cg_name, sizeof(cg_name), "w%d-%s", cfg->worker_index,
@@ -544,26 +437,27 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 		}
 	}
 	if (box_pipes_open(p, ns_mode) < 0) {
-		set_fault(fault, RUN_FAULT_OTHER, why, why_len, "could not create the run's pipes");
+		run_set_fault(fault, RUN_FAULT_OTHER, why, why_len,
+		              "could not create the run's pipes");
 		goto fail;
 	}
 
-	child_prepare(cfg, box->wd.path, caps->disk_bytes, &child);
+	child_prepare(cfg, session_fd, box->wd.path, caps->disk_bytes, &child);
 	child_set_fds(&child,
 	              (int[CHILD_FD_COUNT]){out_p[1], err_p[1], fail_p[1], ctl_p[0], rep_p[1]});
 
 	/* warm: Python programs, and an agent's command that is a plain Python invocation (any
 	 * other is a shell's), with init */
 	if (allow_warm && cfg->warm && ns_mode && (cfg->workspace_fd < 0 || caps->warm_command) &&
-	    box_clone_warm(cfg, caps, box, p, &child, fault, why, why_len) < 0)
+	    box_clone_warm(cfg, caps, session_fd, box, p, &child, fault, why, why_len) < 0)
 		goto fail;
 	if (box->pid < 0 && ns_mode)
 		box->pid = child_clone(cfg, cfg->clone_flags, NULL);
 	else if (box->pid < 0)
 		box->pid = fork();
 	if (box->pid < 0) {
-		set_fault(fault, ns_mode ? RUN_FAULT_CLONE : RUN_FAULT_OTHER, why, why_len,
-		          ns_mode ? "clone() of the run's namespaces failed" : "fork() failed");
+		run_set_fault(fault, ns_mode ? RUN_FAULT_CLONE : RUN_FAULT_OTHER, why, why_len,
+		              ns_mode ? "clone() of the run's namespaces failed" : "fork() failed");
 		goto fail;
 	}
 	if (box->pid == 0) {
@@ -579,13 +473,13 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 	/* a foreign init is reaped by the kernel the moment it dies: its pid is only its own
 	 * while the pidfd says it lives (it waits for 'G', so it cannot die on its own now) */
 	if (box->foreign && syscall(SYS_pidfd_send_signal, box->pidfd, 0, NULL, 0) < 0) {
-		set_fault(fault, RUN_FAULT_OTHER, why, why_len,
-		          "a template's init died before its start");
+		run_set_fault(fault, RUN_FAULT_OTHER, why, why_len,
+		              "a template's init died before its start");
 		goto fail;
 	}
 	if (cfg->userns && write_id_maps(cfg, box->pid) < 0) {
-		set_fault(fault, RUN_FAULT_UID_MAP, why, why_len,
-		          "writing the run's uid and gid maps failed");
+		run_set_fault(fault, RUN_FAULT_UID_MAP, why, why_len,
+		              "writing the run's uid and gid maps failed");
 		goto fail;
 	}
 	if (box->cg.active && cgroup_run_attach(&box->cg, box->pid, &f) < 0) {
@@ -594,14 +488,14 @@ box_build_once(const struct run_config *cfg, const struct run_caps *caps, struct
 		goto fail;
 	}
 	if (write(box->ctl_w, "G", 1) != 1) {
-		set_fault(fault, RUN_FAULT_OTHER, why, why_len, "starting the sandbox failed");
+		run_set_fault(fault, RUN_FAULT_OTHER, why, why_len, "starting the sandbox failed");
 		goto fail;
 	}
 	return 0;
 fail:
 	*warm_failed = box->warm;
 	box_pipes_close(p);
-	box_discard(cfg, box);
+	run_box_discard(cfg, box);
 	return -1;
 }
 
@@ -618,22 +512,22 @@ box_build(const struct run_config *cfg, const struct run_caps *caps, struct run_
 {
 	bool warm_failed = false;
 
-	if (box_build_once(cfg, caps, box, true, &warm_failed, fault, why, why_len) == 0)
+	if (run_box_build_once(cfg, caps, -1, box, true, &warm_failed, fault, why, why_len) == 0)
 		return 0;
 	if (!warm_failed)
 		return -1;
 	log_msg(LOG_WARN, "a warm sandbox failed before its start (%s); this run is cold", why);
 	if (fault != NULL)
 		fault->fault = RUN_FAULT_NONE;
-	if (box_build_once(cfg, caps, box, false, &warm_failed, fault, why, why_len) < 0)
+	if (run_box_build_once(cfg, caps, -1, box, false, &warm_failed, fault, why, why_len) < 0)
 		return -1;
 	box->fallback = RUN_FALLBACK_TEMPLATE;
 	return 0;
 }
 
 /* Sends the request to the box's child, bounded in time (the child is reading it). */
-static int
-send_request(struct run_box *box, const struct run_spec *spec, const struct run_config *cfg)
+int
+run_box_send(struct run_box *box, const struct run_spec *spec, const struct run_config *cfg)
 {
 	struct sandbox_request req = {
 	    .magic = SANDBOX_REQUEST_MAGIC,
@@ -717,36 +611,16 @@ run_stream_build_ahead(const struct run_config *cfg, struct run_stream *s)
 void
 run_stream_finish(const struct run_config *cfg, struct run_stream *s)
 {
-	box_discard(cfg, &s->dying);
+	run_box_discard(cfg, &s->dying);
 	cgroup_run_remove(&s->spent);
 }
 
 void
 run_stream_close(const struct run_config *cfg, struct run_stream *s)
 {
-	box_discard(cfg, &s->box);
+	run_box_discard(cfg, &s->box);
 	run_stream_finish(cfg, s);
 }
-
-/* One run between its start and its collection: what the watch loop learns as it goes. */
-struct run_watch {
-	struct run_box *box;
-	struct report_buf rb;           /* namespace mode: init's report */
-	struct sandbox_failure failure; /* valid when setup_failed */
-	bool setup_failed;              /* a child's set-up step failed (the error pipe) */
-	bool main_reaped;               /* the program (direct mode) or init was reaped */
-	int main_status;
-	struct rusage ru;
-	bool timed_out; /* the deadline passed */
-	bool stop_sent; /* namespace mode: init was told to stop ('S') */
-	bool reported;  /* namespace mode: init's whole report is in, and it is exiting */
-	int client_fd;  /* the request's connection, watched for a hang-up; -1: not watched */
-	bool ahead;     /* the box was built ahead of the request */
-	bool session;   /* a session's execution: its init serves on once it has reported */
-	void (*on_output)(void *ctx, int which, const char *p, size_t n); /* run_spec's */
-	void *output_ctx;
-	long long t0, deadline, drain_deadline, stop_deadline;
-};
 
 /*
  * Phase 1: takes the stream's box if it fits spec (else builds one), and hands it the program.
@@ -766,25 +640,22 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	w->on_output = spec->on_output;
 	w->output_ctx = spec->output_ctx;
 	w->t0 = util_now_ms();
-	/* the tier is a build-time cap too: the next box is built for the last request's */
-	if (cfg->workspace_fd < 0)
-		caps.heavy = cfg->warm && warm_wants_heavy(spec->code, spec->code_len);
-	else
-		caps.heavy = cfg->warm && caps.warm_command && caps.heavy;
+	/* the tier (decided by the caller) is a build-time cap too: the next box is built for the
+	 * last request's */
 	s->last = caps;
 	s->last_known = true;
 	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
 	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
 		out->fault = RUN_FAULT_OTHER;
 		snprintf(why, why_len, "out of memory for the output buffers");
-		box_discard(cfg, &s->box);
+		run_box_discard(cfg, &s->box);
 		return -1;
 	}
 	/* built ahead: the namespaces and mounts cost nothing now */
 	bool ahead = box_fits(&s->box, &caps);
 	w->ahead = ahead;
 	if (!ahead) {
-		box_discard(cfg, &s->box);
+		run_box_discard(cfg, &s->box);
 		if (box_build(cfg, &caps, &s->box, out, why, why_len) < 0)
 			return -1;
 	}
@@ -793,24 +664,24 @@ run_start(const struct run_config *cfg, const struct run_spec *spec, struct run_
 	if (s->box.ns_mode)
 		w->rb.max = sizeof(struct sandbox_report) + spec->max_result_bytes +
 		            (spec->artifacts != ARTIFACTS_NONE ? ARTIFACTS_BLOB_MAX : 0) + 1;
-	sent = send_request(&s->box, spec, cfg);
+	sent = run_box_send(&s->box, spec, cfg);
 	if (sent < 0 && ahead) {
 		/* a box built ahead may have died while it waited (the OOM killer prefers it):
 		 * build a fresh one and try once more */
 		log_msg(LOG_WARN, "the sandbox built ahead is gone (%s); building a new one",
 		        strerror(errno));
-		box_discard(cfg, &s->box);
+		run_box_discard(cfg, &s->box);
 		if (box_build(cfg, &caps, &s->box, out, why, why_len) < 0) {
 			buf_free(&w->rb.b);
 			w->box = NULL;
 			return -1;
 		}
-		sent = send_request(&s->box, spec, cfg);
+		sent = run_box_send(&s->box, spec, cfg);
 	}
 	if (sent < 0) {
 		/* the child died or failed a step: its error pipe says which */
-		set_fault(out, RUN_FAULT_OTHER, why, why_len,
-		          "handing the program to the sandbox failed");
+		run_set_fault(out, RUN_FAULT_OTHER, why, why_len,
+		              "handing the program to the sandbox failed");
 		if (read(s->box.fail_r, &w->failure, sizeof(w->failure)) ==
 		    (ssize_t)sizeof(w->failure))
 			w->setup_failed = true;
@@ -899,7 +770,7 @@ watch_reap(struct run_watch *w, bool exited)
  * pipes are closed or their drain time is up; stops the run at the deadline or its first OOM,
  * and at once when the client hangs up (out->abandoned). Returns 0, or -1 when poll() fails.
  */
-static int
+int
 run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_len)
 {
 	struct run_box *box = w->box;
@@ -954,7 +825,7 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 		if (box->pidfd < 0 && !w->main_reaped && wait_ms > 10)
 			wait_ms = 10; /* no pidfd (kernel < 5.3): check the child every 10 ms */
 		if (poll(pfd, RUN_WATCH_COUNT, (int)wait_ms) < 0 && errno != EINTR) {
-			set_fault(out, RUN_FAULT_OTHER, why, why_len, "poll() failed");
+			run_set_fault(out, RUN_FAULT_OTHER, why, why_len, "poll() failed");
 			return -1;
 		}
 		if (pfd[RUN_WATCH_CLIENT].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
@@ -966,7 +837,7 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 		if (pfd[RUN_WATCH_ERR].revents)
 			drain_watched(&box->err_r, &out->err, 1, w->on_output, w->output_ctx);
 		if (pfd[RUN_WATCH_REPORT].revents)
-			drain_report(&box->rep_r, &w->rb);
+			report_drain(&box->rep_r, &w->rb);
 		if (pfd[RUN_WATCH_OOM].revents && cgroup_run_oom(&box->cg)) {
 			/* the run's first OOM ends it, before a second process is killed */
 			box->oom_stopped = true;
@@ -983,81 +854,6 @@ run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_le
 		}
 		watch_reap(w, pfd[RUN_WATCH_PID].revents != 0);
 	}
-}
-
-static long long
-rusage_cpu_ms(const struct rusage *ru)
-{
-	return (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
-	       (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
-}
-
-/*
- * Namespace mode: init's report, if it is complete, into f (the program's status, the stop,
- * a full disk) and out (result.json, the program's usage). Returns whether it was.
- */
-static bool
-run_read_report(struct report_buf *rb, size_t max_result_bytes, struct outcome_facts *f,
-                struct run_outcome *out)
-{
-	struct sandbox_report rep;
-
-	if (!report_header(rb, &rep) ||
-	    rb->b.len != sizeof(rep) + (size_t)rep.result_len + rep.artifacts_len + rep.value_len +
-	                     rep.cell_len ||
-	    rep.result_len > max_result_bytes || rep.artifacts_len > ARTIFACTS_BLOB_MAX ||
-	    rep.value_len > SESSION_VALUE_MAX || rep.cell_len > SESSION_CELL_MAX)
-		return false;
-	out->cell_dropped = rep.cell_dropped != 0;
-	out->session_over = rep.session_over != 0;
-	out->has_value = rep.has_value != 0;
-	out->value_len = rep.value_len;
-	f->wait_status = rep.program_status;
-	f->have_status = rep.program_reaped != 0;
-	f->stopped = rep.stopped != 0;
-	f->disk_full = rep.disk_full != 0;
-	out->result_status = (enum result_status)rep.result_status;
-	if (out->result_status == RESULT_OK) {
-		out->result_json = malloc(rep.result_len + 1);
-		if (out->result_json == NULL) {
-			out->result_status = RESULT_NONE;
-		} else {
-			memcpy(out->result_json, rb->b.p + sizeof(rep), rep.result_len);
-			out->result_json[rep.result_len] = '\0';
-			out->result_len = rep.result_len;
-		}
-	}
-	if (rep.artifacts_len > 0) {
-		/* untrusted, like all of the report: artifacts_next() checks every record. The
-		 * outcome takes the report's buffer: the artifacts' bytes stay where they were read
-		 */
-		out->artifacts_mem = rb->b.p;
-		out->artifacts = rb->b.p + sizeof(rep) + rep.result_len;
-		out->artifacts_len = rep.artifacts_len;
-		rb->b.p = NULL;
-		rb->b.cap = 0;
-	}
-	if (out->has_value || rep.cell_len > 0) {
-		/* after the artifacts, in the same buffer: whoever took it owns the value and the
-		 * cell too */
-		const char *base = out->artifacts_mem != NULL ? out->artifacts_mem : rb->b.p;
-		if (out->has_value)
-			out->value = base + sizeof(rep) + rep.result_len + rep.artifacts_len;
-		if (rep.cell_len > 0) {
-			out->cell =
-			    base + sizeof(rep) + rep.result_len + rep.artifacts_len + rep.value_len;
-			out->cell_len = rep.cell_len;
-		}
-		if (out->artifacts_mem == NULL) {
-			out->value_mem = rb->b.p;
-			rb->b.p = NULL;
-			rb->b.cap = 0;
-		}
-	}
-	out->cpu_ms = rusage_cpu_ms(&rep.children);
-	out->minor_faults = rep.children.ru_minflt;
-	out->max_rss_bytes = (long long)rep.children.ru_maxrss * 1024;
-	return true;
 }
 
 /*
@@ -1100,10 +896,10 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 		f.have_status = true;
 		f.wait_status = w->main_status;
 		f.stopped = w->timed_out;
-		out->cpu_ms = rusage_cpu_ms(&w->ru);
+		out->cpu_ms = report_cpu_ms(&w->ru);
 		out->minor_faults = w->ru.ru_minflt;
 		out->max_rss_bytes = (long long)w->ru.ru_maxrss * 1024;
-		if (box->ns_mode && !run_read_report(&w->rb, spec->max_result_bytes, &f, out)) {
+		if (box->ns_mode && !report_read(&w->rb, spec->max_result_bytes, &f, out)) {
 			/* init died without a word: the run is lost. The OOM killer's doing is the
 			 * program's (memory); any other kill came from outside, the sandbox's fault
 			 */
@@ -1151,7 +947,7 @@ run_collect(const struct run_config *cfg, const struct run_spec *spec, struct ru
 	buf_free(&w->rb.b);
 	if (w->reported) {
 		/* reaped, and the box removed, after the reply (run_stream_finish()) */
-		box_discard(cfg, &s->dying);
+		run_box_discard(cfg, &s->dying);
 		s->dying = *box;
 		*box = (struct run_box){.pid = -1}; /* as run_stream_init() leaves it: inactive */
 		return rc;
@@ -1255,400 +1051,4 @@ run_log_outcome(const char *api, const struct run_outcome *o, bool has_exit_code
 	               o->fallback != RUN_FALLBACK_NONE ? " fallback=" : "",
 	               o->fallback != RUN_FALLBACK_NONE ? run_fallback_string(o->fallback) : "");
 	free(fields);
-}
-
-/* ---- sessions (session.h, sessionproto.h) ---- */
-
-/* Sends a session's init one message (and fds), and reads its answer (and init's pidfd, for
- * an execution) within SESSION_ANSWER_MS. Returns 0, or -1 when it does not serve. */
-static int
-session_ask_blob(int conn, enum session_op op, unsigned blob_max, const int *fds, int n,
-                 struct session_answer *a, int *pidfd)
-{
-	struct session_msg m = {SESSION_MSG_MAGIC, (uint32_t)op, blob_max, 0};
-	int got;
-
-	if (util_send_fds(conn, &m, sizeof(m), fds, n, 0) < 0 ||
-	    util_wait_readable(conn, RUN_SESSION_ANSWER_MS) != 1)
-		return -1;
-	got = util_recv_fds(conn, a, sizeof(*a), pidfd, pidfd ? 1 : 0, 0);
-	if (got < 0 || a->magic != SESSION_MSG_MAGIC || !a->ok || (pidfd && got != 1)) {
-		if (pidfd && got == 1)
-			util_close_fd(pidfd);
-		/* a cell still ending (its client left, its worker died): busy, not gone */
-		if (got >= 0 && a->magic == SESSION_MSG_MAGIC && a->busy)
-			errno = EBUSY;
-		else
-			errno = ENOENT;
-		return -1;
-	}
-	return 0;
-}
-
-static int
-session_ask(int conn, enum session_op op, const int *fds, int n, struct session_answer *a,
-            int *pidfd)
-{
-	return session_ask_blob(conn, op, 0, fds, n, a, pidfd);
-}
-
-int
-run_session_ask(const char *path, enum session_op op, struct session_answer *a)
-{
-	int conn = run_session_connect(path), rc;
-
-	if (conn < 0) {
-		if (errno == EAGAIN)
-			errno = EBUSY; /* its backlog is full: it lives */
-		return -1;
-	}
-	rc = session_ask(conn, op, NULL, 0, a, NULL);
-	close(conn);
-	return rc;
-}
-
-int
-run_session_ask_on(int conn, enum session_op op, struct session_answer *a)
-{
-	return session_ask(conn, op, NULL, 0, a, NULL);
-}
-
-int
-run_session_workdir(const char *path, struct session_answer *a)
-{
-	int conn = run_session_connect(path), fd = -1;
-
-	if (conn < 0) {
-		if (errno == EAGAIN)
-			errno = EBUSY;
-		return -1;
-	}
-	if (session_ask(conn, SESSION_OP_WORKDIR, NULL, 0, a, &fd) < 0)
-		fd = -1;
-	close(conn);
-	return fd;
-}
-
-int
-run_session_connect(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	/* init takes one connection at a time; its backlog holds the others. A full backlog
-	 * would block connect() without end: the send timeout bounds it (EAGAIN: busy) */
-	struct timeval tv = {RUN_SESSION_ANSWER_MS / 1000, 0};
-	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-int
-run_session_create(const struct run_config *cfg, const struct run_spec *spec, int listen_fd,
-                   const char *sock_path, int sb_parent_fd, const char *sb_parent,
-                   struct run_session_box *sb, char *why, size_t why_len)
-{
-	struct run_config scfg = *cfg;
-	struct run_box box;
-	struct run_outcome fault = {0};
-	bool warm_failed = false;
-	struct session_answer a;
-	int rc = -1;
-
-	memset(sb, 0, sizeof(*sb));
-	scfg.session = true;
-	scfg.session_fd = listen_fd;
-	scfg.work_parent_fd = sb_parent_fd;
-	scfg.work_parent = sb_parent;
-	if (!cfg->warm || cfg->clone_flags == 0) {
-		snprintf(why, why_len, "sessions need warm interpreters, which this host has not");
-		errno = ENOTSUP;
-		return -1;
-	}
-	/* a template that cannot clone now (the heavy one renewed, or restarting) is waited
-	 * for, a bounded time: the session is never started on a tier without its modules */
-	for (long long until = util_now_ms() + RUN_SESSION_TIER_WAIT_MS;;) {
-		if (box_build_once(&scfg, &spec->caps, &box, true, &warm_failed, &fault, why,
-		                   why_len) < 0)
-			return -1;
-		if (box.warm)
-			break;
-		box_discard(&scfg, &box);
-		if (util_now_ms() >= until) {
-			snprintf(why, why_len,
-			         "no %s template could start the session within %d ms",
-			         spec->caps.heavy ? "heavy" : "warm", RUN_SESSION_TIER_WAIT_MS);
-			errno = EAGAIN;
-			return -1;
-		}
-		struct timespec pause = {0, 200 * 1000 * 1000};
-		nanosleep(&pause, NULL);
-	}
-	if (send_request(&box, spec, &scfg) < 0) {
-		snprintf(why, why_len, "handing the session its bounds failed");
-		goto out;
-	}
-	/* ready once its init answers on the socket: by then its program waits for cells */
-	{
-		long long deadline = util_now_ms() + RUN_SESSION_READY_MS;
-		int conn = run_session_connect(sock_path);
-		struct session_msg m = {SESSION_MSG_MAGIC, SESSION_OP_PING, 0, 0};
-
-		if (conn >= 0 && util_send_fds(conn, &m, sizeof(m), NULL, 0, 0) == 0) {
-			for (;;) {
-				struct pollfd p[2] = {{.fd = conn, .events = POLLIN},
-				                      {.fd = box.pidfd, .events = POLLIN}};
-				long long left = deadline - util_now_ms();
-				if (left <= 0 || poll(p, 2, (int)left) <= 0)
-					break;
-				if (p[0].revents) {
-					rc = util_recv_fds(conn, &a, sizeof(a), NULL, 0, 0) == 0 &&
-					             a.magic == SESSION_MSG_MAGIC && a.ok
-					         ? 0
-					         : -1;
-					break;
-				}
-				if (p[1].revents)
-					break; /* init died before it served */
-			}
-		}
-		if (conn >= 0)
-			close(conn);
-	}
-	if (rc < 0) {
-		struct sandbox_failure f;
-		if (read(box.fail_r, &f, sizeof(f)) == (ssize_t)sizeof(f))
-			snprintf(why, why_len, "the session's sandbox failed while %s: %s",
-			         sandbox_step_string((enum sandbox_step)f.step), strerror(f.err));
-		else
-			snprintf(why, why_len, "the session did not start within %d ms",
-			         RUN_SESSION_READY_MS);
-		goto out;
-	}
-	/* v1: no worker watches the session between executions: the kernel's killer does */
-	if (box.cg.active && cgroup_run_kernel_oom(&box.cg) < 0)
-		log_msg(LOG_WARN, "the session's group keeps the kernel's OOM killer off: %s",
-		        strerror(errno));
-	/* it is the session's now: nothing of it is the worker's but its record */
-	sb->cg = box.cg;
-	if (sb->cg.active && sb->cg.oom_fd >= 0)
-		close(sb->cg.oom_fd);
-	sb->cg.oom_fd = -1;
-	box.cg.active = false;
-	snprintf(sb->dir, sizeof(sb->dir), "%s", box.wd.name);
-	sb->heavy = box.tier == RUN_TIER_HEAVY;
-	if (box.wd.fd >= 0)
-		close(box.wd.fd);
-	box_close_fds(&box);
-	return 0;
-out:
-	box_discard(&scfg, &box);
-	return -1;
-}
-
-void
-run_session_remove(int sb_parent_fd, struct run_session_box *sb)
-{
-	if (sb->cg.active) {
-		sb->cg.oom_fd = -1;
-		/* its uid is given to another session once its record is gone: nothing of this
-		 * one may run under it then */
-		cgroup_run_kill(&sb->cg, "a process left by an ended session");
-		cgroup_run_remove(&sb->cg);
-	}
-	if (sb->dir[0] != '\0') {
-		if (workdir_remove_tree(sb_parent_fd, sb->dir) < 0 && errno != ENOENT)
-			log_msg(LOG_WARN, "removing a session's directory %s failed: %s", sb->dir,
-			        strerror(errno));
-		sb->dir[0] = '\0';
-	}
-}
-
-/* A session's execution that ran to its end (w, its box): its outcome, from its init's report
- * and f (its cgroup's events). Returns 0, or -1 when its init ended without a word for a reason
- * not the program's (fault set: the session is over). */
-static int
-session_execution_outcome(struct run_watch *w, const struct run_box *box,
-                          const struct run_spec *spec, struct outcome_facts *f,
-                          struct run_outcome *out, char *why, size_t why_len)
-{
-	f->have_status = true;
-	f->wait_status = w->main_status;
-	f->stopped = w->timed_out;
-	f->oom_stopped = box->oom_stopped;
-	if (!w->reported || !run_read_report(&w->rb, spec->max_result_bytes, f, out)) {
-		/* init died without a word: the session is over. The OOM killer's doing is
-		 * the program's; any other kill came from outside */
-		f->have_status = false;
-		out->result_status = RESULT_NONE;
-		out->session_over = true;
-		if (!w->timed_out && !f->oom && !box->oom_stopped) {
-			out->fault = RUN_FAULT_LOST;
-			snprintf(why, why_len, "%s", "the session's init ended before it reported");
-			return -1;
-		}
-	}
-	outcome_classify(f, out);
-	out->duration_ms = util_now_ms() - w->t0;
-	out->tier = box->tier;
-	if (box->cg.active) {
-		/* the session's peak so far: its memory is held across executions */
-		unsigned long long peak = cgroup_run_peak_bytes(&box->cg);
-		if (peak > 0)
-			out->max_rss_bytes = (long long)peak;
-	}
-	return 0;
-}
-
-/* the execution's box: the session's init (named by its pidfd only: its pid is 1 in its
- * namespace), the worker's ends of the four pipes (taken out of p) and the session's cgroup */
-static void
-session_box_take(struct run_box *box, int p[4][2], int pidfd, const struct run_session_box *sb,
-                 const struct run_spec *spec)
-{
-	memset(box, 0, sizeof(*box));
-	box->active = box->ns_mode = box->foreign = box->warm = true;
-	box->pid = 1;
-	box->pidfd = pidfd;
-	box->out_r = p[0][0];
-	box->err_r = p[1][0];
-	box->ctl_w = p[2][1];
-	box->rep_r = p[3][0];
-	box->fail_r = -1;
-	box->wd.fd = -1;
-	box->cg = sb->cg;
-	/* v1: the worker stops the execution at its first OOM, as a run's; v2: memory.oom.group
-	 * kills the session, and its init with it */
-	cgroup_run_arm_oom(&box->cg);
-	box->caps = spec->caps;
-	box->tier = sb->heavy ? RUN_TIER_HEAVY : RUN_TIER_LIGHT;
-	p[0][0] = p[1][0] = p[2][1] = p[3][0] = -1;
-	(void)fcntl(box->out_r, F_SETFL, O_NONBLOCK);
-	(void)fcntl(box->err_r, F_SETFL, O_NONBLOCK);
-	(void)fcntl(box->rep_r, F_SETFL, O_NONBLOCK);
-}
-
-/* The cell's answer (cellout.h) from what its program sent, or from its output. */
-static void
-session_cell_doc(struct run_outcome *out)
-{
-	size_t ol = 0, el = 0;
-	char *o = capture_utf8(&out->out, &ol), *e = capture_utf8(&out->err, &el);
-	char note[128] = "";
-
-	if (out->cell_dropped)
-		snprintf(note, sizeof(note),
-		         "codebox: the cell's outputs exceeded %u bytes and are left out\n",
-		         SESSION_CELL_MAX);
-	out->cell_doc = cellout_render(out->cell, out->cell_len, o, ol, e, el,
-	                               note[0] ? note : NULL, &out->cell_doc_len);
-	free(o);
-	free(e);
-}
-
-int
-run_session_execute(const struct run_config *cfg, const struct run_spec *spec, int conn,
-                    const struct run_session_box *sb, struct run_outcome *out, char *why,
-                    size_t why_len)
-{
-	int p[4][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
-	struct session_answer a;
-	struct run_box box;
-	struct run_watch w;
-	struct outcome_facts f = {0};
-	int rc, pidfd = -1;
-	bool oom_before = false, pids_before = false;
-
-	memset(out, 0, sizeof(*out));
-	for (int i = 0; i < 4; i++)
-		if (pipe2(p[i], O_CLOEXEC) < 0) {
-			set_fault(out, RUN_FAULT_OTHER, why, why_len, "could not create the pipes");
-			rc = -1;
-			goto close_pipes;
-		}
-	{
-		int child[SESSION_FDS + 1] = {[SESSION_FD_STDOUT] = p[0][1],
-		                              [SESSION_FD_STDERR] = p[1][1],
-		                              [SESSION_FD_CONTROL] = p[2][0],
-		                              [SESSION_FD_REPORT] = p[3][1],
-		                              [SESSION_FD_BLOB] = spec->session_blob_fd};
-		bool blob = spec->session_op != 0;
-		if (session_ask_blob(conn, blob ? spec->session_op : SESSION_OP_EXECUTE,
-		                     blob ? spec->session_blob_max : 0, child,
-		                     SESSION_FDS + (blob ? 1 : 0), &a, &pidfd) < 0) {
-			rc = errno == EBUSY ? RUN_SESSION_BUSY : RUN_SESSION_GONE;
-			goto close_pipes;
-		}
-	}
-	for (int i = 0; i < 4; i++)
-		util_close_fd(&p[i][i == 2 ? 0 : 1]);
-	session_box_take(&box, p, pidfd, sb, spec);
-	if (box.cg.active)
-		cgroup_run_events(&box.cg, &oom_before, &pids_before);
-
-	memset(&w, 0, sizeof(w));
-	w.box = &box;
-	w.session = true;
-	w.client_fd = spec->watch_client ? spec->client_fd : -1;
-	w.t0 = util_now_ms();
-	w.on_output = spec->on_output;
-	w.output_ctx = spec->output_ctx;
-	w.rb.max = sizeof(struct sandbox_report) + spec->max_result_bytes +
-	           (spec->artifacts != ARTIFACTS_NONE ? ARTIFACTS_BLOB_MAX : 0) +
-	           SESSION_VALUE_MAX + SESSION_CELL_MAX + 1;
-	if (capture_init(&out->out, spec->max_stdout_bytes) < 0 ||
-	    capture_init(&out->err, spec->max_stderr_bytes) < 0) {
-		set_fault(out, RUN_FAULT_OTHER, why, why_len,
-		          "out of memory for the output buffers");
-		rc = -1;
-		goto close_box;
-	}
-	if (send_request(&box, spec, cfg) < 0) {
-		rc = RUN_SESSION_GONE;
-		goto close_box;
-	}
-	w.deadline = util_now_ms() + spec->wall_ms;
-	rc = run_watch(&w, out, why, why_len);
-	if (rc == 0 && out->abandoned) {
-		/* the client left: the cell is interrupted, the session lives on if it ends */
-		if (write(box.ctl_w, "S", 1) < 0) {
-			/* init is gone already */
-		}
-		goto close_box;
-	}
-	if (box.cg.active) {
-		cgroup_run_events(&box.cg, &f.oom, &f.pids_max);
-		/* the counts are the session's: only what this execution added is its own */
-		f.oom = f.oom && !oom_before;
-		f.pids_max = f.pids_max && !pids_before;
-	}
-	if (rc == 0)
-		rc = session_execution_outcome(&w, &box, spec, &f, out, why, why_len);
-	if (rc == 0)
-		session_cell_doc(out);
-close_box:
-	buf_free(&w.rb.b);
-	box.pid = -1;
-	util_close_fd(&box.cg.oom_fd);
-	box.cg.active = false; /* the session's, not this execution's */
-	box_close_fds(&box);
-close_pipes:
-	for (int i = 0; i < 4; i++) {
-		util_close_fd(&p[i][0]);
-		util_close_fd(&p[i][1]);
-	}
-	return rc;
 }

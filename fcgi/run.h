@@ -11,6 +11,8 @@
 #include "cgroup.h"
 #include "files.h"
 #include "outcome.h"
+#include "report.h"
+#include "sandbox.h"
 #include "runconfig.h"
 #include "workdir.h"
 
@@ -20,8 +22,10 @@ struct run_caps {
 	unsigned long max_processes;
 	unsigned long long disk_bytes;
 	unsigned long cpu_millicores; /* 0: no CPU quota */
-	/* warm: the heavy tier's template, for a program that names its modules (set by
-	 * run_execute() from the code, warm_wants_heavy()) */
+	/* warm: the heavy tier's template, for a program that names its modules. Decided once by
+	 * the caller, before the run, and only when the run's configuration is warm: port 8080's
+	 * from the code (warm_wants_heavy()), port 8888's from the command (agent.c); a session
+	 * is always heavy */
 	bool heavy;
 	/* an agent's command that is a plain Python invocation (pycmd.h): it may run warm, on
 	 * the tier heavy names (set by the agent's endpoint) */
@@ -139,11 +143,14 @@ void run_stream_close(const struct run_config *cfg, struct run_stream *s);
 
 /*
  * Runs spec under cfg in stream s and fills out. The stream's box, if one was built ahead with the
- * caps spec asks for, is used; otherwise (or if it died while it waited) a new one is built on
- * the spot. Returns 0 whatever the program did (its outcome is a 200), or -1 when the sandbox
- * itself failed (a 500), with the reason in why and the failing layer in out->fault. Either
- * way, when it returns nothing the run started is alive and its directory is gone; its empty
- * cgroup waits in s->spent for run_stream_finish().
+ * caps spec asks for (the tier included: the caller decides it), is used; otherwise (or if it
+ * died while it waited) a new one is built on the spot. Returns 0 whatever the program did (its
+ * outcome is a 200), or -1 when the sandbox itself failed (a 500), with the reason in why and
+ * the failing layer in out->fault. Either way, when it returns nothing of the program is alive:
+ * in namespace mode, once init has reported, init alone is left, exiting (the teardown of a
+ * copy of an address space), and its box (directory, cgroup) waits in s->dying; otherwise
+ * every process of the run is killed and reaped, its directory is gone, and its emptied cgroup
+ * waits in s->spent. run_stream_finish() reaps and removes both, after the reply.
  */
 int run_execute(const struct run_config *cfg, const struct run_spec *spec, struct run_stream *s,
                 struct run_outcome *out, char *why, size_t why_len);
@@ -155,85 +162,66 @@ int run_execute(const struct run_config *cfg, const struct run_spec *spec, struc
  */
 int run_kill_grace_seconds(void);
 
-struct isolation;
-
-/*
- * After the start-up probe run failed with fault f (run_execute()'s out): turns off the layer
- * that failed, the namespace clone() (the pid namespace), the uid maps (the user namespace),
- * the cgroup, or the one a child's set-up step belongs to (sandbox_blame()). Returns false
- * when no layer can be blamed.
- */
-bool run_blame(struct isolation *iso, const struct run_outcome *f, const char *why);
-
 /*
  * Makes this process the reaper of every orphan its runs leave (PR_SET_CHILD_SUBREAPER), so
  * that run_execute() can find and kill them. Call once per worker. Returns 0 or -1.
  */
 int run_init_reaper(void);
 
-/* ---- sessions (session.h): a box whose init serves executions one after another ---- */
+/* ---- a run's box and its watch, shared with a session's executions (sessionrun.c) ---- */
 
-/* run_session_execute(): the session's init did not take the execution (it is gone) */
-#define RUN_SESSION_GONE (-2)
-/* run_session_execute(): a cell of the session's is still ending (its client left): retry */
-#define RUN_SESSION_BUSY (-3)
-/* how long a session's init has to answer a worker's message */
-#define RUN_SESSION_ANSWER_MS 2000
-/* how long a new session has to serve */
-#define RUN_SESSION_READY_MS 10000
-/* how long a new session waits for its tier's template (the heavy one, renewed meanwhile) */
-#define RUN_SESSION_TIER_WAIT_MS 15000
-
-/* What of a session's box outlives the worker that built it: the rest is its init's. */
-struct run_session_box {
-	struct cgroup_run cg; /* oom_fd -1: nobody arms it between executions */
-	char dir[40];         /* its directory, in the sessions directory */
-	bool heavy;           /* cloned from the heavy tier's template */
+/* One run between its start and its collection: what the watch loop learns as it goes. */
+struct run_watch {
+	struct run_box *box;
+	struct report_buf rb;           /* namespace mode: init's report */
+	struct sandbox_failure failure; /* valid when setup_failed */
+	bool setup_failed;              /* a child's set-up step failed (the error pipe) */
+	bool main_reaped;               /* the program (direct mode) or init was reaped */
+	int main_status;
+	struct rusage ru;
+	bool timed_out; /* the deadline passed */
+	bool stop_sent; /* namespace mode: init was told to stop ('S') */
+	bool reported;  /* namespace mode: init's whole report is in, and it is exiting */
+	int client_fd;  /* the request's connection, watched for a hang-up; -1: not watched */
+	bool ahead;     /* the box was built ahead of the request */
+	bool session;   /* a session's execution: its init serves on once it has reported */
+	void (*on_output)(void *ctx, int which, const char *p, size_t n); /* run_spec's */
+	void *output_ctx;
+	long long t0, deadline, drain_deadline, stop_deadline;
 };
 
-enum session_op;
-struct session_answer;
+/*
+ * One attempt at building a box for a run with caps (run.c's box_build()); a template may
+ * clone the child only when allow_warm. session_fd >= 0: the box is a session's, whose init
+ * serves executions on that listening socket (a run's own fd, never the config's). On failure,
+ * nothing is left of it, *warm_failed says whether a template had cloned it, and fault (may be
+ * NULL) and why say which layer failed. Returns 0 or -1.
+ */
+int run_box_build_once(const struct run_config *cfg, const struct run_caps *caps, int session_fd,
+                       struct run_box *box, bool allow_warm, bool *warm_failed,
+                       struct run_outcome *fault, char *why, size_t why_len);
+
+/* Kills what is left of an unused or failed box and removes its directory and cgroup. */
+void run_box_discard(const struct run_config *cfg, struct run_box *box);
+
+/* Closes the worker's ends of the box's pipes and its pidfd. */
+void run_box_close_fds(struct run_box *box);
+
+/* Sends spec's request to the box's child, bounded in time (the child is reading it).
+ * Returns 0, or -1 (errno). */
+int run_box_send(struct run_box *box, const struct run_spec *spec, const struct run_config *cfg);
 
 /*
- * Creates a session: a warm box (always; there is no cold session) whose init serves the
- * listening socket listen_fd (bound at sock_path), its directory under sb_parent_fd (path
- * sb_parent), spec's caps, bounds and limits; waits until it serves. Returns 0 with what
- * outlives the worker in sb, or -1 with why (errno ENOTSUP: this host has no warm runs).
+ * Drains the output and the report until the program (or init) is reaped and the pipes are
+ * closed or their drain time is up (a session's execution: until its init has reported);
+ * stops the run at the deadline or its first OOM, and at once when the client hangs up
+ * (out->abandoned). Returns 0, or -1 when poll() fails.
  */
-int run_session_create(const struct run_config *cfg, const struct run_spec *spec, int listen_fd,
-                       const char *sock_path, int sb_parent_fd, const char *sb_parent,
-                       struct run_session_box *sb, char *why, size_t why_len);
+int run_watch(struct run_watch *w, struct run_outcome *out, char *why, size_t why_len);
 
-/*
- * Runs spec's code in the session whose socket conn is connected to, as run_execute() runs a
- * run: the same outcome, plus the value and whether the session ended. The deadline and a
- * client's hang-up interrupt the cell (KeyboardInterrupt); the session survives if it ends
- * within SESSION_INTERRUPT_MS. Returns 0, -1 (the fault in out and why),
- * RUN_SESSION_GONE when the session did not take it, or RUN_SESSION_BUSY when a cell of its
- * was still running.
- */
-int run_session_execute(const struct run_config *cfg, const struct run_spec *spec, int conn,
-                        const struct run_session_box *sb, struct run_outcome *out, char *why,
-                        size_t why_len);
-
-/* A connection to the session's socket at path, or -1 (errno). */
-int run_session_connect(const char *path);
-
-/* One message to the session at path and its answer; 0, or -1 when it does not serve. */
-int run_session_ask(const char *path, enum session_op op, struct session_answer *a);
-
-/* The same on conn, a connection of run_session_connect()'s (it stays open). */
-int run_session_ask_on(int conn, enum session_op op, struct session_answer *a);
-
-/*
- * The session at path's working directory: an O_PATH fd its init sent (SESSION_OP_WORKDIR),
- * with its answer in a, or -1 (errno EBUSY: its backlog is full). The fd is untrusted: the
- * caller checks what it is (sessionfiles.c).
- */
-int run_session_workdir(const char *path, struct session_answer *a);
-
-/* Removes an ended session's cgroup and directory. */
-void run_session_remove(int sb_parent_fd, struct run_session_box *sb);
+/* The sandbox's fault: out->fault (out may be NULL), and in why what failed and errno now. */
+void run_set_fault(struct run_outcome *out, enum run_fault fault, char *why, size_t why_len,
+                   const char *what);
 
 /* The outcome's log line, fields and text; api names the surface (execute, agent, mcp) and
  * exit_code is what the client was told (when has_exit_code). */

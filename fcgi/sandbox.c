@@ -10,7 +10,7 @@
  * Between fork and execve a child may not take locks the copied image might hold, so the
  * program's steps are system calls on data the worker prepared. Init is long-lived but runs
  * only this file's code: a copy of its parent (cold runs, and warm ones started with two
- * copies), or codebox-init (initexec.c, the one-copy start below), a program of its own. It
+ * copies), or codebox-init (initexec.c, the one-copy start), a program of its own. It
  * allocates for the inputs' manifest (which files the program left as they were given), for
  * a session's cells, and, after every other process of the run is dead, to read result.json
  * and the artifacts (the worker and the templates are single-threaded, so the malloc state a
@@ -49,13 +49,10 @@
  * take the request (stdin, main.py), set the rlimits, hand init the result's size limit and
  * enter the interpreter. Init does not read the control pipe until that handoff.
  *
- * The one-copy start (docs/DESIGN.md, "The cost of a run"): the template clones a stub that
- * shares its memory (sandbox_stub_main()); the stub answers the worker, forks the program
- * (sandbox_program_one_copy(), the run's one copy of the interpreter) and execs codebox-init,
- * which reads its spec from a pipe (struct sandbox_wire) and takes init's phases below. Of
- * init's confinement, the program then takes in itself what must be its own: the cgroup
- * namespace, its Landlock ruleset, ids, no capabilities, not dumpable, chdir
- * (sandbox_settle()).
+ * The one-copy start (docs/DESIGN.md, "The cost of a run") is initexec.c's: its stub and
+ * codebox-init take the steps and init's phases below, which sandbox.h lists for it. A
+ * session's init, once its program waits for cells, is sessioninit.c's, reached through the
+ * spec's init_session hook as the program's enter is.
  *
  * Init's phases (sandbox_init()), each a function:
  *   begin         nothing of the worker's fds or pages, its own name, parent death, then the
@@ -93,7 +90,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/rseq.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -105,7 +101,6 @@
 #include <unistd.h>
 
 #include "landlock.h"
-#include "sessionproto.h"
 #include "util.h"
 
 const char *
@@ -169,7 +164,7 @@ sandbox_set_title_area(char *start, size_t len)
 }
 
 /* init is a copy of the worker: rename it, so a run sees nothing of the pool's arguments */
-static void
+void
 sandbox_retitle(void)
 {
 	static const char title[] = "codebox-init";
@@ -202,7 +197,7 @@ sandbox_set_title(char *const *argv)
 	}
 }
 
-static noreturn void
+noreturn void
 sandbox_fail(const struct sandbox_spec *s, enum sandbox_step step, int detail)
 {
 	struct sandbox_failure f = {.step = step, .detail = detail, .err = errno};
@@ -242,22 +237,11 @@ struct sandbox_handoff {
 	int64_t session_life_ms;
 };
 
-/* What the request brings into the sandbox: the code (a C string too: an agent's command),
- * stdin and the input files, packed. */
-struct sandbox_input {
-	char *code;
-	size_t code_len;
-	char *input;
-	size_t input_len;
-	char *files;
-	size_t files_len;
-};
-
 /*
  * Reads the request that follows 'G' and applies its limits to s. The input's buffers are
  * allocated here (the worker is single-threaded, so its malloc is consistent in the copy).
  */
-static int
+int
 sandbox_read_request(int fd, struct sandbox_spec *s, struct sandbox_input *in)
 {
 	struct sandbox_request req;
@@ -300,7 +284,7 @@ sandbox_read_request(int fd, struct sandbox_spec *s, struct sandbox_input *in)
 }
 
 /* stdin: a memfd holding the request's data, rewound */
-static int
+int
 sandbox_make_stdin(const char *data, size_t len)
 {
 	int fd = memfd_create("codebox-stdin", MFD_CLOEXEC);
@@ -342,7 +326,7 @@ sandbox_write_inputs(struct sandbox_spec *s, struct sandbox_input *in, bool keep
 }
 
 /* Blocks for the worker's go. */
-static int
+int
 sandbox_wait_go(const struct sandbox_spec *s)
 {
 	char c;
@@ -358,7 +342,7 @@ sandbox_wait_go(const struct sandbox_spec *s)
 	return 0;
 }
 
-static int
+int
 sandbox_ids(const struct sandbox_spec *s)
 {
 	if (!s->set_ids)
@@ -634,7 +618,7 @@ sandbox_program(const struct sandbox_spec *s)
  * result's size limit through handoff_fd, and the program entered. No code of the run executes
  * before every step is in force.
  */
-static noreturn void
+noreturn void
 sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd)
 {
 	struct sandbox_handoff handoff;
@@ -699,7 +683,7 @@ sandbox_run_program(const struct sandbox_spec *spec)
  * (Linux >= 6.14, 4194304 by default) that is above any pid the host or a pod can have; on
  * older kernels it is at least far from the small pids a container's processes get.
  */
-static int
+int
 sandbox_high_pids(void)
 {
 	char buf[32];
@@ -724,7 +708,7 @@ sandbox_high_pids(void)
 }
 
 /* In a mount namespace the run's directories exist only now: a ruleset of the run's own. */
-static int
+int
 sandbox_landlock(struct sandbox_spec *s)
 {
 	/* an agent run also writes its workspace */
@@ -778,7 +762,7 @@ sandbox_scrub_stack(void)
 
 /* SIGCHLD is taken only inside ppoll() (init's mask for it into waitmask), so no exit is
  * missed; a handler, so that it interrupts ppoll() (the default action is ignore). */
-static void
+void
 sandbox_init_signals(sigset_t *waitmask)
 {
 	struct sigaction sa = {.sa_handler = sandbox_on_chld};
@@ -823,7 +807,7 @@ sandbox_init_begin(const struct sandbox_spec *s, sigset_t *waitmask)
 /* The last steps of init's confinement, and of the one-copy program's: the run's ids (when
  * ids), no capability (nothing a compromised program could borrow), not dumpable (its memory
  * unreadable through /proc), the working directory. */
-static void
+void
 sandbox_settle(const struct sandbox_spec *s, bool ids)
 {
 	if (ids && sandbox_ids(s) < 0)
@@ -840,7 +824,7 @@ sandbox_settle(const struct sandbox_spec *s, bool ids)
  * Init's second phase, once the worker has written the uid maps and moved it into the run's
  * cgroup: the run's view of the system, before its request exists, in this order.
  */
-static void
+void
 sandbox_init_confine(struct sandbox_spec *s)
 {
 	enum mounts_step mstep = 0;
@@ -917,7 +901,7 @@ sandbox_init_fork(struct sandbox_spec *s)
  * If the program ended before it, rep says how (or, when the worker gave the sandbox up, init
  * ends).
  */
-static void
+void
 sandbox_init_handoff(struct sandbox_spec *s, pid_t prog, int hp, struct sandbox_report *rep)
 {
 	struct sandbox_handoff handoff = {0, 0, 0, 0, 0};
@@ -1001,7 +985,7 @@ sandbox_init_fork_ahead(struct sandbox_spec *s, struct sandbox_report *rep, int 
 }
 
 /* Init waits until the program is reaped, or the worker says stop ('S', or EOF: it is gone). */
-static void
+void
 sandbox_init_wait(const struct sandbox_spec *s, pid_t prog, const sigset_t *waitmask,
                   struct sandbox_report *rep)
 {
@@ -1028,7 +1012,7 @@ sandbox_init_wait(const struct sandbox_spec *s, pid_t prog, const sigset_t *wait
  * kill() walks the task list can be missed, so kill and reap until nothing is left (the
  * worker's stop deadline bounds this; past it the worker kills init, and the namespace).
  */
-static void
+void
 sandbox_init_kill_all(pid_t prog, struct sandbox_report *rep)
 {
 	for (;;) {
@@ -1051,7 +1035,7 @@ sandbox_init_kill_all(pid_t prog, struct sandbox_report *rep)
 
 /* Init's last phase, with every other process of the run gone: reads result.json and the
  * files the program left from the working tmpfs, and sends the worker its report. */
-static noreturn void
+noreturn void
 sandbox_init_report(const struct sandbox_spec *s, struct sandbox_report *rep)
 {
 	char *json = NULL, *artifacts = NULL;
@@ -1081,567 +1065,6 @@ sandbox_init_report(const struct sandbox_spec *s, struct sandbox_report *rep)
 	_exit(0);
 }
 
-/* ---- a session's init (sessionproto.h) ---- */
-
-/* The program's CPU time so far (its own and its reaped children's), in ms, and its minor
- * faults, from /proc/<prog>/stat (0 without a /proc). */
-static void
-session_prog_use(pid_t prog, long long *cpu_ms, long *minflt)
-{
-	char path[64], buf[1024], *p;
-	unsigned long long f[18] = {0};
-	long tick = sysconf(_SC_CLK_TCK);
-	ssize_t n;
-	int fd;
-
-	*cpu_ms = 0;
-	*minflt = 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)prog);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	/* the fields after the name, which may hold anything but ends at the last ')' */
-	p = strrchr(buf, ')');
-	if (p == NULL || tick <= 0)
-		return;
-	p++;
-	/* f[3] is the state's field (3); minflt is field 10, utime..cstime 14..17 */
-	for (int i = 3; i <= 17 && p != NULL && *p; i++) {
-		while (*p == ' ')
-			p++;
-		f[i] = strtoull(p, &p, 10);
-		if (i == 3) { /* the state is a letter */
-			p = strchr(p, ' ');
-		}
-	}
-	*minflt = (long)f[10];
-	*cpu_ms = (long long)((f[14] + f[15] + f[16] + f[17]) * 1000 / (unsigned long long)tick);
-}
-
-/* The request's buffers, whatever sandbox_read_request() left. */
-static void
-session_input_free(struct sandbox_input *in)
-{
-	free(in->code);
-	free(in->input);
-	free(in->files);
-	memset(in, 0, sizeof(*in));
-}
-
-/* Writes the cell's inputs (main.py, the files, a memfd of stdin); returns the stdin fd, or
- * -1 with errno. What an earlier cell left at those paths is replaced, never followed. */
-static int
-session_cell_inputs(struct sandbox_spec *s, struct sandbox_input *in)
-{
-	int fd, stdin_fd, rc;
-
-	stdin_fd = sandbox_make_stdin(in->input, in->input_len);
-	if (stdin_fd < 0)
-		return -1;
-	(void)unlink("main.py");
-	(void)unlink("result.json");
-	fd = open("main.py", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	rc = fd < 0 ? -1 : util_write_all(fd, in->code, in->code_len);
-	if (fd >= 0)
-		close(fd);
-	if (rc == 0 && in->files_len > 0)
-		rc = files_write_over(AT_FDCWD, in->files, in->files_len, true);
-	if (rc == 0 && s->artifacts && in->files_len > 0)
-		rc = files_manifest(in->files, in->files_len, &s->manifest, &s->manifest_len);
-	if (rc < 0) {
-		int e = errno;
-		close(stdin_fd);
-		errno = e;
-		return -1;
-	}
-	return stdin_fd;
-}
-
-/* Answers WORKDIR on conn: a with an O_PATH fd of the working directory, or not ok. */
-static void
-session_send_workdir(int conn, const char *workdir, struct session_answer *a)
-{
-	int dfd = open(workdir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-
-	a->ok = a->ok && dfd >= 0;
-	(void)util_send_fds(conn, a, sizeof(*a), &dfd, dfd >= 0 ? 1 : 0, 0);
-	if (dfd >= 0)
-		close(dfd);
-}
-
-/* A connection to the session's socket while a cell runs: PING (busy), INTERRUPT (SIGINT into
- * the program), CLOSE (the session ends with the cell), WORKDIR (the worker's file operations
- * go on meanwhile); another execution is refused. Returns whether it was CLOSE. */
-static bool
-sandbox_session_aside(int session_fd, const char *workdir, pid_t prog,
-                      const struct session_answer *base)
-{
-	int fds[SESSION_FDS + 1] = {-1, -1, -1, -1, -1}, n, conn;
-	struct session_answer a = *base;
-	struct session_msg m;
-	struct timeval tv = {2, 0};
-	bool close_it = false;
-
-	conn = accept4(session_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (conn < 0)
-		return false;
-	(void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	n = util_recv_fds(conn, &m, sizeof(m), fds, SESSION_FDS + 1, 0);
-	a.busy = 1;
-	if (n != 0 || m.magic != SESSION_MSG_MAGIC) {
-		a.ok = 0;
-	} else if (m.op == SESSION_OP_INTERRUPT) {
-		a.interrupted = kill(prog, SIGINT) == 0;
-	} else if (m.op == SESSION_OP_CLOSE) {
-		close_it = true;
-	} else if (m.op == SESSION_OP_WORKDIR) {
-		session_send_workdir(conn, workdir, &a);
-		close(conn);
-		return false;
-	} else if (m.op != SESSION_OP_PING) {
-		a.ok = 0; /* one execution at a time */
-	}
-	(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
-	for (int i = 0; i < n && i < SESSION_FDS + 1; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	close(conn);
-	return close_it;
-}
-
-/* How a cell ended, in rep: the session over (everything of it killed, no value), or the
- * cell's exit code and the CPU and faults its program spent since cpu0 and flt0. */
-static void
-session_cell_end(pid_t prog, bool over, int exit_code, long long cpu0, long flt0,
-                 struct sandbox_report *rep)
-{
-	long long cpu1;
-	long flt1;
-
-	session_prog_use(prog, &cpu1, &flt1);
-	if (over) {
-		sandbox_init_kill_all(prog, rep);
-		rep->session_over = 1;
-		rep->has_value = 0;
-		rep->value_len = 0;
-		return;
-	}
-	rep->program_reaped = 1;
-	rep->program_status = (exit_code & 0xff) << 8;
-	rep->children.ru_utime.tv_sec = (time_t)((cpu1 - cpu0) / 1000);
-	rep->children.ru_utime.tv_usec = (suseconds_t)((cpu1 - cpu0) % 1000 * 1000);
-	rep->children.ru_minflt = flt1 - flt0;
-}
-
-/* The mark a cell's artifacts are found by, before it writes anything (its inputs neither). */
-static void
-session_cell_mark(const struct sandbox_spec *s, struct artifacts_mark *mark)
-{
-	int dirfd;
-
-	if (s->artifacts == ARTIFACTS_NONE) {
-		/* nothing is collected: the clock alone, no walk */
-		(void)clock_gettime(CLOCK_REALTIME_COARSE, &mark->since);
-		return;
-	}
-	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0 || artifacts_mark(dirfd, mark) < 0)
-		(void)clock_gettime(CLOCK_REALTIME_COARSE, &mark->since);
-	if (dirfd >= 0)
-		close(dirfd);
-}
-
-/* A cell's report to its worker: rep (its end), then what it left: result.json, the files
- * changed since its mark, its value (rep's value_len bytes) and its JSON (cell_len). */
-static void
-session_cell_report(const struct sandbox_spec *s, const int *fds, struct sandbox_report *rep,
-                    const struct artifacts_mark *mark, const char *value, const char *cell)
-{
-	size_t json_len = 0, artifacts_len = 0;
-	char *json = NULL, *artifacts = NULL;
-	int dirfd;
-
-	if (rep->session_over) {
-		/* its program is gone: whatever it sent of the cell is not its outputs' */
-		rep->cell_len = 0;
-		rep->cell_dropped = 0;
-	}
-
-	dirfd = open(s->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd >= 0) {
-		struct statvfs sv;
-		if (s->mounts != NULL && fstatvfs(dirfd, &sv) == 0 && sv.f_bavail == 0)
-			rep->disk_full = 1;
-		rep->result_status =
-		    (int32_t)result_read(dirfd, s->max_result_bytes, &json, &json_len);
-		(void)artifacts_collect_since(dirfd, s->manifest, s->manifest_len, s->artifacts,
-		                              mark, &artifacts, &artifacts_len);
-		close(dirfd);
-	} else {
-		rep->result_status = RESULT_OPEN_FAILED;
-	}
-	rep->result_len = (uint32_t)json_len;
-	rep->artifacts_len = (uint32_t)artifacts_len;
-	if (util_write_all(fds[SESSION_FD_REPORT], rep, sizeof(*rep)) == 0 &&
-	    util_write_all(fds[SESSION_FD_REPORT], json, json_len) == 0 &&
-	    util_write_all(fds[SESSION_FD_REPORT], artifacts, artifacts_len) == 0 &&
-	    util_write_all(fds[SESSION_FD_REPORT], value, rep->value_len) == 0)
-		(void)util_write_all(fds[SESSION_FD_REPORT], cell, rep->cell_len);
-	free(json);
-	free(artifacts);
-}
-
-/* The program's answer to a cell: one message (done and the value) with at most one fd, the
- * cell's JSON in a memfd. Returns the message's length (0: the program closed its end), or -1
- * (nothing there yet, or a broken message). */
-static ssize_t
-session_recv_done(int cell_fd, char *msg, size_t cap, int *memfd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {.iov_base = msg, .iov_len = cap};
-	struct msghdr mh = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
-	ssize_t n;
-
-	*memfd = -1;
-	n = recvmsg(cell_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n < 0)
-		return -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t got = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		const int *p = (const int *)CMSG_DATA(c);
-		for (size_t i = 0; i < got; i++) {
-			if (*memfd < 0)
-				*memfd = p[i];
-			else
-				close(p[i]);
-		}
-	}
-	return n;
-}
-
-/* The cell's JSON from the program's memfd (untrusted: a regular file, at most
- * SESSION_CELL_MAX bytes, read without blocking on anything else), or NULL; closes memfd. */
-static char *
-session_cell_json(int memfd, struct sandbox_report *rep)
-{
-	struct stat st;
-	char *p = NULL;
-
-	if (memfd < 0)
-		return NULL;
-	if (fstat(memfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-		if ((unsigned long long)st.st_size > SESSION_CELL_MAX) {
-			rep->cell_dropped = 1;
-		} else if ((p = malloc((size_t)st.st_size)) != NULL) {
-			size_t got = 0;
-			while (got < (size_t)st.st_size) {
-				ssize_t r =
-				    pread(memfd, p + got, (size_t)st.st_size - got, (off_t)got);
-				if (r < 0 && errno == EINTR)
-					continue;
-				if (r <= 0)
-					break;
-				got += (size_t)r;
-			}
-			rep->cell_len = (uint32_t)got;
-		}
-	}
-	close(memfd);
-	return p;
-}
-
-/* The program's answer, if one is there: done and its value (msg, of cap bytes, holds it;
- * value points into it) into rep, and the cell's JSON (cell_json, replaced). Returns whether
- * the cell ended; *over is set when the program closed its end (it cannot serve on). */
-static bool
-session_cell_answer(int cell_fd, char *msg, size_t cap, struct session_cell_done *done,
-                    struct sandbox_report *rep, const char **value, char **cell_json, bool *over)
-{
-	int memfd;
-	ssize_t n = session_recv_done(cell_fd, msg, cap, &memfd);
-	bool ended = false;
-
-	if (n >= (ssize_t)sizeof(*done)) {
-		free(*cell_json);
-		*cell_json = session_cell_json(memfd, rep);
-		memfd = -1;
-		memcpy(done, msg, sizeof(*done));
-		if (done->has_value && done->value_len <= (size_t)n - sizeof(*done) &&
-		    done->value_len <= SESSION_VALUE_MAX) {
-			*value = msg + sizeof(*done);
-			rep->value_len = done->value_len;
-			rep->has_value = 1;
-		}
-		ended = true;
-	} else if (n == 0) {
-		*over = ended = true; /* it closed its end: it cannot serve on */
-	}
-	if (memfd >= 0)
-		close(memfd);
-	return ended;
-}
-
-/* The cell's fd 0 and kind: a code cell's inputs written (its stdin), or, for a snapshot or a
- * restore (no code, no files), a copy of the worker's memfd. Returns the fd, or -1 (errno). */
-static int
-session_cell_begin(struct sandbox_spec *s, const struct session_msg *m, const int *fds,
-                   struct sandbox_input *in, struct session_cell *cell, struct artifacts_mark *mark)
-{
-	if (m->op == SESSION_OP_EXECUTE) {
-		session_cell_mark(s, mark);
-		return session_cell_inputs(s, in);
-	}
-	(void)clock_gettime(CLOCK_REALTIME_COARSE, &mark->since);
-	cell->kind = m->op == SESSION_OP_SNAPSHOT ? SESSION_CELL_SNAPSHOT : SESSION_CELL_RESTORE;
-	cell->blob_max = m->op == SESSION_OP_SNAPSHOT ? m->blob_max : 0;
-	return fcntl(fds[SESSION_FD_BLOB], F_DUPFD_CLOEXEC, 0);
-}
-
-/*
- * One cell: the request from the control pipe into the working directory, the cell to the
- * program, then its end, the worker's stop (SIGINT into the program: a KeyboardInterrupt; the
- * session is killed if the cell does not end within SESSION_INTERRUPT_MS) or the program's
- * death, and the report. The session's lifetime ends at life_until (CLOCK_MONOTONIC ms) even
- * while the cell runs: the cell is stopped as at its deadline, and the session ends with it.
- * Returns whether the session lives on.
- */
-static bool
-sandbox_session_cell(struct sandbox_spec *s, pid_t prog, int cell_fd, const int *fds,
-                     const sigset_t *waitmask, const struct session_answer *base,
-                     long long life_until, const struct session_msg *m)
-{
-	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
-	struct sandbox_input in = {0};
-	struct session_cell cell = {SESSION_MSG_MAGIC, SESSION_VALUE_MAX, SESSION_CELL_CODE, 0};
-	struct session_cell_done done = {0};
-	size_t cap = sizeof(done) + SESSION_VALUE_MAX + 1;
-	char *msg;
-	const char *value = NULL;
-	char *cell_json = NULL;
-	long long cpu0, interrupt_at = 0;
-	long flt0;
-	struct artifacts_mark mark = {{0, 0}, NULL, 0};
-	bool over = false, ended = false, too_old = false;
-	int stdin_fd;
-
-	free(s->manifest);
-	s->manifest = NULL;
-	s->manifest_len = 0;
-	if (sandbox_read_request(fds[SESSION_FD_CONTROL], s, &in) < 0) {
-		session_input_free(&in);
-		return true; /* the worker gave it up before it began: nothing ran */
-	}
-	stdin_fd = session_cell_begin(s, m, fds, &in, &cell, &mark);
-	session_input_free(&in);
-	msg = malloc(cap);
-	if (stdin_fd < 0 || msg == NULL) {
-		/* nothing ran: the cell fails as a program would, with its reason */
-		dprintf(fds[SESSION_FD_STDERR],
-		        "codebox: the cell's files could not be written: %s\n", strerror(errno));
-		if (stdin_fd >= 0)
-			close(stdin_fd);
-		rep.program_reaped = 1;
-		rep.program_status = 1 << 8;
-		rep.result_status = RESULT_NONE;
-		(void)util_write_all(fds[SESSION_FD_REPORT], &rep, sizeof(rep));
-		free(msg);
-		artifacts_mark_free(&mark);
-		return true;
-	}
-	session_prog_use(prog, &cpu0, &flt0);
-	{
-		int cfds[3] = {stdin_fd, fds[SESSION_FD_STDOUT], fds[SESSION_FD_STDERR]};
-		if (util_send_fds(cell_fd, &cell, sizeof(cell), cfds, 3, 0) < 0)
-			over = ended = true; /* the program is gone */
-	}
-	close(stdin_fd);
-	while (!ended) {
-		struct pollfd pfd[3] = {
-		    {.fd = cell_fd, .events = POLLIN},
-		    {.fd = interrupt_at ? -1 : fds[SESSION_FD_CONTROL], .events = POLLIN},
-		    {.fd = s->session_fd, .events = POLLIN}};
-		struct timespec tick = {0, 100 * 1000 * 1000};
-		pid_t p;
-		int st;
-
-		(void)ppoll(pfd, 3, &tick, waitmask);
-		if ((pfd[2].revents & POLLIN) &&
-		    sandbox_session_aside(s->session_fd, s->workdir, prog, base)) {
-			/* closed while it ran: the session ends with this cell */
-			over = ended = true;
-			continue;
-		}
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-			if (p == prog) {
-				rep.program_reaped = 1;
-				rep.program_status = st;
-				over = ended = true;
-			}
-		if (!ended && (pfd[0].revents & POLLIN)) {
-			ended = session_cell_answer(cell_fd, msg, cap, &done, &rep, &value,
-			                            &cell_json, &over);
-		} else if (!ended && (pfd[0].revents & (POLLHUP | POLLERR))) {
-			over = ended = true;
-		}
-		too_old = too_old || util_now_ms() >= life_until;
-		if (!ended && !interrupt_at &&
-		    (too_old || (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)))) {
-			/* 'S' (the deadline), EOF (the worker is gone) or the session's lifetime
-			 * over: interrupt the cell */
-			rep.stopped = 1;
-			(void)kill(prog, SIGINT);
-			interrupt_at = util_now_ms();
-		}
-		if (!ended && interrupt_at && util_now_ms() - interrupt_at >= SESSION_INTERRUPT_MS)
-			over = ended = true;
-	}
-	/* past its lifetime the session ends with the cell, whatever the cell did */
-	over = over || too_old;
-	session_cell_end(prog, over, done.exit_code, cpu0, flt0, &rep);
-	session_cell_report(s, fds, &rep, &mark, value, cell_json);
-	artifacts_mark_free(&mark);
-	free(cell_json);
-	free(msg);
-	return !over;
-}
-
-/* Answers one connection to the session's socket. Returns whether the session lives on. */
-static bool
-sandbox_session_serve(struct sandbox_spec *s, int conn, pid_t prog, int cell_fd,
-                      const sigset_t *waitmask, long long start, long long *last,
-                      uint64_t *executions)
-{
-	struct session_msg m;
-	int fds[SESSION_FDS + 1] = {-1, -1, -1, -1, -1}, n, self;
-	struct timeval tv = {2, 0};
-	long long now = util_now_ms();
-	struct session_answer a = {.magic = SESSION_MSG_MAGIC,
-	                           .ok = 1,
-	                           .executions = *executions,
-	                           .idle_ms = now - *last,
-	                           .age_ms = now - start,
-	                           .idle_limit_ms = s->session_idle_ms,
-	                           .life_limit_ms = s->session_life_ms};
-	bool live = true;
-
-	/* a worker sends at once and reads at once: none may hold the session */
-	(void)setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	(void)setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	n = util_recv_fds(conn, &m, sizeof(m), fds, SESSION_FDS + 1, 0);
-	if (n < 0 || m.magic != SESSION_MSG_MAGIC) {
-		n = n < 0 ? 0 : n;
-		a.ok = 0;
-		(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
-	} else if ((m.op == SESSION_OP_EXECUTE && n == SESSION_FDS) ||
-	           ((m.op == SESSION_OP_SNAPSHOT || m.op == SESSION_OP_RESTORE) &&
-	            n == SESSION_FDS + 1)) {
-		/* the worker watches the session through it, and kills it through it */
-		self = (int)syscall(SYS_pidfd_open, getpid(), 0);
-		if (self < 0) {
-			a.ok = 0; /* no pidfd to watch it by: not taken */
-			(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
-		} else if (util_send_fds(conn, &a, sizeof(a), &self, 1, 0) == 0) {
-			live = sandbox_session_cell(s, prog, cell_fd, fds, waitmask, &a,
-			                            start + s->session_life_ms, &m);
-			(*executions)++;
-		}
-		if (self >= 0)
-			close(self);
-		*last = util_now_ms();
-	} else if (m.op == SESSION_OP_WORKDIR && n == 0) {
-		session_send_workdir(conn, s->workdir, &a);
-	} else {
-		live = !(m.op == SESSION_OP_CLOSE && n == 0);
-		/* INTERRUPT between cells: nothing runs, nothing to do */
-		a.ok = (m.op == SESSION_OP_PING || m.op == SESSION_OP_CLOSE ||
-		        m.op == SESSION_OP_INTERRUPT) &&
-		       n == 0;
-		if (!live) {
-			/* closed: nothing of it is left but init when the worker hears so */
-			struct sandbox_report end = {0};
-			sandbox_init_kill_all(prog, &end);
-		}
-		(void)util_send_fds(conn, &a, sizeof(a), NULL, 0, 0);
-	}
-	for (int i = 0; i < n && i < SESSION_FDS + 1; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-	return live;
-}
-
-/*
- * A session's init, once its program waits for cells: serves the session's socket, one
- * connection at a time, until it is closed, its program dies, or it has been idle or alive
- * for longer than its bounds; then kills everything of it and ends (the worker that finds it
- * gone removes its directory and cgroup). The creating worker's pipes are not needed: it
- * learns the session is ready from a PING answered here.
- */
-static noreturn void
-sandbox_init_session(struct sandbox_spec *s, pid_t prog, int cell_fd, const sigset_t *waitmask)
-{
-	long long start = util_now_ms(), last = start;
-	uint64_t executions = 0;
-	struct sandbox_report end = {0};
-
-	signal(SIGPIPE, SIG_IGN); /* a worker gone mid-report must not end the session */
-	close(s->ctl_fd);
-	close(s->report_fd);
-	s->ctl_fd = s->report_fd = -1;
-	(void)fcntl(s->session_fd, F_SETFL, O_NONBLOCK);
-	for (;;) {
-		long long now = util_now_ms(), until = last + s->session_idle_ms, wait;
-		struct pollfd pfd[2] = {{.fd = s->session_fd, .events = POLLIN},
-		                        {.fd = cell_fd, .events = POLLIN}};
-		struct timespec ts;
-		bool gone = false;
-		pid_t p;
-		int st, conn;
-
-		if (start + s->session_life_ms < until)
-			until = start + s->session_life_ms;
-		if (now >= until)
-			break;
-		wait = until - now < 1000 ? until - now : 1000;
-		ts = (struct timespec){wait / 1000, (wait % 1000) * 1000 * 1000};
-		(void)ppoll(pfd, 2, &ts, waitmask);
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-			if (p == prog)
-				gone = true;
-		if (pfd[1].revents) {
-			/* the program speaks only when asked: what it sends between cells is
-			 * dropped, and its end closed means it cannot serve on */
-			char junk[256];
-			if (recv(cell_fd, junk, sizeof(junk), MSG_DONTWAIT) == 0 ||
-			    (pfd[1].revents & (POLLHUP | POLLERR)))
-				gone = true;
-		}
-		if (gone)
-			break;
-		if (!(pfd[0].revents & POLLIN))
-			continue;
-		conn = accept4(s->session_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (conn < 0)
-			continue;
-		bool live = sandbox_session_serve(s, conn, prog, cell_fd, waitmask, start, &last,
-		                                  &executions);
-		close(conn);
-		if (!live)
-			break;
-	}
-	close(s->session_fd);
-	sandbox_init_kill_all(prog, &end);
-	_exit(0);
-}
-
 noreturn void
 sandbox_init(const struct sandbox_spec *spec)
 {
@@ -1656,351 +1079,9 @@ sandbox_init(const struct sandbox_spec *spec)
 	/* warm: the program is forked before the request and reads it itself */
 	prog =
 	    s->prepare != NULL ? sandbox_init_fork_ahead(s, &rep, &cell_fd) : sandbox_init_fork(s);
-	if (cell_fd >= 0 && !rep.program_reaped)
-		sandbox_init_session(s, prog, cell_fd, &waitmask);
+	if (cell_fd >= 0 && !rep.program_reaped && s->init_session != NULL)
+		s->init_session(s, prog, cell_fd, &waitmask);
 	sandbox_init_wait(s, prog, &waitmask, &rep);
 	sandbox_init_kill_all(prog, &rep);
 	sandbox_init_report(s, &rep);
-}
-
-/* ---- the one-copy warm start (sandbox.h) ---- */
-
-/* Copies src into dst[len]; -1 if it does not fit. */
-static int
-wire_copy(char *dst, size_t len, const char *src)
-{
-	size_t n = src != NULL ? strlen(src) : 0;
-
-	if (n >= len)
-		return -1;
-	memcpy(dst, src != NULL ? src : "", n + 1);
-	return 0;
-}
-
-int
-sandbox_wire_pack(const struct sandbox_spec *s, const struct sandbox_stub *st,
-                  struct sandbox_wire *w)
-{
-	const struct mounts_spec *m = s->mounts;
-
-	memset(w, 0, sizeof(*w));
-	*w = (struct sandbox_wire){
-	    .magic = SANDBOX_WIRE_MAGIC,
-	    .ctl_fd = s->ctl_fd,
-	    .report_fd = s->report_fd,
-	    .error_fd = s->error_fd,
-	    .session_fd = s->session_fd,
-	    .workspace_fd = s->workspace_fd,
-	    .etc_fd = m != NULL ? m->etc_fd : -1,
-	    .ready_fd = st->ready_fd[1],
-	    .handoff_fd = st->handoff_fd[0],
-	    .cell_fd = st->cell_fd[0],
-	    .uid = s->uid,
-	    .gid = s->gid,
-	    .owner_uid = m != NULL ? m->owner_uid : 0,
-	    .owner_gid = m != NULL ? m->owner_gid : 0,
-	    .disk_bytes = m != NULL ? m->disk_bytes : 0,
-	    .set_ids = s->set_ids,
-	    .uts = s->uts,
-	    .cgroupns = s->cgroupns,
-	    .mask_proc = s->mask_proc,
-	    .ids_before_mounts = s->ids_before_mounts,
-	    .agent = s->agent,
-	    .mounts = m != NULL,
-	    .mount_proc = m != NULL && m->mount_proc,
-	};
-	if (wire_copy(w->workdir, sizeof(w->workdir), s->workdir) < 0 ||
-	    wire_copy(w->python, sizeof(w->python), s->python) < 0 ||
-	    (m != NULL &&
-	     (wire_copy(w->host_workdir, sizeof(w->host_workdir), m->workdir) < 0 ||
-	      wire_copy(w->inner_workdir, sizeof(w->inner_workdir), m->inner_workdir) < 0))) {
-		explicit_bzero(w, sizeof(*w));
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	return 0;
-}
-
-void
-sandbox_wire_fds(const struct sandbox_wire *w, int wire_fd, int fds[SANDBOX_WIRE_FDS])
-{
-	const int all[SANDBOX_WIRE_FDS] = {
-	    wire_fd,         w->ctl_fd, w->report_fd, w->error_fd,   w->session_fd,
-	    w->workspace_fd, w->etc_fd, w->ready_fd,  w->handoff_fd, w->cell_fd};
-
-	memcpy(fds, all, sizeof(all));
-}
-
-/* The program's pids high (sandbox_high_pids()) from the stub, through the template's /proc
- * (ns_last_pid is the writer's pid namespace's); where its /proc/sys is read-only (a
- * container's), through a /proc of the run's own, mounted over it in the run's mount
- * namespace (private first: nothing propagates out), which init's new root replaces. */
-static int
-stub_high_pids(void)
-{
-	if (sandbox_high_pids() == 0)
-		return 0;
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		return -1;
-	return sandbox_high_pids();
-}
-
-int
-sandbox_ambient_caps(void)
-{
-	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct data[2];
-
-	if (syscall(SYS_capget, &hdr, data) < 0)
-		return -1;
-	data[0].inheritable = data[0].permitted;
-	data[1].inheritable = data[1].permitted;
-	if (syscall(SYS_capset, &hdr, data) < 0)
-		return -1;
-	for (unsigned c = 0; c < 64; c++)
-		if (data[c / 32].permitted & (1u << (c % 32)) &&
-		    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) < 0)
-			return -1;
-	return 0;
-}
-
-/*
- * The program of a one-copy start: forked by the stub before init's exec, so a copy of the
- * template's interpreter and nothing of init's. It keeps only the run's fds, waits for init's
- * word that the run's view of the system is built (mounts, masks, hostname), then takes in
- * itself the steps init took for it before (the cgroup namespace, its Landlock ruleset, ids,
- * capabilities, dumpable, the working directory), and goes on as the program ahead.
- */
-static noreturn void
-sandbox_program_one_copy(struct sandbox_stub *st)
-{
-	struct sandbox_spec *s = st->spec;
-	ssize_t r;
-	char c;
-
-	(void)prctl(PR_SET_NAME, SANDBOX_PROGRAM_NAME);
-	/* a CLONE_VM child has no rseq area registered, nor so a fork of it: glibc's (in the
-	 * thread's control block) is registered again, or sched_getcpu() would read a stale cpu */
-	if (__rseq_size > 0)
-		(void)syscall(SYS_rseq, (char *)__builtin_thread_pointer() + __rseq_offset,
-		              /* glibc registers at least the original 32 bytes (its __rseq_size is
-		               * the features' size, 20 on 2.36) */
-		              __rseq_size < 32 ? 32u : (uint32_t)__rseq_size, 0, RSEQ_SIG);
-	{
-		/* nothing of the template's (its serving socket, codebox-init), of init's ends,
-		 * nor a session's listening socket */
-		int keep[] = {s->stdout_fd,   s->stderr_fd,    s->error_fd,       s->ctl_fd,
-		              s->landlock_fd, st->ready_fd[0], st->handoff_fd[1], st->cell_fd[1]};
-		if (util_close_fds_except(keep, 8) < 0)
-			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
-	}
-	s->report_fd = s->session_fd = s->workspace_fd = -1;
-	s->cell_fd = st->cell_fd[1];
-	do
-		r = read(st->ready_fd[0], &c, 1);
-	while (r < 0 && errno == EINTR);
-	if (r != 1)
-		_exit(0); /* init failed (it said why on the error pipe) */
-	close(st->ready_fd[0]);
-	if (s->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
-		sandbox_fail(s, SANDBOX_CGROUPNS, 0);
-	if (s->mounts != NULL && s->landlock_abi > 0 && sandbox_landlock(s) < 0)
-		sandbox_fail(s, SANDBOX_LANDLOCK, 0);
-	sandbox_settle(s, true);
-	sandbox_program_ahead(s, st->handoff_fd[1]);
-}
-
-int
-sandbox_stub_main(void *arg)
-{
-	struct sandbox_stub *st = arg;
-	struct sandbox_spec *s = st->spec;
-	struct sigaction dfl = {.sa_handler = SIG_DFL};
-	struct pollfd go = {.fd = s->ctl_fd, .events = POLLIN};
-	char prog_arg[24], wire_arg[24];
-	char *argv[] = {"codebox-init", prog_arg, wire_arg, NULL}, *envp[] = {NULL};
-	pid_t prog;
-	int pidfd;
-
-	/* the template ignores SIGCHLD (the kernel reaps its inits); init reaps its own */
-	(void)sigaction(SIGCHLD, &dfl, NULL);
-	/* the worker's answer comes from here (the template is suspended until the exec): init's
-	 * host pid, which clone() wrote into the template's memory, and its pidfd */
-	pidfd = (int)syscall(SYS_pidfd_open, 1, 0);
-	if (st->host_pid <= 0 || pidfd < 0) {
-		st->err = st->host_pid <= 0 ? ESRCH : errno;
-		_exit(127);
-	}
-	if (st->answer(st->ctx, st->host_pid, pidfd) < 0) {
-		st->err = errno;
-		_exit(0); /* the worker gave the request up */
-	}
-	st->answered = 1;
-	close(pidfd);
-	/* the program is forked from this memory: nothing of the answer (init's host pid) may
-	 * be left in it, here or on the stack below */
-	st->host_pid = 0;
-	sandbox_scrub_stack();
-	/* the go: the uid maps written, init in the run's cgroup, so that the program is born
-	 * there. Bounded: a worker that stalls must not hold the template */
-	if (poll(&go, 1, SANDBOX_STUB_GO_MS) != 1)
-		_exit(0); /* the worker sees init end through its pidfd */
-	if (sandbox_wait_go(s) < 0)
-		sandbox_fail(s, SANDBOX_WAIT, 0);
-	if (s->high_pids && stub_high_pids() < 0)
-		sandbox_fail(s, SANDBOX_PIDS, 0);
-	/* the run's one copy of the interpreter; _Fork runs no atfork handler in the
-	 * template's memory */
-	prog = _Fork();
-	if (prog < 0)
-		sandbox_fail(s, SANDBOX_FORK, 0);
-	if (prog == 0)
-		sandbox_program_one_copy(st);
-	{
-		/* init's fds cross the exec; the rest (the output pipes, the template's) do not */
-		int cross[SANDBOX_WIRE_FDS];
-		sandbox_wire_fds(st->wire, st->wire_fd, cross);
-		for (size_t i = 0; i < SANDBOX_WIRE_FDS; i++)
-			if (cross[i] >= 0 && fcntl(cross[i], F_SETFD, 0) < 0)
-				sandbox_fail(s, SANDBOX_EXEC, 1);
-	}
-	/* an exec whose real and effective ids differ is a set-id exec to kernels before 6.15,
-	 * which clears the ambient capabilities: in a user namespace, the run's ids in all three
-	 * first (init takes them anyway; its capabilities stay, as no id was the namespace's
-	 * root) */
-	if (s->ids_before_mounts && sandbox_ids(s) < 0)
-		sandbox_fail(s, SANDBOX_IDS, 0);
-	/* an exec by a uid that is not the namespace's root clears the capabilities init still
-	 * needs (mounts, ids): carried across as ambient ones, dropped by init once confined */
-	if (sandbox_ambient_caps() < 0)
-		sandbox_fail(s, SANDBOX_CAPS, 2);
-	/* snprintf() of an int neither allocates nor locks */
-	snprintf(prog_arg, sizeof(prog_arg), "%d", (int)prog);
-	snprintf(wire_arg, sizeof(wire_arg), "%d", st->wire_fd);
-	(void)syscall(SYS_execveat, st->exe_fd, "", argv, envp, AT_EMPTY_PATH);
-	sandbox_fail(s, SANDBOX_EXEC, 1);
-}
-
-noreturn void
-sandbox_init_exec(struct sandbox_wire *w, pid_t prog)
-{
-	static struct mounts_spec ms;
-	struct sandbox_spec spec, *s = &spec;
-	struct sandbox_report rep = {.magic = SANDBOX_REPORT_MAGIC};
-	sigset_t waitmask;
-
-	w->workdir[sizeof(w->workdir) - 1] = '\0';
-	w->host_workdir[sizeof(w->host_workdir) - 1] = '\0';
-	w->inner_workdir[sizeof(w->inner_workdir) - 1] = '\0';
-	w->python[sizeof(w->python) - 1] = '\0';
-	ms = (struct mounts_spec){
-	    .workdir = w->host_workdir,
-	    .inner_workdir = w->inner_workdir,
-	    .etc_fd = w->etc_fd,
-	    .python = w->python,
-	    .disk_bytes = w->disk_bytes,
-	    .owner_uid = w->owner_uid,
-	    .owner_gid = w->owner_gid,
-	    .mount_proc = w->mount_proc,
-	    .workspace_fd = w->workspace_fd,
-	};
-	spec = (struct sandbox_spec){
-	    .stdin_fd = -1,
-	    .stdout_fd = -1,
-	    .stderr_fd = -1,
-	    .error_fd = w->error_fd,
-	    .ctl_fd = w->ctl_fd,
-	    .report_fd = w->report_fd,
-	    .workdir = w->workdir,
-	    .python = w->python,
-	    .set_ids = w->set_ids,
-	    .uid = w->uid,
-	    .gid = w->gid,
-	    .parent_pid = 1,
-	    .landlock_fd = -1,
-	    .mounts = w->mounts ? &ms : NULL,
-	    .uts = w->uts,
-	    .cgroupns = w->cgroupns,
-	    .mask_proc = w->mask_proc,
-	    .ids_before_mounts = w->ids_before_mounts,
-	    .orphan_init = true,
-	    .agent = w->agent,
-	    .workspace_fd = w->workspace_fd,
-	    .session_fd = w->session_fd,
-	    .cell_fd = -1,
-	};
-	sandbox_init_signals(&waitmask);
-	{
-		int keep[SANDBOX_WIRE_FDS];
-		sandbox_wire_fds(w, -1, keep);
-		if (util_close_fds_except(keep, SANDBOX_WIRE_FDS) < 0 ||
-		    syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) < 0)
-			sandbox_fail(s, SANDBOX_CLOSE_FDS, 0);
-	}
-	sandbox_retitle();
-	/* the go came to the stub; the program's pids are high already */
-	sandbox_init_confine(s);
-	/* the program confines itself now: its mounts, proc and hostname exist */
-	if (util_write_all(w->ready_fd, "R", 1) < 0 && errno != EPIPE)
-		sandbox_fail(s, SANDBOX_FORK, 2);
-	close(w->ready_fd);
-	sandbox_init_handoff(s, prog, w->handoff_fd, &rep);
-	if (w->cell_fd >= 0 && !rep.program_reaped)
-		sandbox_init_session(s, prog, w->cell_fd, &waitmask);
-	if (w->cell_fd >= 0)
-		close(w->cell_fd);
-	sandbox_init_wait(s, prog, &waitmask, &rep);
-	sandbox_init_kill_all(prog, &rep);
-	sandbox_init_report(s, &rep);
-}
-
-bool
-sandbox_blame(struct isolation *iso, enum sandbox_step step, int detail, const char *why)
-{
-	switch (step) {
-	case SANDBOX_MOUNTS:
-		mounts_blame(iso, (enum mounts_step)detail, why);
-		return true;
-	case SANDBOX_HOSTNAME:
-		iso_turn_off(iso, ISO_UTSNS, why);
-		return true;
-	case SANDBOX_CGROUPNS:
-		iso_turn_off(iso, ISO_CGROUPNS, why);
-		return true;
-	case SANDBOX_PIDS:
-		if (!iso->high_pids)
-			break;
-		iso->high_pids = false; /* pids start at 2, like any namespace */
-		return true;
-	case SANDBOX_LANDLOCK:
-		iso_turn_off(iso, ISO_LANDLOCK, why);
-		return true;
-	case SANDBOX_SECCOMP:
-		iso_turn_off(iso, ISO_SECCOMP, why);
-		return true;
-	case SANDBOX_EXEC:
-		return false; /* the interpreter itself: no layer to blame */
-	case SANDBOX_WAIT:
-	case SANDBOX_IDS:
-	case SANDBOX_CAPS:
-	case SANDBOX_CODE:
-	case SANDBOX_FORK:
-	case SANDBOX_SIGNALS:
-	case SANDBOX_SETSID:
-	case SANDBOX_STDIO:
-	case SANDBOX_CLOSE_FDS:
-	case SANDBOX_CHDIR:
-	case SANDBOX_PARENT_DEATH:
-	case SANDBOX_RLIMITS:
-	case SANDBOX_OOM_SCORE:
-	case SANDBOX_NO_NEW_PRIVS:
-		break;
-	}
-	/* a failure inside the namespaces: fall back to direct mode */
-	if (iso->on[ISO_PIDNS]) {
-		iso_turn_off(iso, ISO_PIDNS, why);
-		return true;
-	}
-	return false;
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdnoreturn.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -51,14 +52,6 @@ enum sandbox_step {
 };
 
 const char *sandbox_step_string(enum sandbox_step step);
-
-/*
- * The start-up probe run failed at step (detail: the mounts step): turns off the layer that
- * step belongs to, or, for a step of no layer inside the namespaces, the pid namespace (runs
- * fall back to direct mode). Returns false when nothing can be blamed (the interpreter
- * itself failed, or no namespace is left to give up).
- */
-bool sandbox_blame(struct isolation *iso, enum sandbox_step step, int detail, const char *why);
 
 /* What a failed child writes to the error pipe before it exits. */
 struct sandbox_failure {
@@ -195,6 +188,13 @@ struct sandbox_spec {
 	 * (interp.c). Returns only when it could not begin.
 	 */
 	void (*enter_session)(const struct sandbox_spec *s);
+	/*
+	 * A session's init, once its program waits for cells on the cell socket (init's end
+	 * cell_fd): serves executions on s->session_fd until the session ends, then ends the
+	 * run (sessioninit.c). Never returns. NULL: not a session.
+	 */
+	void (*init_session)(struct sandbox_spec *s, pid_t prog, int cell_fd,
+	                     const sigset_t *waitmask);
 };
 
 /*
@@ -226,85 +226,75 @@ noreturn void sandbox_run_program(const struct sandbox_spec *s);
  */
 noreturn void sandbox_init(const struct sandbox_spec *s);
 
-/*
- * The one-copy warm start (template.c, docs/DESIGN.md "The cost of a run"): the template
- * clones init sharing its memory (CLONE_VM | CLONE_VFORK, suspended until init execs); init,
- * still a stub in the template's memory, answers the worker, waits for the go, forks the
- * program (the run's one copy of the interpreter) and execs codebox-init, a small program of
- * its own (initexec.c) that builds the run's view of the system and tells the program when
- * it may confine itself. What codebox-init is told, through a pipe, is this fixed-size wire.
- */
-#define SANDBOX_WIRE_MAGIC 0x63626933u
-struct sandbox_wire {
-	uint32_t magic;
-	int32_t ctl_fd, report_fd, error_fd, session_fd, workspace_fd, etc_fd;
-	int32_t ready_fd;   /* write: 'R' once the run's view is built; the program waits */
-	int32_t handoff_fd; /* read: the program's struct sandbox_handoff */
-	int32_t cell_fd;    /* a session: init's end of the cell socket, else -1 */
-	uint32_t uid, gid, owner_uid, owner_gid;
-	uint64_t disk_bytes;
-	uint8_t set_ids, uts, cgroupns, mask_proc, ids_before_mounts, agent, mounts, mount_proc;
-	char workdir[4200];      /* the run's directory as init sees it */
-	char host_workdir[4200]; /* with mounts: the new root's mount point, on the host */
-	char inner_workdir[128]; /* with mounts: SANDBOX_INNER_DIR/<name> */
-	char python[4200];
-};
-
-/* How many fds codebox-init keeps (sandbox_wire_fds()): the wire's own and the run's. */
-#define SANDBOX_WIRE_FDS 10
-
-/* The fds of w that init keeps, and wire_fd (the pipe it is read from), into fds (-1 for
- * the ones this run has not): the one list the stub clears close-on-exec on and init keeps. */
-void sandbox_wire_fds(const struct sandbox_wire *w, int wire_fd, int fds[SANDBOX_WIRE_FDS]);
-
-/* What the stub is given, in the template's memory (it shares it). */
-struct sandbox_stub {
-	struct sandbox_spec *spec; /* the run's, with its fds */
-	/* the wire init reads, its host path wiped (the program is a copy of this memory) */
-	const struct sandbox_wire *wire;
-	int exe_fd;        /* codebox-init (a sealed memfd) */
-	int wire_fd;       /* read end of the pipe holding the struct sandbox_wire */
-	int ready_fd[2];   /* init -> program: the run's view is built */
-	int handoff_fd[2]; /* program -> init: struct sandbox_handoff */
-	int cell_fd[2];    /* a session: [0] init's end, [1] the program's; else -1 */
-	/* answers the worker with init's host pid and pidfd (template.c); 0 or -1 */
-	int (*answer)(void *ctx, pid_t pid, int pidfd);
-	void *ctx;
-	/* init's host pid, written by clone() (CLONE_PARENT_SETTID) before the stub runs */
-	volatile pid_t host_pid;
-	/* set by the stub: whether the worker was answered, and else why not (errno) */
-	volatile int answered;
-	volatile int err;
-};
-
-/* How long the stub waits for the worker's go, the template suspended meanwhile. */
-#define SANDBOX_STUB_GO_MS 2000
-
-/* Fills w from s for codebox-init (the stub's fds and the paths; s->mounts may be NULL).
- * Returns 0, or -1 (ENAMETOOLONG) when a path does not fit. */
-int sandbox_wire_pack(const struct sandbox_spec *s, const struct sandbox_stub *st,
-                      struct sandbox_wire *w);
-
-/*
- * The function clone() runs in the stub (CLONE_VM | CLONE_VFORK): system calls only, on its
- * own stack, until it has forked the program; never returns.
- */
-int sandbox_stub_main(void *stub);
-
-/*
- * codebox-init's body, once exec'd (initexec.c): w as read from the wire, prog the program's
- * pid. Never returns.
- */
-noreturn void sandbox_init_exec(struct sandbox_wire *w, pid_t prog);
-
-/* Makes every permitted capability inheritable and ambient, so that it survives an exec by a
- * uid that is not its user namespace's root. Returns 0, or -1 with errno. */
-int sandbox_ambient_caps(void);
-
-/* codebox-init --check-caps exits with this when it holds what init needs after the exec */
-#define SANDBOX_CAPS_OK 42
-
 /* Zeroes the stack below the caller's frame (host paths built there must not be copied). */
 void sandbox_scrub_stack(void);
+
+/* ---- init's phases and the program's steps, for the one-copy start (initexec.c) and a
+ * session's init (sessioninit.c): each takes its steps from here, in sandbox_init()'s order ---- */
+
+/* What the request brings into the sandbox: the code (a C string too: an agent's command),
+ * stdin and the input files, packed. */
+struct sandbox_input {
+	char *code;
+	size_t code_len;
+	char *input;
+	size_t input_len;
+	char *files;
+	size_t files_len;
+};
+
+/* A failed step: step and detail (and errno) on s->error_fd, then _exit(127). */
+noreturn void sandbox_fail(const struct sandbox_spec *s, enum sandbox_step step, int detail);
+
+/* Reads the request that follows 'G' from fd and applies its limits to s; the input's buffers
+ * are malloc'd into in. Returns 0, or -1 (errno). */
+int sandbox_read_request(int fd, struct sandbox_spec *s, struct sandbox_input *in);
+
+/* stdin: a memfd holding data[0..len), rewound; -1 with errno. */
+int sandbox_make_stdin(const char *data, size_t len);
+
+/* Blocks for the worker's go ('G' on s->ctl_fd). Returns 0, or -1 (errno). */
+int sandbox_wait_go(const struct sandbox_spec *s);
+
+/* Takes s's uid and gid, with no supplementary groups. Returns 0, or -1. */
+int sandbox_ids(const struct sandbox_spec *s);
+
+/* The program's pids start high in its namespace (ns_last_pid). Returns 0, or -1. */
+int sandbox_high_pids(void);
+
+/* In a mount namespace: the run's own Landlock ruleset, applied. Returns 0, or -1. */
+int sandbox_landlock(struct sandbox_spec *s);
+
+/* The last steps of init's confinement and of the one-copy program's: ids (when ids), no
+ * capability, not dumpable, the working directory; a failure ends in sandbox_fail(). */
+void sandbox_settle(const struct sandbox_spec *s, bool ids);
+
+/* Warm mode in a pid namespace: the program forked ahead of the request takes its steps,
+ * prepares, takes the request, tells init through handoff_fd, and enters. Never returns. */
+noreturn void sandbox_program_ahead(struct sandbox_spec *s, int handoff_fd);
+
+/* init's SIGCHLD, taken only inside ppoll() with waitmask. */
+void sandbox_init_signals(sigset_t *waitmask);
+
+/* init shows only its own name (sandbox_set_title()). */
+void sandbox_retitle(void);
+
+/* Init's second phase: the run's view of the system, in order (sandbox.c's head comment). */
+void sandbox_init_confine(struct sandbox_spec *s);
+
+/* Init's side of the program's handoff, read from hp; rep says how a program that ended
+ * before it ended. */
+void sandbox_init_handoff(struct sandbox_spec *s, pid_t prog, int hp, struct sandbox_report *rep);
+
+/* Init waits until the program is reaped, or the worker says stop. */
+void sandbox_init_wait(const struct sandbox_spec *s, pid_t prog, const sigset_t *waitmask,
+                       struct sandbox_report *rep);
+
+/* Kills and reaps every other process of the namespace; rep gets the program's status (if it
+ * was reaped here) and the children's usage. */
+void sandbox_init_kill_all(pid_t prog, struct sandbox_report *rep);
+
+/* Init's last phase: result.json and the artifacts into its report to the worker; _exit(0). */
+noreturn void sandbox_init_report(const struct sandbox_spec *s, struct sandbox_report *rep);
 
 #endif

@@ -60,6 +60,8 @@ serve_run(const struct serve_port *p, const struct serve_req *q, const struct ru
 		if (taken != SERVE_RAN) {
 			if (taken == SERVE_BUSY)
 				metrics_record_busy();
+			else if (taken == SERVE_BUSY_TENANT)
+				metrics_record_busy_tenant();
 			return taken;
 		}
 	}

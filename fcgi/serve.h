@@ -9,12 +9,13 @@
 
 #include "history.h"
 #include "metrics.h"
-#include "run.h"
+#include "sessionrun.h"
 
 /* What came of admitting and running one request. */
 enum serve_ran {
 	SERVE_RAN,          /* o holds the outcome: answer it, then run_outcome_free() it */
 	SERVE_BUSY,         /* the admission was taken (a slot, the workspace): 429 */
+	SERVE_BUSY_TENANT,  /* the caller's token holds its share of the slots: 429 (tenant) */
 	SERVE_STUCK,        /* the admission could not be decided in time: 503 */
 	SERVE_LOST,         /* the run's init was killed from outside */
 	SERVE_FAILED,       /* the sandbox could not run it */

@@ -1,7 +1,7 @@
 /*
  * session.h - the pool's sessions: interpreters that keep their state between executions.
  *
- * A session is a warm box (run.h, run_session_create()) whose init serves executions on a
+ * A session is a warm box (sessionrun.h, run_session_create()) whose init serves executions on a
  * listening socket (sessionproto.h) for as long as it is used, within its bounds. What the
  * workers share of it is a directory of the runtime directory that no run sees, "sessions",
  * holding for each session <id>.rec (its record: owner, bounds, what to remove once it has
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "metrics.h"
-#include "run.h"
+#include "sessionrun.h"
 
 /*
  * A session's id: 128 bits from the kernel as 32 lowercase hex digits, after "<ordinal>-" on a
@@ -199,7 +199,7 @@ bool session_locked(int sdir, const char *id);
 size_t session_list(int sdir, const char *auth, struct session_rec *recs, size_t max);
 
 /*
- * A restart's new box (worker.c): binds a listening socket for session id beside its own, at
+ * A restart's new box (sessionapi.c): binds a listening socket for session id beside its own, at
  * <id>.next (path, as session_sock_path() names it, into path), for the new box's init.
  * Returns its fd, or -1 (errno).
  */

@@ -30,7 +30,7 @@
 #include "http.h"
 #include "jsonw.h"
 #include "log.h"
-#include "run.h"
+#include "sessionrun.h"
 #include "sessionproto.h"
 #include "utf8.h"
 #include "workspace.h"

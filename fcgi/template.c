@@ -13,9 +13,11 @@
 #include "template.h"
 
 #include "child.h"
+#include "initexec.h"
 #include "interp.h"
 #include "log.h"
 #include "proc.h"
+#include "sessioninit.h"
 #include "util.h"
 #include "warmproto.h"
 
@@ -42,24 +44,15 @@ template_run_config(const struct template_base *base, const struct warm_box_requ
                     int landlock_fd, int workspace_fd, struct run_config *run)
 {
 	*run = (struct run_config){
+	    .set = req->run, /* whole: the worker's record */
 	    .python = base->python,
 	    .work_parent_fd = -1,
-	    .drop_privileges = req->drop_privileges,
-	    .run_uid = req->run_uid,
-	    .run_gid = req->run_gid,
-	    .clone_flags = req->clone_flags,
-	    .userns = req->userns,
-	    .mount_proc = req->mount_proc,
-	    .cgroupns = req->cgroupns,
-	    .mask_proc = req->mask_proc,
-	    .high_pids = req->high_pids,
-	    .landlock_abi = req->landlock_abi,
 	    .etc_fd = base->etc_fd,
 	    .landlock_fd = landlock_fd,
 	    .seccomp = req->seccomp && base->seccomp->prog.filter != NULL ? base->seccomp : NULL,
 	    .workspace_fd = workspace_fd,
-	    .warm = true,
 	};
+	run->warm = true;
 }
 
 /* The run's child spec: large, and the template is single-threaded. */
@@ -75,15 +68,16 @@ template_prepare(const struct template_base *base, const struct warm_box_request
 	template_run_config(base, req, req->landlock_fd ? fds[WARM_BOX_FD_LANDLOCK] : -1,
 	                    req->workspace ? fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd] : -1,
 	                    run);
-	child_prepare(run, req->workdir, req->disk_bytes, child);
+	child_prepare(run, req->session ? fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd] : -1,
+	              req->workdir, req->disk_bytes, child);
 	child_set_fds(child, fds); /* the first five, in enum child_fd's order */
 	child->sb.enter = interp_enter;
 	/* the program prepares the interpreter before the request */
 	child->sb.prepare = interp_prepare;
 	child->sb.orphan_init = true;
 	if (req->session) {
-		child->sb.session_fd = fds[WARM_BOX_FD_LANDLOCK + req->landlock_fd];
 		child->sb.enter_session = interp_enter_session;
+		child->sb.init_session = sessioninit_serve;
 	}
 }
 
@@ -107,7 +101,7 @@ template_clone(const struct template_base *base, struct warm_box_request *req, c
 	explicit_bzero(&template_child, sizeof(template_child));
 }
 
-/* The stub's answer to the worker (sandbox_stub_main()), sent from its stack. */
+/* The stub's answer to the worker (initexec_stub_main()), sent from its stack. */
 struct template_answer {
 	int sock;
 	uint64_t as_bytes;
@@ -159,14 +153,15 @@ template_clone_one_copy(const struct template_base *base, struct warm_box_reques
 	    pipe2(st.handoff_fd, O_CLOEXEC) < 0 ||
 	    (req->session &&
 	     socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, st.cell_fd) < 0) ||
-	    sandbox_wire_pack(&template_child.sb, &st, &wire) < 0 ||
+	    initexec_wire_pack(&run, req->workdir, req->disk_bytes, &template_child.sb, &st,
+	                       &wire) < 0 ||
 	    write(wp[1], &wire, sizeof(wire)) != (ssize_t)sizeof(wire))
 		goto out;
 	close(wp[1]);
 	wp[1] = -1;
 	st.wire_fd = wp[0];
 	/* the stub reads its fds from it; init has the path */
-	explicit_bzero(wire.host_workdir, sizeof(wire.host_workdir));
+	explicit_bzero(wire.workdir, sizeof(wire.workdir));
 	st.wire = &wire;
 	/* the program is a copy of this memory: no host path may be left in it (init was told
 	 * the run's directory on the wire). Without a mount namespace the path is the program's
@@ -177,7 +172,7 @@ template_clone_one_copy(const struct template_base *base, struct warm_box_reques
 	ok = true;
 	stack = (char *)((uintptr_t)((char *)__builtin_frame_address(0) - TEMPLATE_STUB_GAP) &
 	                 ~(uintptr_t)15);
-	pid = child_clone_vm(&run, run.clone_flags, sandbox_stub_main, stack, &st, &st.host_pid);
+	pid = child_clone_vm(&run, run.clone_flags, initexec_stub_main, stack, &st, &st.host_pid);
 #if defined(__SANITIZE_ADDRESS__)
 	/* the stub's frames never returned: their red zones are still marked on this stack */
 	__asan_unpoison_memory_region(stack - 256 * 1024, 256 * 1024);
@@ -208,7 +203,7 @@ template_request_ok(const struct warm_box_request *req, int n)
 	       req->session <= 1 && req->workspace + req->session <= 1 &&
 	       n == WARM_BOX_FD_LANDLOCK + req->landlock_fd + req->workspace + req->session &&
 	       req->workdir[0] == '/' && memchr(req->workdir, '\0', sizeof(req->workdir)) &&
-	       (req->clone_flags & CLONE_NEWPID) && req->run_uid != 0;
+	       (req->run.clone_flags & CLONE_NEWPID) && req->run.run_uid != 0;
 }
 
 /* Takes one request from the tier's socket, if another template has not, and answers it: an

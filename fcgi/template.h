@@ -26,14 +26,19 @@ struct template_args {
 	bool heavy;   /* imports the heavy tier's modules first */
 	int serve_fd; /* the tier's socket: requests from every worker */
 	int note_fd; /* its notices to the zygote: the ready report, then 'R' when its life is up */
-	int retire_fd; /* closed by the zygote: end between two requests */
-	pid_t zygote;  /* its parent: it ends with it */
+	/* from the zygote: a word on it retires the template (it ends between two requests); its
+	 * end without a word means the zygote died, and the template serves on, an orphan, until
+	 * the pool's next zygote serves its tier (at most WARM_ORPHAN_MS) */
+	int retire_fd;
+	pid_t zygote; /* its parent: it ends with it */
 };
 
 /*
  * In a fork of the zygote: becomes the template t (never returns). It reports ready on
- * t->note_fd (a struct warm_ready), then serves t->serve_fd until it is retired, its life
- * (max_runs, max_seconds) is up and it is retired, or the zygote ends.
+ * t->note_fd (a struct warm_ready), then serves t->serve_fd until it is retired (its life,
+ * max_runs or max_seconds, up, it says so on note_fd and the zygote retires it once a
+ * successor serves), the pool is gone, or, orphaned by a zygote that died, WARM_ORPHAN_MS
+ * passed.
  */
 noreturn void template_main(const struct template_base *base, const struct template_args *t);
 

@@ -715,7 +715,7 @@ warm_tier_serving(bool heavy)
 }
 
 pid_t
-warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
+warm_box_clone(const struct run_config *run, bool heavy, int session_fd, const char *workdir,
                unsigned long long disk_bytes, const int fds[5], long long deadline,
                unsigned long long *as_base_bytes, int *pidfd, char *why, size_t why_len)
 {
@@ -746,20 +746,11 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 	memset(&b, 0, sizeof(b));
 	b = (struct warm_box_request){
 	    .magic = WARM_BOX_MAGIC,
-	    .clone_flags = run->clone_flags,
-	    .run_uid = run->run_uid,
-	    .run_gid = run->run_gid,
-	    .landlock_abi = run->landlock_abi,
-	    .drop_privileges = run->drop_privileges,
-	    .userns = run->userns,
-	    .mount_proc = run->mount_proc,
-	    .cgroupns = run->cgroupns,
-	    .mask_proc = run->mask_proc,
-	    .high_pids = run->high_pids,
+	    .run = run->set,
 	    .seccomp = run->seccomp != NULL,
 	    .landlock_fd = run->landlock_fd >= 0,
 	    .workspace = run->workspace_fd >= 0,
-	    .session = run->session && run->workspace_fd < 0,
+	    .session = session_fd >= 0 && run->workspace_fd < 0,
 	    .disk_bytes = disk_bytes,
 	};
 	memcpy(b.workdir, workdir, strlen(workdir) + 1);
@@ -777,8 +768,8 @@ warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
 		all[n++] = run->landlock_fd;
 	if (run->workspace_fd >= 0)
 		all[n++] = run->workspace_fd;
-	else if (run->session)
-		all[n++] = run->session_fd;
+	else if (session_fd >= 0)
+		all[n++] = session_fd;
 	/* the socket is shared by every worker: never block in sendmsg(), one deadline for all */
 	while ((sent = util_send_fds(sock, &b, sizeof(b), all, n, MSG_DONTWAIT)) < 0 &&
 	       (errno == EAGAIN || errno == EINTR) && util_now_ms() < deadline) {

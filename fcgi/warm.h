@@ -68,7 +68,8 @@ struct run_config;
 
 /*
  * Worker: has a template of the tier (heavy or light) clone a run's init for workdir under
- * run, with the child's ends of its pipes (stdout, stderr, error, control, report). The init
+ * run (its settings sent whole; session_fd >= 0: a session's listening socket, else -1), with
+ * the child's ends of its pipes (stdout, stderr, error, control, report). The init
  * is not this process's child: it is watched and killed through the pidfd returned in *pidfd,
  * and reaped by the kernel, waiting for the answer until deadline (util_now_ms()). Returns its
  * pid, with the template's address-space size in *as_base_bytes, or -1 with the reason in why
@@ -76,7 +77,7 @@ struct run_config;
  * request or did not answer is not asked again for a second). A tier the zygote says does not
  * serve now is not asked at all.
  */
-pid_t warm_box_clone(const struct run_config *run, bool heavy, const char *workdir,
+pid_t warm_box_clone(const struct run_config *run, bool heavy, int session_fd, const char *workdir,
                      unsigned long long disk_bytes, const int fds[5], long long deadline,
                      unsigned long long *as_base_bytes, int *pidfd, char *why, size_t why_len);
 

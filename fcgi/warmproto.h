@@ -21,6 +21,7 @@
 #include <linux/filter.h>
 #include <stdint.h>
 
+#include "runconfig.h"
 #include "warmsettings.h"
 
 /* The zygote is the pool's own binary run again as: codebox-pool WARM_ZYGOTE_ARG, with its
@@ -67,20 +68,11 @@ struct warm_ready {
 #define WARM_BOX_MAGIC 0x63627862u
 struct warm_box_request {
 	uint32_t magic;
-	int32_t clone_flags;
-	uint32_t run_uid;
-	uint32_t run_gid;
-	int32_t landlock_abi;
-	uint8_t drop_privileges;
-	uint8_t userns;
-	uint8_t mount_proc;
-	uint8_t cgroupns;
-	uint8_t mask_proc;
-	uint8_t high_pids;
-	uint8_t seccomp;     /* the filter is applied (the run's configuration has one) */
-	uint8_t landlock_fd; /* fd 6 is the worker's Landlock ruleset */
-	uint8_t workspace;   /* the last fd is port 8888's workspace: an agent's command */
-	uint8_t session;     /* the last fd is a session's listening socket (session.h) */
+	struct run_settings run; /* the run's configuration, whole (runconfig.h) */
+	uint8_t seccomp;         /* the filter is applied (the run's configuration has one) */
+	uint8_t landlock_fd;     /* fd 6 is the worker's Landlock ruleset */
+	uint8_t workspace;       /* the last fd is port 8888's workspace: an agent's command */
+	uint8_t session;         /* the last fd is a session's listening socket (session.h) */
 	uint64_t disk_bytes;
 	char workdir[4096]; /* the run's directory, on the host: wiped once it is mounted */
 };

@@ -17,7 +17,7 @@
 #include "interp.h"
 #include "log.h"
 #include "proc.h"
-#include "sandbox.h"
+#include "initexec.h"
 #include "template.h"
 #include "util.h"
 #include "warmproto.h"
@@ -358,7 +358,7 @@ zygote_probe_stub(void *arg)
 {
 	char *argv[] = {"codebox-init", "--check-caps", NULL}, *envp[] = {NULL};
 
-	if (sandbox_ambient_caps() < 0)
+	if (initexec_ambient_caps() < 0)
 		_exit(1);
 	(void)syscall(SYS_execveat, *(int *)arg, "", argv, envp, AT_EMPTY_PATH);
 	_exit(127);

@@ -359,6 +359,26 @@ while True:
 	sreq DELETE "/sessions/$sid"
 }
 
+@test "sessions: an execution's body is read once, as /execute's: a NUL escape in its code is the program's to refuse, in the background too" {
+	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
+	local eid
+	session_new
+	# /execute's reading: "\u0000" is legal JSON, and Python refuses such code
+	sreq POST "/sessions/$sid/execute" '{"code": "1\u0000"}'
+	assert_equal "$code" 200
+	assert_regex "$(field .stderr)" "null"
+	# the background's keys are taken out of the same reading, not a stricter one of their
+	# own (which once made "background" an unknown key of such a body: 400)
+	sreq POST "/sessions/$sid/execute" '{"code": "1\u0000", "background": true}'
+	assert_equal "$code" 202
+	eid=$(field .execution)
+	wait_for "the background execution's answer" 100 bash -c "curl -s $BASE/sessions/$sid/executions/$eid | grep -q '\"state\":\"done\"'"
+	sreq GET "/sessions/$sid/executions/$eid"
+	assert_regex "$(field .outcome.stderr)" "null"
+	assert_equal "$(field .outcome.session.open)" true
+	sreq DELETE "/sessions/$sid"
+}
+
 @test "sessions: bad requests are 400, 404 or 405 with the error shape" {
 	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
 	sreq POST /sessions '{"idleTimeoutSeconds": 0}'

@@ -432,3 +432,70 @@ counter() {
 	assert_equal "$(counter tenant)" 0
 	end_stack
 }
+@test "shares: a token's share of the execution slots: its runs, sessions and background executions count; another token is served" {
+	run -0 grep -E '^fastcgi_param +CODEBOX_MAX_EXECUTIONS_PER_TOKEN +0;' "$ROOT/nginx/codebox-limits.conf"
+	# check-config holds it within the slots
+	local conf
+	conf=$(conf_variant 's/CODEBOX_MAX_EXECUTIONS_PER_TOKEN *[0-9]*;/CODEBOX_MAX_EXECUTIONS_PER_TOKEN   21;/')
+	run "$ROOT/scripts/check-config.sh" "$conf/nginx.conf"
+	assert_failure
+	assert_output --partial "CODEBOX_MAX_EXECUTIONS_PER_TOKEN (21) must be at most CODEBOX_MAX_CONCURRENT_EXECUTIONS (20"
+	# three slots, one a token
+	with_stack 's/CODEBOX_MAX_CONCURRENT_EXECUTIONS  *[0-9]*;/CODEBOX_MAX_CONCURRENT_EXECUTIONS  3;/' \
+		's/CODEBOX_MAX_EXECUTIONS_PER_TOKEN *[0-9]*;/CODEBOX_MAX_EXECUTIONS_PER_TOKEN   1;/'
+	local a1 a2 b1
+	new_as "$TOKEN_A" && a1=$sid
+	new_as "$TOKEN_A" && a2=$sid
+	new_as "$TOKEN_B" && b1=$sid
+	[[ -n $a1 && -n $a2 && -n $b1 ]]
+	# A's background execution holds A's one slot
+	local spin='{"code": "while True:\n    pass", "background": true, "timeoutSeconds": 120}'
+	as "$TOKEN_A" POST "/sessions/$a1/execute" "$spin"
+	assert_equal "$code" 202
+	# A's run, A's foreground cell, A's new session and A's second background execution are refused
+	as "$TOKEN_A" POST /execute '{"code": "print(6 * 7)"}'
+	busy_by tenant
+	run -0 jq -r .message <<<"$reply"
+	assert_output "this token runs as many executions at once as its share allows; retry shortly"
+	as "$TOKEN_A" POST "/sessions/$a2/execute" '{"code": "6 * 7"}'
+	busy_by tenant
+	as "$TOKEN_A" POST "/sessions/$a2/execute" "$spin"
+	busy_by tenant
+	new_as "$TOKEN_A"
+	busy_by tenant
+	as "$TOKEN_A" POST "/sessions/$a2/restart"
+	busy_by tenant
+	# MCP's tools/call too
+	request -X POST -H "Authorization: Bearer $TOKEN_A" -H 'Content-Type: application/json' \
+		-H 'Accept: application/json, text/event-stream' --data-binary \
+		'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "code_executor", "arguments": {"code": "print(1)"}}}' \
+		"$BASE/mcp"
+	assert_equal "$code" 429
+	assert_equal "$(header Codebox-Busy)" tenant
+	# B is served, foreground and background, while two slots of three are in use
+	as "$TOKEN_B" POST /execute '{"code": "print(6 * 7)"}'
+	assert_equal "$code" 200
+	assert_equal "$(field .stdout)" 42
+	as "$TOKEN_B" POST "/sessions/$b1/execute" '{"code": "6 * 7"}'
+	assert_equal "$code" 200
+	assert_equal "$(field .value)" 42
+	as "$TOKEN_B" POST "/sessions/$b1/execute" "$spin"
+	assert_equal "$code" 202
+	# B too holds its share now
+	as "$TOKEN_B" POST /execute '{"code": "print(6 * 7)"}'
+	busy_by tenant
+	# seven refusals: A's run, cell, background execution, session, restart and tools/call, B's run
+	assert_equal "$(counter tenant)" 7
+	# A's cell interrupted gives A's share back
+	as "$TOKEN_A" POST "/sessions/$a1/interrupt"
+	assert_equal "$code" 200
+	served_a() {
+		as "$TOKEN_A" POST /execute '{"code": "print(6 * 7)"}'
+		[[ $code == 200 ]]
+	}
+	wait_for "A's share to be given back" 100 served_a
+	assert_equal "$(field .stdout)" 42
+	as "$TOKEN_B" DELETE "/sessions/$b1"
+	assert_equal "$code" 204
+	end_stack
+}

@@ -114,5 +114,21 @@ main(void)
 	        "a bad option beats long code");
 	invalid("{\"code\":\"secret-code\",\"x\":1}", "unknown key", "the message...");
 	ok(strstr(msg, "secret-code") == NULL, "...never echoes the code");
+	/* a body read once (request_load()), then validated (request_take()): as request_parse() */
+	{
+		const char *body = "{\"code\":\"a\\u0000b\",\"details\":true}";
+		json_t *root = request_load(body, strlen(body), msg, sizeof(msg));
+		ok(root != NULL && request_take(&r, root, &lim, msg, sizeof(msg)) == 0 &&
+		       r.code_len == 3 && r.code[1] == '\0' && r.details && r.root == root,
+		   "request_load() then request_take(): the document is the request's (a NUL "
+		   "kept)");
+		request_free(&r);
+	}
+	ok(request_load("{\"code\":\"a\",\"code\":\"b\"}", 23, msg, sizeof(msg)) == NULL &&
+	       strstr(msg, "a key appears twice") != NULL,
+	   "request_load(): a key twice is refused with request_parse()'s sentence");
+	ok(request_take(&r, json_array(), &lim, msg, sizeof(msg)) < 0 && r.root == NULL &&
+	       strstr(msg, "model_type") != NULL,
+	   "request_take(): not an object is refused, and the document freed");
 	return tap_done();
 }
