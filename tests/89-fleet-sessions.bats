@@ -41,6 +41,7 @@ teardown() {
 		done <"$BATS_TEST_TMPDIR/sessions"
 	fi
 	[[ ${BATS_TEST_COMPLETED:-} == 1 ]] || fleet_logs
+	openapi_teardown
 }
 
 # small: 30 of them fit any stack's memory budget
