@@ -117,8 +117,7 @@ def parse_trace(path):
             elif raw.startswith(b"=>") or raw.startswith(b"<=") or raw.startswith(b"=="):
                 kind = None
             elif cur is not None and kind is not None and len(raw) > 6 and raw[4:6] == b": ":
-                hexpart = raw[6:54].split()
-                cur[kind] += bytes(int(h, 16) for h in hexpart)
+                cur[kind] += bytes.fromhex(raw[6:54].decode("ascii"))
     out = []
     for ex in exchanges:
         line = bytes(ex["send"]).split(b"\r\n", 1)[0].decode("latin-1").split(" ")
