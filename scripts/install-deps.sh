@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Install what codebox needs to build, run and test: Debian packages, the npm packages of the
 # offline deploy checks, a pinned kubectl for them, the MCP test client's SDK and the MCP
-# conformance suite with the node they run on, the playground's browser test (Debian's
-# chromium-headless-shell, driven by playwright-core on that node), and the suites' runner
-# (bats-core, pinned).
+# conformance suite with the node they run on, the OpenAPI linter, the playground's browser
+# test (Debian's chromium-headless-shell, driven by playwright-core on that node), and the
+# suites' runner (bats-core, pinned).
 # Idempotent: when everything is present it only runs dpkg-query, a checksum of each npm lock,
 # the node check and the final check. Ends by checking that every command the Makefile and the
 # scripts call exists, naming the package of any that does not.
@@ -35,6 +35,9 @@ KUBECTL_SHA256=ab209d0c5134b61486a0486585604a616a5bb2fc07df46d304b3c95817b2d79f
 # the official MCP conformance suite (@modelcontextprotocol/conformance, which wants node >= 20),
 # pinned in tests/mcp-conformance/package-lock.json.
 MCP_NODE_MAJOR=22
+# make lint lints the OpenAPI documents (docs/openapi*.json) with Redocly's CLI
+# (@redocly/cli, one package with no dependencies, pinned in tests/openapi/package-lock.json),
+# on that node too (it wants node >= 20.19).
 
 image=0
 case ${1:-} in
@@ -139,7 +142,8 @@ if [[ $(uname -m) != x86_64 ]]; then
 fi
 # side by side (npm's cache takes concurrent writers): a fresh clone's 22 s became 9 (four then)
 npm_pids=()
-for d in deploy/checks deploy/tools tests/mcp tests/mcp-conformance tests/playground tests/tools; do
+for d in deploy/checks deploy/tools tests/mcp tests/mcp-conformance tests/openapi tests/playground \
+	tests/tools; do
 	npm_ci "$here/$d" &
 	npm_pids+=($!)
 done
@@ -190,6 +194,7 @@ files=(
 	/usr/share/nginx/src/conf_flags:nginx-dev /usr/include/pcre2.h:libpcre2-dev
 	"$conformance:npm @modelcontextprotocol/conformance (tests/mcp-conformance)"
 	"$here/tests/playground/node_modules/playwright-core/package.json:npm playwright-core (tests/playground)"
+	"$here/tests/openapi/node_modules/@redocly/cli/bin/cli.js:npm @redocly/cli (tests/openapi)"
 )
 if ((image)); then
 	required+=(podman:podman runc:runc catatonit:catatonit debootstrap:debootstrap

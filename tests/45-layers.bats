@@ -11,6 +11,7 @@ teardown() {
 	fi
 	stack_stop
 	unset CODEBOX_DISABLE CODEBOX_REQUIRE
+	openapi_teardown
 }
 
 isolation() {

@@ -56,6 +56,7 @@ teardown() {
 		! mountpoint -q "$SMALL_DISK" || umount "$SMALL_DISK" || true
 		rmdir "$SMALL_DISK" 2>/dev/null || true
 	fi
+	openapi_teardown
 }
 
 port() {

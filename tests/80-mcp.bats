@@ -30,6 +30,7 @@ teardown() {
 		# shellcheck disable=SC2046
 		kill -CONT $(cat "$BATS_TEST_TMPDIR/stopped") 2>/dev/null || true
 	fi
+	openapi_teardown
 }
 
 @test "mcp: initialize negotiates each served version, else answers the newest" {

@@ -39,7 +39,7 @@ status() {
 	local r
 	for r in "POST $BASE/execute" "GET $BASE/capabilities" "GET $BASE/isolation" "GET $BASE/tool" \
 		"POST $BASE/mcp" "GET $BASE/nowhere" "GET $BASE/execute" "POST $AGENT/execute" \
-		"GET $AGENT/list/" "GET $AGENT/"; do
+		"GET $AGENT/list/" "GET $AGENT/" "GET $BASE/openapi.json" "GET $AGENT/openapi.json"; do
 		# shellcheck disable=SC2086
 		request -X $r -d '{"code":"print(1)"}'
 		assert_equal "$code" 401
@@ -49,6 +49,9 @@ status() {
 	assert_equal "$(status GET "$BASE/healthz")" 200
 	assert_equal "$(status GET "$BASE/readyz")" 200
 	assert_equal "$(status GET "$AGENT/readyz")" 200
+	# the OpenAPI documents are the API's: a token opens them, as it opens /capabilities
+	assert_equal "$(status GET "$BASE/openapi.json" -H "Authorization: Bearer $TOKEN_A")" 200
+	assert_equal "$(status GET "$AGENT/openapi.json" -H "Authorization: Bearer $TOKEN_B")" 200
 }
 
 @test "auth: a wrong token is 401 invalid_token; either listed token runs the program" {

@@ -36,6 +36,7 @@ teardown() {
 	if [[ ${BATS_TEST_COMPLETED:-} != 1 ]]; then
 		fleet_logs
 	fi
+	openapi_teardown
 }
 
 # load OUT CONCURRENCY COUNT BODY...: fleet_load.py against the router, its lines in OUT

@@ -41,6 +41,7 @@ teardown() {
 		done <"$BATS_TEST_TMPDIR/sessions"
 	fi
 	[[ ${BATS_TEST_COMPLETED:-} == 1 ]] || fleet_logs
+	openapi_teardown
 }
 
 # small: 30 of them fit any stack's memory budget
@@ -171,7 +172,8 @@ while True:
 	# it goes to a pod of the fleet or nowhere
 	for id in ".." "%2e%2e" "..%2f..%2fmetrics" "0-$hex/..%2f..%2f..%2fmetrics" "%2e%2e%2f%2e%2e" \
 		"1-$hex%00"; do
-		request --path-as-is "$ROUTER/sessions/$id/execute" -X POST -d '{"code":"print(1)"}'
+		# (attacks: the router's own 400 to a NUL or a climb is not codebox's JSON; not checked)
+		OPENAPI_UNCHECKED=1 request --path-as-is "$ROUTER/sessions/$id/execute" -X POST -d '{"code":"print(1)"}'
 		echo "$id: $code $reply"
 		[[ $code != 5* ]]
 	done

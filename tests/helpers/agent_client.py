@@ -23,6 +23,10 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
+import openapi_check  # every answer checked against the OpenAPI documents
+
+openapi_check.hook_requests()
+
 
 class Connector:
     def __init__(self, base_url):

@@ -20,6 +20,10 @@ import urllib.parse
 
 import requests
 
+import openapi_check  # every answer checked against the OpenAPI documents
+
+openapi_check.hook_requests()
+
 
 class Failed(Exception):
     pass

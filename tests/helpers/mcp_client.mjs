@@ -26,6 +26,14 @@
 // answered with neither an SSE stream nor 405, say), is one JSON line {"error": {name, code,
 // message, data}} on stderr and exit 1; a usage error exits 2.
 
+import { spawnSync } from "node:child_process";
+import { appendFileSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { createConnection } from "node:net";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const CHECKER = join(dirname(fileURLToPath(import.meta.url)), "openapi_check.py");
+
 const USAGE = `usage: mcp_client.mjs [OPTION]... URL connect|list|ping
        mcp_client.mjs [OPTION]... URL call TOOL [JSON-ARGS]
 options: --timeout-ms=MS  --header='NAME: VALUE' (repeatable)  --trace  --progress`;
@@ -145,6 +153,67 @@ function traceLine(entry) {
   if (trace) process.stderr.write(`mcp_client: http ${JSON.stringify(entry)}\n`);
 }
 
+// Every answer is also checked against docs/openapi.json, as every answer a suite receives is
+// (tests/helpers/openapi_check.py, through the checker tests/helpers/stack.bash starts): a
+// mismatch is written to the test's failure file, which fails the test at its teardown. An
+// answer whose body did not arrive whole (a stream the client aborted) is not checked.
+const openapiChecks = [];
+let openapiN = 0;
+
+function openapiVerdict(name) {
+  return new Promise((resolve) => {
+    let port = 0;
+    try {
+      port = Number(readFileSync(process.env.OPENAPI_CHECK_PORTFILE, "ascii").trim());
+    } catch {}
+    if (!port) {
+      // no checker running yet: check it here, once
+      const r = spawnSync("/usr/bin/python3", [CHECKER, "check", "main", name], {
+        encoding: "utf-8",
+        timeout: 60000,
+      });
+      if (r.status === 0) unlinkSync(name);
+      resolve(r.status === 0 ? "ok" : `fail ${(r.stdout || r.stderr || "").trim().replace(/\n/g, " | ")}`);
+      return;
+    }
+    let line = "";
+    const sock = createConnection(port, "127.0.0.1", () => sock.write(`main ${name}\n`));
+    sock.setEncoding("utf-8");
+    sock.setTimeout(60000, () => sock.destroy(new Error("the OpenAPI checker did not answer")));
+    sock.on("data", (d) => {
+      line += d;
+    });
+    sock.on("close", () => resolve(line.trim() || "fail the OpenAPI checker did not answer"));
+    sock.on("error", (e) => resolve(`fail the OpenAPI checker could not be reached: ${e.message}`));
+  });
+}
+
+function openapiCheck(method, url, response) {
+  const failfile = process.env.OPENAPI_CHECK_FAILFILE;
+  if (!failfile || !process.env.OPENAPI_CHECK_PORTFILE) return;
+  const check = response
+    .clone()
+    .arrayBuffer()
+    .then(async (body) => {
+      const u = new URL(url);
+      const name = `${dirname(failfile)}/openapi-mcp-${process.pid}-${++openapiN}.json`;
+      writeFileSync(
+        name,
+        JSON.stringify({
+          method,
+          target: u.pathname + u.search,
+          status: response.status,
+          headers: [...response.headers],
+          body: Buffer.from(body).toString("base64"),
+        }),
+      );
+      const verdict = await openapiVerdict(name);
+      if (verdict !== "ok") appendFileSync(failfile, `openapi: ${verdict}\n`);
+    })
+    .catch(() => {}); // the body did not arrive whole: not checked
+  openapiChecks.push(check);
+}
+
 function observedFetch(input, init) {
   const method = init?.method ?? "GET";
   const sent = new Headers(init?.headers);
@@ -166,6 +235,7 @@ function observedFetch(input, init) {
         if (response.headers.has(name)) entry.response[name] = response.headers.get(name);
       }
       traceLine(entry);
+      openapiCheck(method, String(input), response);
       return response;
     },
     (err) => {
@@ -266,6 +336,11 @@ if (connected) {
 }
 closing = true;
 await client.close();
+// the answers' checks, bounded
+await Promise.race([
+  Promise.all(openapiChecks),
+  new Promise((resolve) => setTimeout(resolve, timeoutMs).unref()),
+]);
 
 if (failure !== undefined) {
   process.stderr.write(`${JSON.stringify({ error: describe(failure) })}\n`);

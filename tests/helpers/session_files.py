@@ -16,6 +16,8 @@ import time
 import urllib.error
 import urllib.request
 
+import openapi_check
+
 HOST = "127.0.0.1"
 CELL = """\
 import os
@@ -34,8 +36,10 @@ def call(port, method, path, body=None):
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             raw = r.read()
+            openapi_check.record(method, req.full_url, r.status, r.headers.items(), raw)
             return r.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as e:
+        openapi_check.record(method, req.full_url, e.code, e.headers.items(), e.read())
         return e.code, None
 
 

@@ -114,13 +114,101 @@ stack_start() {
 }
 
 # Reaching an external stack in a network namespace of its own (a pod without network, as in
-# make image-test): every curl of the suites goes through this function.
+# make image-test): every curl of the suites goes through this function. In a test, each
+# answer is also checked against the OpenAPI documents (openapi_check, below).
 curl() {
+	local doc=main a trace rc=0 big=0
+	if [[ -z ${OPENAPI_CHECK_FAILFILE:-} || -n ${OPENAPI_UNCHECKED:-} ]]; then
+		curl_plain "$@"
+		return
+	fi
+	for a in "$@"; do
+		if [[ -n ${AGENT:-} && $a == "$AGENT"/* ]]; then
+			doc=agent
+		elif [[ -n ${METRICS:-} && $a == "$METRICS"/* ]]; then
+			doc=""
+		elif [[ $big == 1 || $a == @* ]]; then
+			# an upload from a file: a large one is not traced (a trace is 4 bytes a byte)
+			big=0
+			[[ $a == *=@* ]] && a=${a#*=@}
+			a=${a%%;*}
+			a=${a#@}
+			[[ -f $a ]] && (($(command stat -L -c %s -- "$a") > 4194304)) && doc=""
+		elif [[ $a == -T || $a == --upload-file || $a == -F || $a == --form ]]; then
+			big=1
+		fi
+	done
+	if [[ -z $doc ]]; then
+		curl_plain "$@"
+		return
+	fi
+	trace=$BATS_TEST_TMPDIR/openapi-$BASHPID-$((++OPENAPI_N)).trace
+	curl_plain --trace "$trace" "$@" || rc=$?
+	openapi_check "$doc" "$trace"
+	return "$rc"
+}
+
+curl_plain() {
 	if [[ -n ${CODEBOX_NETNS:-} ]]; then
 		nsenter --net="$CODEBOX_NETNS" curl "$@"
 	else
 		command curl "$@"
 	fi
+}
+
+# The OpenAPI documents (docs/openapi.json, port 8888's docs/openapi-agent.json) are checked
+# against every answer a test receives: curl() above traces each request and asks the checker
+# (tests/helpers/openapi_check.py, one process for the whole bats run on a loopback port,
+# started by the first request and gone after 120 s without one) about it; the Python helpers
+# ask it through openapi_check.record(). A mismatch is written to the test's failure file and
+# fails the test at its teardown (openapi_teardown). OPENAPI_CHECK=0 turns the checks off;
+# OPENAPI_UNCHECKED=1 before one call leaves an attack's answer to its test alone.
+OPENAPI_N=0
+if [[ -n ${BATS_TEST_TMPDIR:-} && -n ${BATS_RUN_TMPDIR:-} && ${OPENAPI_CHECK:-1} != 0 ]]; then
+	OPENAPI_CHECK_FAILFILE=$BATS_TEST_TMPDIR/openapi-failures
+	OPENAPI_CHECK_PORTFILE=$BATS_RUN_TMPDIR/openapi-check.port
+	export OPENAPI_CHECK_FAILFILE OPENAPI_CHECK_PORTFILE
+else
+	unset OPENAPI_CHECK_FAILFILE OPENAPI_CHECK_PORTFILE
+fi
+
+# openapi_check DOC FILE: the checker's verdict on the exchanges in FILE (a curl trace or a
+# helper's record) against DOC (main or agent); a mismatch is appended to the failure file.
+# Bounded: the checker is started at most twice, its answer awaited at most 120 s.
+openapi_check() {
+	local port fd="" verdict="" try i now
+	for try in 1 2 3; do
+		port=""
+		read -r port 2>/dev/null <"$OPENAPI_CHECK_PORTFILE" || true
+		if [[ -n $port ]] && { exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null; then
+			printf '%s %s\n' "$1" "$2" >&"$fd"
+			read -r -t 120 verdict <&"$fd" || verdict="fail the OpenAPI checker did not answer about $2"
+			exec {fd}>&-
+			break
+		fi
+		((try < 3)) || break
+		"$PY" "$ROOT/tests/helpers/openapi_check.py" serve "$OPENAPI_CHECK_PORTFILE" \
+			</dev/null >/dev/null 2>>"$BATS_RUN_TMPDIR/openapi-check.log" 3>&- &
+		for ((i = 0; i < 100; i++)); do
+			now=""
+			read -r now 2>/dev/null <"$OPENAPI_CHECK_PORTFILE" || true
+			[[ -n $now && $now != "$port" ]] && break
+			sleep 0.1
+		done
+	done
+	[[ -n $verdict ]] || verdict="fail the OpenAPI checker could not be reached about $2"
+	if [[ $verdict != ok ]]; then
+		printf 'openapi: %s\n' "$verdict" >>"$OPENAPI_CHECK_FAILFILE"
+	fi
+}
+
+# openapi_teardown: fails (with the mismatches) when an answer of the test did not match the
+# OpenAPI documents; every teardown calls it (stack_teardown does)
+openapi_teardown() {
+	[[ -n ${OPENAPI_CHECK_FAILFILE:-} && -s $OPENAPI_CHECK_FAILFILE ]] || return 0
+	echo "answers that do not match the OpenAPI documents (docs/openapi*.json):" >&2
+	cat "$OPENAPI_CHECK_FAILFILE" >&2
+	return 1
 }
 
 # Stops exactly what stack_start started and checks that nothing of it is left running.
@@ -171,6 +259,7 @@ stack_teardown() {
 	if [[ ${STACK_IN_TEST:-} == 1 ]]; then
 		stack_stop
 	fi
+	openapi_teardown
 }
 
 # request [curl args...] URL: one HTTP request (bounded: 60 s, unless the args bound it
