@@ -226,10 +226,10 @@ covers() {
 	loc=$(nginx_locations codebox-agent)
 	[[ $(grep -c . <<<"$loc") -ge 8 ]]
 	covers "$loc" "$ROOT/docs/openapi-agent.json"
-	# a session's sub-routes, as the pool's router names them (worker.c: "sub"), and its files
-	run -0 grep -oE 'str(n)?cmp\(\*?sub, "[a-z/]+"' "$ROOT/fcgi/worker.c"
+	# a session's sub-routes, as the pool's tables name them (sessionapi.c), and its files
+	run -0 grep -oE '^ *\{"[a-z/*]+", ' "$ROOT/fcgi/sessionapi.c"
 	[[ $(grep -c . <<<"$output") -ge 6 ]]
-	for sub in $(sed -E 's/.*"([a-z/]+)"$/\1/' <<<"$output" | sort -u) files; do
+	for sub in $(sed -E 's/^ *\{"([a-z/*]+)", /\1/; s|/\*$||' <<<"$output" | sort -u); do
 		run -0 jq -e --arg s "/sessions/{id}/${sub%/}" '.paths | keys | any(. == $s or startswith($s + "/"))' "$ROOT/docs/openapi.json"
 	done
 	# every endpoint of the pool's tables is reached through a documented location
