@@ -125,7 +125,8 @@ curl() {
 	for a in "$@"; do
 		if [[ -n ${AGENT:-} && $a == "$AGENT"/* ]]; then
 			doc=agent
-		elif [[ -n ${METRICS:-} && $a == "$METRICS"/* ]]; then
+		elif [[ -n ${METRICS:-} && $a == "$METRICS"/* ]] || [[ $a == http://*/metrics ]]; then
+			# the metrics port's Prometheus text (a fleet's stacks have ports of their own)
 			doc=""
 		elif [[ $big == 1 || $a == @* ]]; then
 			# an upload from a file: a large one is not traced (a trace is 4 bytes a byte)
