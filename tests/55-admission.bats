@@ -100,6 +100,7 @@ os.execv(sys.argv[1], sys.argv[1:])' "$ROOT/scripts/codebox-run.sh" --port "$por
 	OWN_STACK=1
 	BASE="http://127.0.0.1:$port"
 	AGENT_BASE="http://127.0.0.1:$agent_port"
+	AGENT=$AGENT_BASE # its answers are checked against port 8888's document
 	METRICS="http://127.0.0.1:$metrics_port"
 	wait_for "the stack" 1200 ready "$BASE"
 }
