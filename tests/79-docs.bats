@@ -29,8 +29,10 @@ load helpers/stack
 	done < <(
 		awk '$1 == "fastcgi_param" && $2 ~ /^CODEBOX_/ { print $2 }' \
 			"$ROOT/nginx/codebox-limits.conf" "$ROOT/nginx/codebox-agent.conf"
-		grep -ohE '(getenv|env_number|parse_ulong)\("[A-Z_]+"' "$ROOT"/fcgi/*.c | grep -oE '[A-Z_]{3,}'
+		grep -ohE '(getenv|env_number|parse_ulong)\("[A-Z_]+"' "$ROOT"/fcgi/*/*.c | grep -oE '[A-Z_]{3,}'
 	)
+	# the extraction found the pool's variables
+	grep -qE '(getenv|env_number)\("CODEBOX_' "$ROOT"/fcgi/*/*.c
 	if ((${#missing[@]})); then
 		echo "docs/OPERATIONS.md does not mention: ${missing[*]}" >&2
 		return 1
@@ -47,8 +49,8 @@ load helpers/stack
 		awk '/log_format codebox_json/ { on = 1 } on { print } on && /;$/ { exit }' "$ROOT/nginx/nginx.conf" |
 			grep -oE '"[A-Za-z]+":'
 		# pool.log: every line's keys (log.c) and a run's (run.c's run_log_outcome)
-		grep -oE '\\"[A-Za-z]+\\":' "$ROOT/fcgi/log.c"
-		awk '/^run_log_outcome\(/ { on = 1 } on { print } on && /^}/ { exit }' "$ROOT/fcgi/run.c" |
+		grep -oE '\\"[A-Za-z]+\\":' "$ROOT/fcgi/core/log.c"
+		awk '/^run_log_outcome\(/ { on = 1 } on { print } on && /^}/ { exit }' "$ROOT/fcgi/run/run.c" |
 			grep -oE '\\"[A-Za-z]+\\":'
 	)
 	fields=$(tr -d '\\":' <<<"$fields" | sort -u)
@@ -77,4 +79,54 @@ load helpers/stack
 		printf 'broken link: %s\n' "${broken[@]}" >&2
 		return 1
 	fi
+}
+
+@test "docs: every source path README.md and docs/ name (fcgi/..., scripts/..., nginx/...) exists" {
+	local f path missing=() n=0
+	for f in "$ROOT/README.md" "$ROOT"/docs/*.md; do
+		while read -r path; do
+			n=$((n + 1))
+			[[ -e $ROOT/$path ]] || missing+=("${f#"$ROOT"/}: $path")
+		done < <(grep -oE '\b(fcgi|scripts|nginx|image|deploy)/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(c|h|py|sh|conf|json|yaml)\b' "$f" | sort -u)
+	done
+	echo "$n paths named"
+	((n >= 50))
+	if ((${#missing[@]})); then
+		printf 'no such file: %s\n' "${missing[@]}" >&2
+		return 1
+	fi
+}
+
+@test "docs: README.md's Layout names every script and every folder of fcgi/" {
+	local layout f missing=()
+	layout=$(awk '/^## Layout/ { on = 1 } on' "$ROOT/README.md")
+	for f in "$ROOT"/scripts/* "$ROOT"/fcgi/*/; do
+		f=$(basename "$f")
+		[[ -d $ROOT/fcgi/$f ]] && f="$f/"
+		grep -qF -- "$f" <<<"$layout" || missing+=("$f")
+	done
+	if ((${#missing[@]})); then
+		echo "README.md's Layout does not name: ${missing[*]}" >&2
+		return 1
+	fi
+}
+
+@test "structure: fcgi/'s folders are layers: an include of a folder above, or of no folder, fails the lint" {
+	local layers
+	layers=$(awk -F' *= *' '$1 == "LAYERS" { print $2 }' "$ROOT/Makefile")
+	[[ $layers == "pool http run warm box core" ]]
+	# shellcheck disable=SC2086 # the folders, one word each
+	run -0 "$ROOT/scripts/check-layers.sh" "$ROOT/fcgi" $layers
+	cp -r "$ROOT/fcgi" "$BATS_TEST_TMPDIR/"
+	# the box (inside the sandbox) reaching up into what parses client input
+	sed -i '0,/#include/s//#include "http\/request.h"\n#include/' "$BATS_TEST_TMPDIR/fcgi/box/sandbox.c"
+	# a header named from no folder
+	echo '#include "log.h"' >>"$BATS_TEST_TMPDIR/fcgi/core/buf.h"
+	# shellcheck disable=SC2086
+	run -1 "$ROOT/scripts/check-layers.sh" "$BATS_TEST_TMPDIR/fcgi" $layers
+	assert_line --partial 'box/sandbox.c:'
+	assert_line --partial '"http/request.h": box/ includes http/, a folder above it'
+	assert_line --partial 'core/buf.h:'
+	assert_line --partial '"log.h" names no folder'
+	assert_equal "${#lines[@]}" 2
 }

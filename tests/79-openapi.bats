@@ -227,13 +227,13 @@ covers() {
 	[[ $(grep -c . <<<"$loc") -ge 8 ]]
 	covers "$loc" "$ROOT/docs/openapi-agent.json"
 	# a session's sub-routes, as the pool's tables name them (sessionapi.c), and its files
-	run -0 grep -oE '^ *\{"[a-z/*]+", ' "$ROOT/fcgi/sessionapi.c"
+	run -0 grep -oE '^ *\{"[a-z/*]+", ' "$ROOT/fcgi/http/sessionapi.c"
 	[[ $(grep -c . <<<"$output") -ge 6 ]]
 	for sub in $(sed -E 's/^ *\{"([a-z/*]+)", /\1/; s|/\*$||' <<<"$output" | sort -u); do
 		run -0 jq -e --arg s "/sessions/{id}/${sub%/}" '.paths | keys | any(. == $s or startswith($s + "/"))' "$ROOT/docs/openapi.json"
 	done
 	# every endpoint of the pool's tables is reached through a documented location
-	run -0 grep -oE '^ *\{"[a-z_*]+", ' "$ROOT/fcgi/worker.c"
+	run -0 grep -oE '^ *\{"[a-z_*]+", ' "$ROOT/fcgi/http/worker.c"
 	for sub in $(sed -E 's/^ *\{"([a-z_*]+)", /\1/' <<<"$output"); do
 		case $sub in
 		metrics) continue ;; # the metrics port's, Prometheus text

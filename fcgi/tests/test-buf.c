@@ -1,5 +1,5 @@
 /* Unit tests for buf.c: the one growable byte buffer. */
-#include "buf.h"
+#include "core/buf.h"
 #include "tap.h"
 
 #include <stdint.h>

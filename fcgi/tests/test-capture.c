@@ -1,6 +1,6 @@
 /* Unit tests for capture.c: the byte bound and Python-compatible UTF-8 repair. */
-#include "capture.h"
-#include "utf8.h"
+#include "core/capture.h"
+#include "core/utf8.h"
 #include "tap.h"
 
 #include <stdlib.h>

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cellout.h"
-#include "notebook.h"
+#include "core/cellout.h"
+#include "core/notebook.h"
 #include "tap.h"
 
 /* cellout_render(json) wrapped back into an object, parsed */

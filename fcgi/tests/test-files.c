@@ -1,6 +1,6 @@
 /* Unit tests for files.c: the inputs' rules, writing them, collecting and rendering artifacts,
  * types by magic, base64. */
-#include "files.h"
+#include "core/files.h"
 #include "tap.h"
 
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /* Unit tests for http.c: routing by a table, the bytes of an answer, reading a body, a client
  * gone. */
-#include "http.h"
+#include "http/http.h"
 #include "tap.h"
 
 #include <stdlib.h>

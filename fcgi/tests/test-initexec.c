@@ -4,7 +4,7 @@
  * the template derived (child_prepare()), but for what the one-copy start gives the stub and
  * the program instead of init.
  */
-#include "initexec.h"
+#include "box/initexec.h"
 #include "tap.h"
 
 #include <sched.h>

@@ -1,5 +1,5 @@
 /* Unit tests for isolation.c: the layer list syntax and the policy between layers. */
-#include "isolation.h"
+#include "core/isolation.h"
 #include "tap.h"
 
 #include <sched.h>

@@ -1,5 +1,5 @@
 /* Unit tests for jsonw.c: escaping and failure latching. */
-#include "jsonw.h"
+#include "core/jsonw.h"
 #include "sink.h"
 #include "tap.h"
 

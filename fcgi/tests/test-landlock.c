@@ -1,5 +1,5 @@
 /* Unit tests for landlock.c: the rights and scopes chosen for every Landlock ABI 1-9. */
-#include "landlock.h"
+#include "box/landlock.h"
 #include "tap.h"
 
 #include <stdint.h>

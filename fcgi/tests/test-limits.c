@@ -1,5 +1,5 @@
 /* Unit tests for limits.c: every parameter present, decimal, in range. */
-#include "limits.h"
+#include "core/limits.h"
 #include "tap.h"
 
 struct kv {

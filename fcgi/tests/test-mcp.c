@@ -1,7 +1,7 @@
 /* Unit tests for mcp.c: versions, hosts, origins, content types, messages, answers. */
 #include <stdlib.h>
 
-#include "mcp.h"
+#include "http/mcp.h"
 #include "sink.h"
 #include "tap.h"
 

@@ -1,7 +1,7 @@
 /* Unit tests for multipart.c, and a bounded fuzz: random and mutated bodies, each parsed from
  * an exactly sized heap copy so that ASan catches any read past the end. */
-#include "multipart.h"
-#include "workspace.h"
+#include "http/multipart.h"
+#include "core/workspace.h"
 #include "tap.h"
 
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Unit tests for outcome.c: the classification of what the worker observed of a run. */
-#include "outcome.h"
+#include "core/outcome.h"
 #include "tap.h"
 
 #include <signal.h>

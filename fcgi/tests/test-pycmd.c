@@ -1,7 +1,7 @@
 /* Unit tests for pycmd.c: which commands are a plain Python invocation, split as sh would. */
 #include <stdlib.h>
 
-#include "pycmd.h"
+#include "core/pycmd.h"
 #include "tap.h"
 
 /* the words of cmd joined with '|', or "(no)" */

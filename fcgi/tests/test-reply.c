@@ -1,5 +1,5 @@
 /* Unit tests for reply.c: exact keys, their order, and valid UTF-8. */
-#include "reply.h"
+#include "http/reply.h"
 #include "tap.h"
 
 #include <signal.h>

@@ -1,5 +1,5 @@
 /* Unit tests for request.c: API.md's validation table, first failure wins. */
-#include "request.h"
+#include "http/request.h"
 #include "tap.h"
 
 static struct limits lim = {

@@ -1,5 +1,5 @@
 /* Unit tests for result.c: the strict parser and the safe reader. */
-#include "result.h"
+#include "core/result.h"
 #include "tap.h"
 
 #include <fcntl.h>

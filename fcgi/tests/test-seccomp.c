@@ -1,5 +1,5 @@
 /* Unit tests for seccomp.c: the filter, loaded into a child, denies what the policy says. */
-#include "seccomp.h"
+#include "box/seccomp.h"
 #include "tap.h"
 
 #include <errno.h>

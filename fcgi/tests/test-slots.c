@@ -1,5 +1,5 @@
 /* Unit tests for slots.c: the shared table of execution slots. */
-#include "slots.h"
+#include "core/slots.h"
 #include "tap.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Unit tests for stream.c: the SSE events of a run's output, UTF-8 held back across reads,
  * MCP's progress notifications, the last event, and which Accept asks for a stream. */
-#include "stream.h"
+#include "http/stream.h"
 #include "sink.h"
 #include "tap.h"
 

@@ -1,5 +1,5 @@
 /* Unit tests for tier.c: the guess of a program's warm tier from its text. */
-#include "tier.h"
+#include "core/tier.h"
 #include "tap.h"
 
 #include <string.h>

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "tap.h"
-#include "tool.h"
+#include "http/tool.h"
 
 static const char caps[] =
     "{\"pythonVersion\":\"3.11.2\",\"modules\":[{\"importName\":\"numpy\",\"distribution\":"

@@ -1,5 +1,5 @@
 /* Unit tests for trace.c: W3C traceparent parsing, the request's trace, the export's knob. */
-#include "trace.h"
+#include "run/trace.h"
 #include "tap.h"
 
 #include <stdlib.h>

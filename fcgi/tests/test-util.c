@@ -1,5 +1,5 @@
 /* Unit tests for util.c: the bounded reader of small files. */
-#include "util.h"
+#include "core/util.h"
 #include "tap.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* Unit tests for workdir.c: creation, and removal of trees a program could leave. */
-#include "workdir.h"
+#include "run/workdir.h"
 #include "tap.h"
 
 #include <errno.h>

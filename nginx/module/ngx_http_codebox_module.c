@@ -38,7 +38,7 @@
  * And session ids kept out of the logs: a session's id is its one credential where tokens are
  * off, and it travels in the URI (/sessions/{id}/...). $codebox_log_uri is $uri with the path
  * segment after "/sessions/" replaced by "h:" and the first 8 hex digits of its SHA-256, the
- * name the pool's own log lines give a session (fcgi/session.h, session_log_name()); the
+ * name the pool's own log lines give a session (fcgi/run/session.h, session_log_name()); the
  * access log's "uri" is that. The error log's `request: "..."` (the request line nginx adds to
  * every line about a request) is redacted the same way.
  *

@@ -241,7 +241,7 @@ function bundle(parent, data, prompt) {
   if (text !== undefined) parent.append(el("pre", "plain", Array.isArray(text) ? text.join("") : text));
 }
 
-// a cell's outputs in nbformat 4's form (fcgi/cell.py, fcgi/cellout.c)
+// a cell's outputs in nbformat 4's form (fcgi/box/cell.py, fcgi/core/cellout.c)
 function outputs(run, list) {
   const out = el("div", "outputs");
   for (const o of list || []) {

@@ -7,7 +7,7 @@ With --on-usr1 it maps the table, prints "armed" and locks only when it gets SIG
 that must wedge the lock at one moment (a worker mid-way between two admissions) pays for
 python's start and the mapping beforehand.
 The table is a memfd named codebox-slots whose first bytes are its process-shared robust
-mutex (fcgi/slots.c). This process maps the same memory through /proc/PID/map_files (root
+mutex (fcgi/core/slots.c). This process maps the same memory through /proc/PID/map_files (root
 only: CAP_SYS_ADMIN), locks the mutex, prints "locked" and then holds it, alive, until it is
 killed (SIGTERM), or 120 s have passed; it never unlocks, so the next locker finds the
 mutex EOWNERDEAD, as after a holder that died.

@@ -1,0 +1,55 @@
+#!/bin/bash
+# codebox: fcgi/'s folders are its processes, from the top down (the Makefile's LAYERS): a file
+# includes headers of its own folder and of the folders below it, always named from fcgi/
+# ("core/log.h"), never one of a folder above it. Exit 0 when every include keeps to it; else 1,
+# with each include that does not.
+# Usage: check-layers.sh [FCGI_DIR [LAYER...]]   (default: fcgi, and the folders from the top down)
+set -euo pipefail
+
+dir=${1:-fcgi}
+layers=(pool http run warm box core)
+if (($# > 1)); then
+	layers=("${@:2}")
+fi
+
+rank() {
+	local i
+	for i in "${!layers[@]}"; do
+		if [[ ${layers[i]} == "$1" ]]; then
+			echo "$i"
+			return
+		fi
+	done
+	echo -1
+}
+
+bad=0
+for d in "${layers[@]}"; do
+	own=$(rank "$d")
+	for f in "$dir/$d"/*.[ch]; do
+		[[ -e $f ]] || continue
+		while IFS=: read -r line path; do
+			folder=${path%%/*}
+			if [[ $folder == "$path" ]]; then
+				echo "$f:$line: \"$path\" names no folder (include it as \"FOLDER/$path\")"
+				bad=1
+				continue
+			fi
+			r=$(rank "$folder")
+			if ((r < 0)); then
+				echo "$f:$line: \"$path\": $folder/ is no folder of fcgi/ (${layers[*]})"
+				bad=1
+			elif ((r < own)); then
+				echo "$f:$line: \"$path\": $d/ includes $folder/, a folder above it"
+				bad=1
+			fi
+		done < <(grep -n -oP '^\s*#\s*include\s+"\K[^"]+' "$f" || true)
+	done
+done
+# every source is in one of the folders
+for f in "$dir"/*.[ch]; do
+	[[ -e $f ]] || continue
+	echo "$f: in none of fcgi/'s folders (${layers[*]})"
+	bad=1
+done
+exit "$bad"
