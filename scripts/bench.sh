@@ -9,7 +9,8 @@
 #     throughput of print(1) and of the café program with wrk at 4 and 20 connections
 #     the whole stack's PSS (nginx, supervisor, zygote, workers, templates) after warm-up
 #   the cost of a run (scripts/bench-cost.sh): the whole host's CPU per request at 20 clients
-#     (the client's subtracted) and its split by process role, warm, cold and cold_peer.py
+#     (the client's subtracted) and its split by process role, warm, cold, cold_peer.py and
+#     fork_peer.py (the floor: a bare fork, no isolation)
 #   sessions (scripts/bench-sessions.sh): making a session, and print(1) in a warm session
 #     beside /execute's: p50/p95, req/s and host CPU per execution at 20 clients
 #   the fleet (scripts/bench-fleet.sh): runs/s per core and memory per slot of print(1), the

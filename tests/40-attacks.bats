@@ -36,10 +36,11 @@ bg_execute() {
 
 # held_pid: the host pid of a run's program that wrote "held" into its directory (seen by
 # root through /proc/<pid>/cwd) and descends from this stack's pool, not its init; fails
-# while there is none. Without a fork per process: on a loaded machine each costs tens of
+# while there is none. Of several (a test that failed may have left its run holding until its
+# time limit), the newest. Without a fork per process: on a loaded machine each costs tens of
 # ms, and a run holds only until its time limit.
 held_pid() {
-	local pool d p cur k v depth
+	local pool d p cur k v depth stat start newest="" newest_start=-1
 	pool=$(pool_pid)
 	[[ -n $pool ]] || return 1
 	for d in /proc/[0-9]*; do
@@ -57,12 +58,30 @@ held_pid() {
 			done <"/proc/$cur/status" 2>/dev/null || break
 			[[ -n $v && $v != 0 ]] || break
 			if [[ $v == "$pool" ]]; then
-				echo "$p"
-				return 0
+				# its start time: the 22nd field of stat, the 20th after the command's ")"
+				read -r stat <"$d/stat" 2>/dev/null || break
+				read -ra stat <<<"${stat##*) }"
+				start=${stat[19]:-0}
+				if ((start > newest_start)); then
+					newest=$p newest_start=$start
+				fi
+				break
 			fi
 			cur=$v
 		done
 	done
+	[[ -n $newest ]] || return 1
+	echo "$newest"
+}
+
+# wait_held WHAT: waits (30 s at most) for held_pid, and sets pid (the caller's local) to it
+wait_held() {
+	local i
+	for ((i = 0; i < 300; i++)); do
+		pid=$(held_pid) && return 0
+		sleep 0.1
+	done
+	echo "timed out waiting for $1" >&2
 	return 1
 }
 
@@ -378,8 +397,7 @@ bg_attack() {
 hold_host_quotas() {
 	[[ $EUID -eq 0 ]] || skip "the host-side check needs root"
 	bg_attack host-quotas.py
-	wait_for "the run to hold what it took" 300 held_pid
-	pid=$(held_pid)
+	wait_held "the run to hold what it took"
 }
 
 @test "attacks: a run cannot take the host's AIO contexts; root can still io_setup meanwhile" {
@@ -484,8 +502,7 @@ print(struct.unpack("I", uid)[0])' "$pid"
 	curl -s --max-time 60 -H 'Content-Type: application/json' --data-binary @"$BATS_TEST_TMPDIR/a.req" \
 		"$BASE/execute" >"$BATS_TEST_TMPDIR/bg.json" 3>&- &
 	BG_PID=$!
-	wait_for "run A to hold its memory" 300 held_pid
-	pid=$(held_pid)
+	wait_held "run A to hold its memory"
 	execute $'chunks = []\nfor i in range(28):\n    chunks.append(bytearray(b"\\x01") * (10 << 20))\nprint("B done")' '{details: true}'
 	assert_equal "$(field .details.limitExceeded)" memory
 	assert_equal "$(field .exitCode)" -9
