@@ -12,39 +12,33 @@ if (($# > 1)); then
 	layers=("${@:2}")
 fi
 
-rank() {
-	local i
-	for i in "${!layers[@]}"; do
-		if [[ ${layers[i]} == "$1" ]]; then
-			echo "$i"
-			return
-		fi
-	done
-	echo -1
-}
+# each folder's rank, from 0 at the top
+declare -A rank
+for i in "${!layers[@]}"; do
+	rank[${layers[i]}]=$i
+done
 
 bad=0
 for d in "${layers[@]}"; do
-	own=$(rank "$d")
-	for f in "$dir/$d"/*.[ch]; do
-		[[ -e $f ]] || continue
-		while IFS=: read -r line path; do
-			folder=${path%%/*}
-			if [[ $folder == "$path" ]]; then
-				echo "$f:$line: \"$path\" names no folder (include it as \"FOLDER/$path\")"
-				bad=1
-				continue
-			fi
-			r=$(rank "$folder")
-			if ((r < 0)); then
-				echo "$f:$line: \"$path\": $folder/ is no folder of fcgi/ (${layers[*]})"
-				bad=1
-			elif ((r < own)); then
-				echo "$f:$line: \"$path\": $d/ includes $folder/, a folder above it"
-				bad=1
-			fi
-		done < <(grep -n -oP '^\s*#\s*include\s+"\K[^"]+' "$f" || true)
-	done
+	own=${rank[$d]}
+	files=("$dir/$d"/*.[ch])
+	[[ -e ${files[0]} ]] || continue
+	while IFS=: read -r f line path; do
+		folder=${path%%/*}
+		if [[ $folder == "$path" ]]; then
+			echo "$f:$line: \"$path\" names no folder (include it as \"FOLDER/$path\")"
+			bad=1
+			continue
+		fi
+		r=${rank[$folder]:--1}
+		if ((r < 0)); then
+			echo "$f:$line: \"$path\": $folder/ is no folder of fcgi/ (${layers[*]})"
+			bad=1
+		elif ((r < own)); then
+			echo "$f:$line: \"$path\": $d/ includes $folder/, a folder above it"
+			bad=1
+		fi
+	done < <(grep -H -n -oP '^\s*#\s*include\s+"\K[^"]+' "${files[@]}" || true)
 done
 # every source is in one of the folders
 for f in "$dir"/*.[ch]; do
