@@ -6,6 +6,16 @@
 
 load helpers/stack
 
+# none_missing WHAT [ITEM...]: fails, saying WHAT and each item, when there is any item
+none_missing() {
+	local what=$1
+	shift
+	(($# == 0)) && return 0
+	echo "$what:" >&2
+	printf '  %s\n' "$@" >&2
+	return 1
+}
+
 @test "docs: docs/API.md names every endpoint, error, key and limit of the contract" {
 	local contract="${CODEBOX_SHARED_DIR:-$ROOT/../shared}/API.md" guide="$ROOT/docs/API.md" missing=() t
 	[[ -f $contract ]] || skip "no $contract (the contract beside this clone; CODEBOX_SHARED_DIR names another)"
@@ -16,10 +26,7 @@ load helpers/stack
 			grep -E '^[A-Za-z_/][A-Za-z0-9_/{}.:-]*$' | awk 'length >= 3'
 		grep -oE '(GET|POST) /[a-z/{}]*' "$contract"
 	)
-	if ((${#missing[@]})); then
-		echo "docs/API.md does not mention: ${missing[*]}" >&2
-		return 1
-	fi
+	none_missing "docs/API.md does not mention" "${missing[@]}"
 }
 
 @test "docs: docs/OPERATIONS.md names every limit of nginx's config and every variable the pool reads" {
@@ -33,10 +40,7 @@ load helpers/stack
 	)
 	# the extraction found the pool's variables
 	grep -qE '(getenv|env_number)\("CODEBOX_' "$ROOT"/fcgi/*/*.c
-	if ((${#missing[@]})); then
-		echo "docs/OPERATIONS.md does not mention: ${missing[*]}" >&2
-		return 1
-	fi
+	none_missing "docs/OPERATIONS.md does not mention" "${missing[@]}"
 }
 
 @test "docs: docs/OPERATIONS.md's Logs lists every field of access.log and pool.log" {
@@ -60,10 +64,7 @@ load helpers/stack
 	for t in $fields; do
 		grep -qF -- "\`$t\`" <<<"$logs" || missing+=("$t")
 	done
-	if ((${#missing[@]})); then
-		echo "docs/OPERATIONS.md's Logs does not list: ${missing[*]}" >&2
-		return 1
-	fi
+	none_missing "docs/OPERATIONS.md's Logs does not list" "${missing[@]}"
 }
 
 @test "docs: every relative link in README.md and docs/ leads to a file that exists" {
@@ -75,10 +76,7 @@ load helpers/stack
 			[[ -z $target || -e "$dir/$target" ]] || broken+=("${f#"$ROOT"/}: $target")
 		done < <(grep -oE '\]\([^)[:space:]]+\)' "$f" | sed -E 's/^\]\(//; s/\)$//' | grep -vE '^[a-z]+:')
 	done
-	if ((${#broken[@]})); then
-		printf 'broken link: %s\n' "${broken[@]}" >&2
-		return 1
-	fi
+	none_missing "broken link" "${broken[@]}"
 }
 
 @test "docs: every source path README.md and docs/ name (fcgi/..., scripts/..., nginx/...) exists" {
@@ -91,10 +89,7 @@ load helpers/stack
 	done
 	echo "$n paths named"
 	((n >= 50))
-	if ((${#missing[@]})); then
-		printf 'no such file: %s\n' "${missing[@]}" >&2
-		return 1
-	fi
+	none_missing "no such file" "${missing[@]}"
 }
 
 @test "docs: README.md's Layout names every script and every folder of fcgi/" {
@@ -105,10 +100,7 @@ load helpers/stack
 		[[ -d $ROOT/fcgi/$f ]] && f="$f/"
 		grep -qF -- "$f" <<<"$layout" || missing+=("$f")
 	done
-	if ((${#missing[@]})); then
-		echo "README.md's Layout does not name: ${missing[*]}" >&2
-		return 1
-	fi
+	none_missing "README.md's Layout does not name" "${missing[@]}"
 }
 
 @test "structure: fcgi/'s folders are layers: an include of a folder above, or of no folder, fails the lint" {
