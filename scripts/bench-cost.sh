@@ -11,14 +11,11 @@
 #   measurement: perf runs in a second round so its own cost is not counted)
 #   then the ratios that issue 26's goal is stated in: codebox warm / the peer
 #
-#   and beside the floor of a warm design (../shared/yardstick/fork_peer.py: a fork server
-#   with no isolation), codebox warm / the floor
-#
-#   usage: scripts/bench-cost.sh [--seconds S] [--pool BIN] [--peer PATH] [--fork-peer PATH]
+#   usage: scripts/bench-cost.sh [--seconds S] [--pool BIN] [--peer PATH]
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 [--seconds S] [--pool BIN] [--peer PATH] [--fork-peer PATH]"
+	echo "usage: $0 [--seconds S] [--pool BIN] [--peer PATH]"
 }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,8 +24,7 @@ source "$here/scripts/stack-lib.sh"
 seconds=10
 pool="$here/build/codebox-pool"
 peer="$here/../shared/yardstick/cold_peer.py"
-fork_peer="$here/../shared/yardstick/fork_peer.py"
-codebox_bench_options usage --seconds=seconds --pool=pool --peer=peer --fork-peer=fork_peer -- "$@"
+codebox_bench_options usage --seconds=seconds --pool=pool --peer=peer -- "$@"
 ((seconds >= 2 && seconds <= 120)) || {
 	echo "bench-cost: --seconds must be 2..120" >&2
 	exit 2
@@ -207,16 +203,11 @@ for mode in warm warm-copy cold; do
 done
 metrics=
 
-# peer_measure KEY PATH [ARG...]: the yardstick service PATH (started on a free port, with ARGs)
-# at 20 clients, each program; its cost and throughput kept as KEY-PROGRAM
-peer_measure() {
-	local key=$1 path=$2 label port prog n non ms
-	label=$(basename "$path")
-	shift 2
+if [[ -f $peer ]]; then
 	port=$(codebox_free_port)
-	"$PY" "$path" "$port" "$@" >"$work/$key.out" 2>&1 &
+	"$PY" "$peer" "$port" >"$work/peer.out" 2>&1 &
 	peer_pid=$!
-	for _ in $(seq 300); do
+	for _ in $(seq 100); do
 		curl -s --max-time 2 -o /dev/null "http://127.0.0.1:$port/" && break
 		sleep 0.1
 	done
@@ -225,20 +216,16 @@ peer_measure() {
 		wrk -t 2 -c 20 -d 2s --timeout 30s -s post.lua "http://127.0.0.1:$port/execute" >/dev/null
 		read -r n non ms < <(wrk_cost "http://127.0.0.1:$port/execute")
 		if ((n == 0)); then
-			printf "%-34s no answer within %s s at 20 clients\n" "$label: ${name[$prog]}" "$seconds"
+			printf "%-34s no answer within %s s at 20 clients\n" "cold_peer.py: ${name[$prog]}" "$seconds"
 			continue
 		fi
-		rps[$key-$prog]=$(awk -v n="$n" -v s="$seconds" 'BEGIN { printf "%.1f", n / s }')
-		cost[$key-$prog]=$ms
-		printf "%-34s %7s req/s  host CPU %6.2f ms/request\n" "$label: ${name[$prog]}" "${rps[$key-$prog]}" "$ms"
+		rps[peer-$prog]=$(awk -v n="$n" -v s="$seconds" 'BEGIN { printf "%.1f", n / s }')
+		cost[peer-$prog]=$ms
+		printf "%-34s %7s req/s  host CPU %6.2f ms/request\n" "cold_peer.py: ${name[$prog]}" "${rps[peer-$prog]}" "$ms"
 	done
 	kill -TERM "$peer_pid"
 	wait "$peer_pid" 2>/dev/null || true
 	peer_pid=""
-}
-
-if [[ -f $peer ]]; then
-	peer_measure peer "$peer"
 	echo "# codebox warm against cold_peer.py (issue 26's goal: print(1) CPU <= 0.25x and >= 4x the throughput, café CPU <= 0.1x)"
 	for prog in "${programs[@]}"; do
 		[[ -n ${cost[peer-$prog]:-} && -n ${cost[warm-$prog]:-} ]] || continue
@@ -248,20 +235,6 @@ if [[ -f $peer ]]; then
 	done
 else
 	echo "# no cold_peer.py at $peer (--peer PATH): no reference service"
-fi
-# the floor of a warm design: a fork server with no isolation at all, its interpreter holding
-# codebox's light tier (numpy); the heavy tier's modules the five-module program imports per run
-if [[ -f $fork_peer ]]; then
-	peer_measure fork "$fork_peer" --modules numpy
-	echo "# codebox warm against fork_peer.py (a bare fork of a warm interpreter, no isolation: the floor)"
-	for prog in "${programs[@]}"; do
-		[[ -n ${cost[fork-$prog]:-} && -n ${cost[warm-$prog]:-} ]] || continue
-		awk -v w="${cost[warm-$prog]}" -v p="${cost[fork-$prog]}" -v rw="${rps[warm-$prog]}" -v rp="${rps[fork-$prog]}" \
-			-v n="${name[$prog]}" \
-			'BEGIN { printf "%-34s CPU/request %.2fx the floor, throughput %.2fx\n", "warm: " n, (p > 0 ? w / p : 0), (rp > 0 ? rw / rp : 0) }'
-	done
-else
-	echo "# no fork_peer.py at $fork_peer (--fork-peer PATH): no floor"
 fi
 echo "# the one-copy start against the two-copy one (CODEBOX_WARM_ONE_COPY=0), same host, same run"
 for prog in "${programs[@]}"; do

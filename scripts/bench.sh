@@ -9,8 +9,9 @@
 #     throughput of print(1) and of the café program with wrk at 4 and 20 connections
 #     the whole stack's PSS (nginx, supervisor, zygote, workers, templates) after warm-up
 #   the cost of a run (scripts/bench-cost.sh): the whole host's CPU per request at 20 clients
-#     (the client's subtracted) and its split by process role, warm, cold, cold_peer.py and
-#     fork_peer.py (the floor: a bare fork, no isolation)
+#     (the client's subtracted) and its split by process role, warm, cold and cold_peer.py
+#   the floor (../shared/yardstick/fork_peer.py: a bare fork of a warm interpreter, no
+#     isolation): print(1) and the café program, sequential, and warm's latency against it
 #   sessions (scripts/bench-sessions.sh): making a session, and print(1) in a warm session
 #     beside /execute's: p50/p95, req/s and host CPU per execution at 20 clients
 #   the fleet (scripts/bench-fleet.sh): runs/s per core and memory per slot of print(1), the
@@ -50,8 +51,10 @@ chmod 0711 "$work" # runs execute as other uids and must reach their directory
 stack=""
 before_tree=""
 now_stack=""
+fork_peer_pid=""
 before_stack=""
 cleanup() {
+	codebox_stack_stop "$fork_peer_pid"
 	stack_stop
 	for s in $now_stack $before_stack; do
 		codebox_stack_stop "$s"
@@ -226,6 +229,33 @@ printf "%-50s %s\n" "bare: python3 -I -c 'import numpy'" "$(stats bare-numpy.ms)
 printf "%-50s %s\n" "bare: python3 -I -c 'import <the five modules>'" "$(stats bare-five.ms)"
 printf "%-50s %s\n" "bare: python3 -I plot.py (matplotlib, cached fonts)" "$(stats bare-plot.ms)"
 
+# the floor of a warm design (../shared/yardstick/fork_peer.py): a fork of an interpreter that
+# has imported numpy, as the light tier has, with no isolation at all; sequential requests, as
+# the rows below (its children inherit each other's pipes, so under concurrency an answer
+# waits on other requests' children: it is measured one request at a time)
+fork_peer=$here/../shared/yardstick/fork_peer.py
+if [[ -f $fork_peer ]]; then
+	port=$(codebox_free_port)
+	"$PY" "$fork_peer" "$port" --modules numpy >"$work/fork-peer.out" 2>&1 &
+	fork_peer_pid=$!
+	base=http://127.0.0.1:$port
+	for ((i = 0; i < 300; i++)); do
+		curl -s -o /dev/null --max-time 2 --data-binary "$print1" "$base/execute" && break
+		sleep 0.1
+	done
+	for ((i = 0; i < 10; i++)); do
+		curl -s -o /dev/null --max-time 60 --data-binary "$print1" "$base/execute"
+	done
+	time_http floor-print1.ms "$print1"
+	time_http floor-cafe.ms "$cafe"
+	codebox_stack_stop "$fork_peer_pid"
+	fork_peer_pid="" base=""
+	printf "%-50s %s\n" "floor (fork_peer.py, no isolation): print(1)" "$(stats floor-print1.ms)"
+	printf "%-50s %s\n" "floor (fork_peer.py, no isolation): café" "$(stats floor-cafe.ms)"
+else
+	echo "# no fork_peer.py at $fork_peer: no floor"
+fi
+
 modes=(warm cold)
 if [[ -n $before ]]; then
 	# the pool of revision REV and its nginx module, built in a worktree of its own (its stack
@@ -399,6 +429,13 @@ for prog in print1 cafe five plot; do
 	awk -v w="$(median "warm-$prog.ms.cpu")" -v c="$(median "cold-$prog.ms.cpu")" -v p="$prog" \
 		-v fw="$(median "warm-$prog.ms.faults" 2>/dev/null)" -v fc="$(median "cold-$prog.ms.faults" 2>/dev/null)" \
 		'BEGIN { printf "%-50s %8.2f   (%s / %s ms; minor faults %s / %s)\n", "cpu per run, warm/cold: " p, (c > 0 ? w / c : 0), w, c, fw, fc }'
+done
+
+# codebox warm against the floor: what isolation and the service add to a bare fork
+for prog in print1 cafe; do
+	[[ -s floor-$prog.ms && -s warm-$prog.ms ]] || continue
+	awk -v w="$(median "warm-$prog.ms")" -v f="$(median "floor-$prog.ms")" -v p="$prog" \
+		'BEGIN { printf "%-50s %8.2f   (%s / %s ms, medians)\n", "latency, warm/floor (fork_peer.py): " p, (f > 0 ? w / f : 0), w, f }'
 done
 
 if [[ -n $before ]]; then
