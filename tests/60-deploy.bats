@@ -158,8 +158,11 @@ YAML
 	run -1 node "$ROOT/deploy/checks/agent-sandbox.mjs" "$out/typo.yaml" "$out/typo-derived.yaml"
 	assert_output "agent-sandbox: SandboxTemplate codebox: spec.servce: is not a field of the CRD's schema (the API server would drop it)"
 	# a vendored CRD that is not the pinned one is refused before anything is checked
-	cp -r "$ROOT/deploy/checks" "$checks"
-	rm -rf "$checks/node_modules" && ln -s "$ROOT/deploy/checks/node_modules" "$checks/node_modules"
+	# (not make image-test's scratch, which it makes and removes meanwhile in CI)
+	mkdir -p "$checks"
+	tar -C "$ROOT/deploy/checks" --exclude=./node_modules --exclude=./.image-test -cf - . |
+		tar -C "$checks" -xf -
+	ln -s "$ROOT/deploy/checks/node_modules" "$checks/node_modules"
 	sed -i 's/- Recreate/- Rebuild/' "$checks/crds/agent-sandbox/sandboxwarmpools.yaml"
 	run -1 node "$checks/agent-sandbox.mjs" "$out/as.yaml" "$out/x.yaml"
 	assert_output --partial "crds/agent-sandbox/sandboxwarmpools.yaml does not match its pinned sha256"

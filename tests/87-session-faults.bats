@@ -315,7 +315,7 @@ restart_on_same_ports() {
 	[[ ${CODEBOX_WARM:-1} == 1 ]] || skip "sessions are warm only"
 	[[ -z ${CODEBOX_BASE:-} && $EUID == 0 ]] || skip "a root pool's run uids (its own stack)"
 	[[ -w /sys/fs/cgroup/memory ]] || skip "no writable v1 cgroups: the sweep finds a dead pool's processes there"
-	local pool ports base first left all
+	local pool ports base first left all g
 	crashed_stack_start
 	# every process of the pool's at once (stopped first, so that none acts on another's
 	# death): its sessions' inits and programs are left, as after an OOM kill of the pool
@@ -334,6 +334,18 @@ restart_on_same_ports() {
 	[[ -n $left ]] || wait_for "another pool's sweep to remove the dead pool's groups" 100 no_dead_groups
 	restart_on_same_ports "$first" "$pool"
 	if ! grep -q "killing the processes of .*, left by a pool that died (pid $pool)" "$STACK_DIR/logs/pool.log"; then
+		if [[ -n $left ]] && kill -0 "$pool" 2>/dev/null; then
+			# the dead pool's pid is another process's now (pids wrap at pid_max on a busy
+			# host): no start can tell that pool died, and its sessions' processes are left to
+			# their own bounds. A known limit (the sweep asks kill(pid, 0)): end them here
+			# shellcheck disable=SC2046
+			kill -KILL $(uid_procs "$base" | cut -d' ' -f1) 2>/dev/null || true
+			wait_for "the dead pool's processes to end" 100 no_uid_procs "$base" || true
+			for g in $(dead_pool_groups "$pool"); do
+				find "$g" -depth -type d -exec rmdir {} + 2>/dev/null || true
+			done
+			skip "the dead pool's pid $pool was taken by another process: its groups are not swept"
+		fi
 		# swept by another pool's start: then nothing of the dead pool is left for this one
 		# once that sweep's kills have landed
 		wait_for "another pool's sweep to end the dead pool's processes" 100 no_uid_procs "$base" || {
